@@ -1,0 +1,644 @@
+"""Make answer text fit to be read aloud by a text-to-speech voice.
+
+Answers come from a language model or are cut out of ingested documents, so they carry
+markdown, links, emoji and notation that a TTS voice reads badly ("asterisk asterisk",
+"h t t p s colon slash slash", "dollar sign five"). `make_speakable` rewrites them into
+plain spoken sentences; `speech_problems` says what is still wrong with a text, for the
+evaluation report.
+
+Rules for numbers and symbols are deliberately few and simple; each one exists because a
+TTS voice gets the written form wrong:
+
+- Plain numbers, decimals and years stay digits (voices read "1998" and "3.5" well).
+- Ordinals become words ("21st" -> "twenty-first"), as do "24/7" and phone numbers, which
+  are read digit by digit, group by group ("555-123-4567" -> "five five five, one two
+  three, four five six seven"). Words rather than digits keep the result stable when it
+  is cleaned again.
+- Money: "$5.50" -> "5 dollars 50 cents", "£4.2bn" -> "4.2 billion pounds".
+- "%", "&", "@", "+", "~", "#3", "No. 3", degrees and common units become words.
+- ISO dates become "March 5, 2024"; 24-hour times become "2:30 PM". A time with a
+  one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the same
+  paragraph shows that it uses the 24-hour clock.
+- A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5".
+- Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
+  "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately".
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from calendar import month_name
+from collections.abc import Callable
+
+from num2words import num2words  # type: ignore[import-untyped]
+
+__all__ = ["NON_TERMINAL_ABBREVIATIONS", "make_speakable", "speech_problems"]
+
+# Abbreviations whose trailing period does not end a sentence (lower case, no final dot).
+# Shared with the sentence splitter of the extractive answerer.
+NON_TERMINAL_ABBREVIATIONS = frozenset(
+    {
+        "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "mt", "ft", "gen", "col", "lt", "sgt",
+        "capt", "rev", "hon", "gov", "sen", "rep", "pres", "e.g", "i.e", "eg", "ie", "vs", "cf",
+        "approx", "no", "nos", "fig", "figs", "vol", "ch", "sec", "pp", "p", "ca", "c", "est",
+        "dept", "univ", "assn", "bros", "ave", "blvd", "rd", "jan", "feb", "mar", "apr", "jun",
+        "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "tues", "wed", "thu",
+        "thur", "thurs", "fri", "sat", "sun", "al", "op", "ed", "eds", "tel", "ext", "min", "max",
+    }
+)  # fmt: skip
+
+
+def _char_class(ranges: tuple[tuple[int, int], ...], categories: frozenset[str]) -> str:
+    """A regex character class of the code points in `ranges` that have one of `categories`."""
+    parts: list[str] = []
+    run_start: int | None = None
+    previous = -2
+    for start, end in ranges:
+        for code in range(start, end + 1):
+            if unicodedata.category(chr(code)) not in categories:
+                continue
+            if code != previous + 1:
+                if run_start is not None:
+                    parts.append(_class_run(run_start, previous))
+                run_start = code
+            previous = code
+    if run_start is not None:
+        parts.append(_class_run(run_start, previous))
+    return "".join(parts)
+
+
+def _class_run(start: int, end: int) -> str:
+    return re.escape(chr(start)) if start == end else f"{re.escape(chr(start))}-{re.escape(chr(end))}"
+
+
+# Blocks where emoji and pictographs live. Only their symbol characters (So/Sk) count, so
+# that arrows or maths signs that happen to share a block are left alone.
+_EMOJI_BLOCKS = (
+    (0x00A9, 0x00A9),
+    (0x00AE, 0x00AE),
+    (0x2122, 0x2122),
+    (0x2139, 0x2139),
+    (0x2190, 0x21FF),
+    (0x2300, 0x23FF),
+    (0x2460, 0x24FF),
+    (0x25A0, 0x27BF),
+    (0x2900, 0x297F),
+    (0x2B00, 0x2BFF),
+    (0x3030, 0x3030),
+    (0x303D, 0x303D),
+    (0x3297, 0x3299),
+    (0x1F000, 0x1FBFF),
+)
+# Joiners, variation selectors, the keycap mark and tag characters glue emoji sequences.
+_EMOJI_GLUE = "\u200d\ufe00-\ufe0f\u20e3\U000e0020-\U000e007f"
+_EMOJI_CLASS = _char_class(_EMOJI_BLOCKS, frozenset({"So", "Sk"})) + _EMOJI_GLUE
+_EMOJI_RE = re.compile(f"[{_EMOJI_CLASS}]+")
+# The same blocks without the category filter: a quick test that finds no emoji in most text.
+_MAYBE_EMOJI_RE = re.compile(
+    "[\u00a9\u00ae\u2122\u2139\u2190-\u21ff\u2300-\u27bf\u2900-\u297f\u2b00-\u2bff\u3030\u303d"
+    f"\u3297\u3299\U0001f000-\U0001fbff{_EMOJI_GLUE}]"
+)
+_STARTS_WITH_EMOJI_RE = re.compile(f"\\s*[{_EMOJI_CLASS}]")
+
+# Control and invisible format characters; newline and tab are handled as whitespace.
+_CONTROL_RE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200c\u200e\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\U000e0001]"
+)
+_SPACE_LIKE_RE = re.compile("[\t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+_LINE_BREAK_RE = re.compile("\r\n?|[\u2028\u2029\u0085]")
+
+# --- block-level markdown -------------------------------------------------------------
+_FENCE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})")
+_RULE_RE = re.compile(r"^(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|=+|-+)$")
+_HEADING_RE = re.compile(r"^#{1,6}(?:\s+(.*?))?(?:\s+#+)?\s*$")
+_BOLD_LINE_RE = re.compile(r"^(\*\*|__)(?=\S)(.+?)(?<=\S)\1:?$")
+_LIST_ITEM_RE = re.compile(r"^(?:[-*+•◦‣●○–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+(.*)$")
+_TABLE_SEPARATOR_RE = re.compile(r"^\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?$")
+
+# --- inline markdown and markup -------------------------------------------------------
+_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+_LINK_RE = re.compile(r"\[([^\]]+)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+_REF_LINK_RE = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
+_AUTOLINK_RE = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+)>")
+_INLINE_CODE_RE = re.compile(r"(`+)(.+?)\1")
+_BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_MD_ESCAPE_RE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
+_STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EM_STAR_RE = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
+_EM_UNDERSCORE_RE = re.compile(r"(?<!\w)_(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)")
+_STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_TIMES_STAR_RE = re.compile(r"(?<=\d)\s*\*\s*(?=\d)")
+_STRAY_STAR_RE = re.compile(r"\*+")
+
+# --- links and addresses --------------------------------------------------------------
+_URL_BODY = r"(?:(?:https?|ftp)://|www\.)[^\s<>\"'`*\[\]{}()|]*(?:\([^\s()]*\)[^\s<>\"'`*\[\]{}()|]*)*"
+_URL_RE = re.compile(_URL_BODY, re.IGNORECASE)
+_PAREN_URL_RE = re.compile(r"\s*\(\s*(" + _URL_BODY + r")\s*\)", re.IGNORECASE)
+_EMAIL_RE = re.compile(
+    r"(?<![\w.+-])(?:mailto:)?([A-Za-z0-9._%+-]+)@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})\b"
+)
+
+# --- abbreviations --------------------------------------------------------------------
+_ABBREVIATION_RE = re.compile(
+    r"\b(?:(e\.\s?g\.)(?=\W|$)|(i\.\s?e\.)(?=\W|$)|(etc\.)|(vs\b\.?)|(approx\.)|(no\.)\s*(?=\d))",
+    re.IGNORECASE,
+)
+# Spoken forms by group of _ABBREVIATION_RE.
+_ABBREVIATIONS = ("", "for example", "that is", "and so on", "versus", "approximately", "number ")
+_DIGIT_RE = re.compile(r"\d")
+_HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
+_HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
+_SENTENCE_GOES_ON_RE = re.compile(r"\s+[A-Z]")
+_DAY_NAMES = {
+    "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
+    "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
+}  # fmt: skip
+_DAY = r"(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?"
+_DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
+
+# --- numbers, dates, times ------------------------------------------------------------
+_TWENTY_FOUR_SEVEN_RE = re.compile(r"\b24\s?[/x]\s?7\b")
+_ISO_DATE_RE = re.compile(
+    r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})"
+    r"(?:T(\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d-])"
+)
+_PHONE_RE = re.compile(
+    r"(?<![\w.,+\-/:$€£])(\+\d{1,3}[ .-]?)?(\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]\d{1,5}){0,5}(?![\w/:-]|[.,]\d)"
+)
+_PHONE_GROUP_RE = re.compile(r"\d+")
+# Seven digits with separators need at least eight such characters in a row.
+_MAYBE_PHONE_RE = re.compile(r"[+(\d][\d ().+-]{6,}\d")
+_LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
+_DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
+_DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
+_CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
+_HOUR_AMPM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])(?:\.[Mm]\.|[Mm]\b)")
+_ORDINAL_RE = re.compile(r"\b(\d{1,6})(?:st|nd|rd|th)\b", re.IGNORECASE)
+
+# --- money, percent, degrees, units ---------------------------------------------------
+_CURRENCIES = {
+    "$": ("dollar", "dollars", "cent", "cents"),
+    "€": ("euro", "euros", "cent", "cents"),
+    "£": ("pound", "pounds", "penny", "pence"),
+    "¥": ("yen", "yen", "", ""),
+}
+_SCALES = {
+    "k": "thousand", "thousand": "thousand", "m": "million", "mn": "million", "million": "million",
+    "b": "billion", "bn": "billion", "billion": "billion", "trillion": "trillion", "tn": "trillion",
+}  # fmt: skip
+_AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+_SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
+_MONEY_BEFORE_RE = re.compile(rf"([$€£¥])\s?{_AMOUNT}{_SCALE}", re.IGNORECASE)
+_MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([€£¥])", re.IGNORECASE)
+_PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
+_PER_WORDS = {"mo": "month", "yr": "year", "wk": "week", "hr": "hour"}
+_PERCENT_RE = re.compile(r"\s?%")
+_TEMPERATURE_RE = re.compile(r"(?<![\w.])([-−]?)(\d+(?:\.\d+)?)\s?°\s?([CF])\b")
+_DEGREES_RE = re.compile(r"(?<=\d)\s?°")
+_UNITS = {
+    "km/h": ("kilometer per hour", "kilometers per hour"),
+    "kph": ("kilometer per hour", "kilometers per hour"),
+    "mph": ("mile per hour", "miles per hour"),
+    "km": ("kilometer", "kilometers"),
+    "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"),
+    "kg": ("kilogram", "kilograms"),
+    "mg": ("milligram", "milligrams"),
+    "ml": ("milliliter", "milliliters"),
+    "mL": ("milliliter", "milliliters"),
+    "lb": ("pound", "pounds"),
+    "lbs": ("pound", "pounds"),
+    "oz": ("ounce", "ounces"),
+    "ft": ("foot", "feet"),
+    "sq ft": ("square foot", "square feet"),
+    "kWh": ("kilowatt hour", "kilowatt hours"),
+    "kW": ("kilowatt", "kilowatts"),
+    "KB": ("kilobyte", "kilobytes"),
+    "MB": ("megabyte", "megabytes"),
+    "GB": ("gigabyte", "gigabytes"),
+    "TB": ("terabyte", "terabytes"),
+    "hr": ("hour", "hours"),
+    "hrs": ("hour", "hours"),
+    "min": ("minute", "minutes"),
+    "mins": ("minute", "minutes"),
+    "sec": ("second", "seconds"),
+    "secs": ("second", "seconds"),
+}
+_UNIT_RE = re.compile(
+    r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)\s?("
+    + "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
+    + r")(?![\w/])"
+)
+_AMPERSAND_RE = re.compile(r"\s*&\s*")
+_AT_RE = re.compile(r"\s*@\s*")
+_PLUS_BETWEEN_RE = re.compile(r"(?<=\d)\s*\+\s*(?=\d)")
+_PLUS_AFTER_RE = re.compile(r"(?<=\d)\+(?!\w)")
+_ABOUT_RE = re.compile(r"[~≈]\s?(?=\d)")
+
+# --- tidying --------------------------------------------------------------------------
+_SPACE_BEFORE_PUNCT_RE = re.compile(r"\s+([,.;:!?)\]])")
+_SPACE_AFTER_OPEN_RE = re.compile(r"([(\[])\s+")
+_EMPTY_BRACKETS_RE = re.compile(r"\(\s*\)|\[\s*\]")
+_WEAK_BEFORE_STOP_RE = re.compile(r"[,;:]+(?=[.!?])")
+_DOUBLE_STOP_RE = re.compile(r"\.(?<!\.\.)\.(?!\.)")
+_DOUBLE_COMMA_RE = re.compile(r",{2,}")
+_LEADING_JUNK_RE = re.compile(r"^(?:[\s,;:!?)\]]|[.-]+(?=\s))+")
+_TRAILING_WEAK_RE = re.compile(r"[\s,;:–—-]+$")
+_TERMINAL_RE = re.compile(r"[.!?…][\"'”’)\]]*$")
+_WORD_END_RE = re.compile(r"[.!?…][\"'”’)\]]*$")
+_ALNUM_RE = re.compile(r"[^\W_]")
+
+
+def make_speakable(text: str, *, max_words: int = 60) -> str:
+    """Rewrite `text` as plain sentences that a TTS voice reads well.
+
+    Markdown, emoji, control characters and bare URLs are removed or spoken, notation is
+    written out (see the module docstring), whitespace is collapsed, and the result ends
+    with sentence punctuation. At most `max_words` words are kept: the text is cut after
+    the last full sentence that fits, if that keeps at least half the allowance, else at
+    the word limit. The result is stable: cleaning it again changes nothing. Only input
+    with nothing speakable in it (emoji, bare markup) gives an empty string.
+    """
+    if max_words < 1:
+        raise ValueError("max_words must be at least 1")
+    spoken = _speak(text, max_words, keep_dropped=False)
+    if not spoken:
+        # Something meaningful may have lived only in a dropped part, e.g. "(https://x.org)".
+        spoken = _speak(text, max_words, keep_dropped=True)
+    return spoken
+
+
+def speech_problems(text: str, *, max_words: int = 60) -> list[str]:
+    """Say what in `text` would sound wrong when read aloud; an empty list means none."""
+    if not text.strip():
+        return ["empty answer"]
+    problems = [f"markdown syntax left: {name}" for name, pattern in _MARKDOWN_CHECKS if pattern.search(text)]
+    problems.extend(f"bare URL: {match.group(0)}" for match in _URL_RE.finditer(text))
+    emoji = "".join(match.group(0) for match in _EMOJI_RE.finditer(text))
+    if emoji:
+        problems.append(f"emoji: {emoji}")
+    word_count = len(text.split())
+    if word_count > max_words:
+        problems.append(f"too long: {word_count} words, the cap is {max_words}")
+    mentions = dict.fromkeys(match.group(0).lower() for match in _SOURCE_TALK_RE.finditer(text))
+    problems.extend(f"talks about its sources: {mention!r}" for mention in mentions)
+    return problems
+
+
+_MARKDOWN_CHECKS = (
+    ("heading '#'", re.compile(r"(?m)^\s{0,3}#{1,6}\s")),
+    ("emphasis '*'", re.compile(r"\*")),
+    ("emphasis '_'", re.compile(r"(?<!\w)__?(?=[^\s_])[^_\n]+(?<=[^\s_])__?(?!\w)")),
+    ("backtick", re.compile(r"`")),
+    ("link", re.compile(r"!?\[[^\]]*\]\([^)]*\)")),
+    ("list marker", re.compile(r"(?m)^\s*(?:[-+•]|\d{1,3}[.)])\s")),
+    ("blockquote '>'", re.compile(r"(?m)^\s*>")),
+    ("table '|'", re.compile(r"\|")),
+    ("horizontal rule", re.compile(r"(?m)^\s*(?:[-*_=]\s*){3,}$")),
+    ("HTML tag", _TAG_RE),
+)
+_SOURCE_TALK_RE = re.compile(
+    r"\b(?:documents?|the context|the provided text|knowledge base|according to the"
+    r"|search(?:es|ed|ing)?|chunks?|sources?)\b",
+    re.IGNORECASE,
+)
+
+
+def _speak(text: str, max_words: int, *, keep_dropped: bool) -> str:
+    text = html.unescape(_LINE_BREAK_RE.sub("\n", text))
+    text = _SPACE_LIKE_RE.sub(" ", _CONTROL_RE.sub("", unicodedata.normalize("NFC", text)))
+    text = text.replace("℃", "°C").replace("℉", "°F")
+    sentences = [
+        _end_sentence(spoken)
+        for block in _blocks(text)
+        if (spoken := _inline(block, keep_dropped=keep_dropped))
+    ]
+    return _cap_words(" ".join(sentences), max_words)
+
+
+def _blocks(text: str) -> list[str]:
+    """Split markdown into blocks that each become one or more spoken sentences.
+
+    Paragraph lines are joined; headings, list items, table rows and paragraphs each end
+    a sentence of their own.
+    """
+    blocks: list[str] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            blocks.append(" ".join(paragraph))
+            paragraph.clear()
+
+    ascii_only = text.isascii()
+    in_fence = False
+    for raw_line in text.split("\n"):
+        if _FENCE_RE.match(raw_line):
+            flush()
+            in_fence = not in_fence
+            continue
+        bulleted = False
+        line = raw_line.strip()
+        if not ascii_only and _MAYBE_EMOJI_RE.search(line):
+            bulleted = _STARTS_WITH_EMOJI_RE.match(line) is not None
+            line = _EMOJI_RE.sub(" ", line).strip()
+        if in_fence:
+            if line:
+                paragraph.append(line)
+            continue
+        while line.startswith(">"):
+            line = line[1:].lstrip()
+        if not line or _RULE_RE.match(line):
+            flush()
+            continue
+        if heading := _HEADING_RE.match(line):
+            flush()
+            blocks.append(heading.group(1) or "")
+            continue
+        if bold_line := _BOLD_LINE_RE.match(line):
+            # A line that is all bold is a heading in disguise.
+            flush()
+            blocks.append(bold_line.group(2))
+            continue
+        if "|" in line:
+            flush()
+            if not _TABLE_SEPARATOR_RE.match(line):
+                cells = (cell.strip() for cell in line.strip().strip("|").split("|"))
+                blocks.append(", ".join(cell for cell in cells if cell))
+            continue
+        if item := _LIST_ITEM_RE.match(line):
+            flush()
+            line = item.group(1)
+        elif bulleted:
+            flush()
+        paragraph.append(line)
+    flush()
+    return blocks
+
+
+def _inline(text: str, *, keep_dropped: bool) -> str:
+    """Apply the inline rules to one block, in an order where earlier rules protect later ones.
+
+    Each group of rules runs only when its trigger characters occur: most answers are
+    plain prose, and this runs on the live-call path.
+    """
+    if "[" in text or "<" in text or "`" in text:
+        text = _markup(text, keep_dropped=keep_dropped)
+    # Addresses go before emphasis and symbols: their "_", "." and "@" are not markup.
+    if "://" in text or "www." in text.lower():
+        text = _PAREN_URL_RE.sub(lambda m: f" ({_url_domain(m.group(1))})" if keep_dropped else "", text)
+        text = _URL_RE.sub(_speak_url, text)
+    if "@" in text:
+        text = _AT_RE.sub(" at ", _EMAIL_RE.sub(_speak_email, text))
+    if "\\" in text:
+        text = _MD_ESCAPE_RE.sub(r"\1", text)
+    if "*" in text or "_" in text or "~" in text:
+        text = _emphasis(text)
+    if "." in text or "vs" in text:
+        text = _ABBREVIATION_RE.sub(_speak_abbreviation, text)
+    if "-" in text or "–" in text:
+        text = _DAY_RANGE_RE.sub(_speak_day_range, text)
+    if _DIGIT_RE.search(text):
+        text = _numbers(text)
+    if "°" in text:
+        text = _DEGREES_RE.sub(" degrees", text)
+    if "%" in text:
+        text = _PERCENT_RE.sub(" percent", text)
+    if "#" in text:
+        text = _HASHTAG_RE.sub("", text)
+    if "&" in text:
+        text = _AMPERSAND_RE.sub(" and ", text)
+    return _tidy(text)
+
+
+def _markup(text: str, *, keep_dropped: bool) -> str:
+    text = _IMAGE_RE.sub(lambda m: m.group(1) if keep_dropped else " ", text)
+    text = _LINK_RE.sub(r"\1", text)
+    text = _REF_LINK_RE.sub(r"\1", text)
+    text = _AUTOLINK_RE.sub(r"\1", text)
+    text = _INLINE_CODE_RE.sub(r"\2", text).replace("`", "")
+    return _TAG_RE.sub("", _BR_RE.sub(" ", text))
+
+
+def _emphasis(text: str) -> str:
+    # Twice, for bold that wraps bold ("**a __b__ c**").
+    text = _STRONG_RE.sub(r"\2", _STRONG_RE.sub(r"\2", text))
+    text = _STRIKE_RE.sub(r"\1", text)
+    text = _EM_UNDERSCORE_RE.sub(r"\1", _EM_STAR_RE.sub(r"\1", text))
+    return _STRAY_STAR_RE.sub("", _TIMES_STAR_RE.sub(" times ", text))
+
+
+def _numbers(text: str) -> str:
+    """The rules that need a digit; dates go before phones and ranges, phones before ranges."""
+    text = _TWENTY_FOUR_SEVEN_RE.sub("twenty four seven", text)
+    if "-" in text:
+        text = _ISO_DATE_RE.sub(_speak_iso_date, text)
+    if _MAYBE_PHONE_RE.search(text):
+        text = _PHONE_RE.sub(_speak_phone, text)
+    if "-" in text or "–" in text:
+        text = _RANGE_RE.sub(r"\1 to ", text)
+    if ":" in text:
+        twenty_four_hour = any(
+            int(hour) > 12 or hour.startswith("0")
+            for hour, _minute, period in _CLOCK_RE.findall(text)
+            if not period
+        )
+        text = _sub_keeping_stop(
+            _CLOCK_RE, lambda m: _speak_clock(m, twenty_four_hour=twenty_four_hour), text
+        )
+    text = _sub_keeping_stop(_HOUR_AMPM_RE, _speak_hour_ampm, text)
+    if "$" in text or "€" in text or "£" in text or "¥" in text:
+        text = _MONEY_BEFORE_RE.sub(lambda m: _speak_money(m[1], m[2], m[3], m[4]), text)
+        text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(m[4], m[1], m[2], m[3]), text)
+    if "/" in text:
+        text = _PER_RE.sub(lambda m: " per " + _PER_WORDS.get(m[1], m[1]), text)
+    if "°" in text:
+        text = _TEMPERATURE_RE.sub(_speak_temperature, text)
+    text = _UNIT_RE.sub(_speak_unit, text)
+    text = _ORDINAL_RE.sub(lambda m: str(num2words(int(m[1]), lang="en", to="ordinal")), text)
+    if "#" in text:
+        text = _HASH_NUMBER_RE.sub(lambda m: _sentence_case("number ", m), text)
+    if "+" in text:
+        text = _PLUS_AFTER_RE.sub(" plus", _PLUS_BETWEEN_RE.sub(" plus ", text))
+    if "~" in text or "≈" in text:
+        text = _ABOUT_RE.sub("about ", text)
+    return text
+
+
+def _tidy(text: str) -> str:
+    text = " ".join(text.split())
+    if "(" in text or "[" in text:
+        text = _SPACE_AFTER_OPEN_RE.sub(r"\1", _EMPTY_BRACKETS_RE.sub("", text))
+    text = _SPACE_BEFORE_PUNCT_RE.sub(r"\1", text)
+    text = _WEAK_BEFORE_STOP_RE.sub("", text)
+    if ".." in text:
+        text = _DOUBLE_STOP_RE.sub(".", text)
+    if ",," in text:
+        text = _DOUBLE_COMMA_RE.sub(",", text)
+    text = _LEADING_JUNK_RE.sub("", text, count=1).strip()
+    # Nothing left to say if no letter or digit survived.
+    return text if _ALNUM_RE.search(text) else ""
+
+
+def _end_sentence(text: str) -> str:
+    if _TERMINAL_RE.search(text):
+        return text
+    return _TRAILING_WEAK_RE.sub("", text) + "."
+
+
+def _cap_words(text: str, max_words: int) -> str:
+    words = text.split(" ")
+    if len(words) <= max_words:
+        return text
+    kept = words[:max_words]
+    for index in range(len(kept) - 1, -1, -1):
+        if (index + 1) * 2 < max_words:
+            break
+        if _ends_sentence(kept[index]):
+            return " ".join(kept[: index + 1])
+    return _end_sentence(" ".join(kept))
+
+
+def _ends_sentence(word: str) -> bool:
+    if not _WORD_END_RE.search(word):
+        return False
+    bare = word.rstrip("\"'”’)]").rstrip(".!?…").lower()
+    # "U.S." and "J." rarely end a sentence mid-answer; "Dr." never does.
+    return bare not in NON_TERMINAL_ABBREVIATIONS and not (len(bare) == 1 or "." in bare)
+
+
+def _speak_abbreviation(match: re.Match[str]) -> str:
+    group = match.lastindex or 0
+    spoken = _ABBREVIATIONS[group]
+    if group == 3 and _stop_swallowed(match):
+        return spoken + "."
+    return _sentence_case(spoken, match) if group == 6 else spoken
+
+
+def _sentence_case(spoken: str, match: re.Match[str]) -> str:
+    before = match.string[: match.start()].rstrip()
+    return spoken.capitalize() if not before or before[-1] in ".!?" else spoken
+
+
+def _stop_swallowed(match: re.Match[str]) -> bool:
+    """Whether the period a match ends with also ended the sentence."""
+    rest = match.string[match.end() :]
+    return not rest.strip() or _SENTENCE_GOES_ON_RE.match(rest) is not None
+
+
+def _sub_keeping_stop(pattern: re.Pattern[str], speak: Callable[[re.Match[str]], str], text: str) -> str:
+    """Substitute, keeping a sentence-ending period that the abbreviation swallowed."""
+
+    def replace(match: re.Match[str]) -> str:
+        spoken = speak(match)
+        if match.group(0).endswith(".") and spoken != match.group(0) and _stop_swallowed(match):
+            return spoken + "."
+        return spoken
+
+    return pattern.sub(replace, text)
+
+
+def _url_domain(url: str) -> str:
+    host = re.sub(r"^(?:(?:https?|ftp)://)?", "", url, flags=re.IGNORECASE)
+    host = re.split(r"[/?#]", host, maxsplit=1)[0].rsplit("@", 1)[-1].split(":", 1)[0].lower()
+    return host.removeprefix("www.")
+
+
+def _speak_url(match: re.Match[str]) -> str:
+    url = match.group(0)
+    core = url.rstrip(".,;:!?")
+    return _url_domain(core) + url[len(core) :]
+
+
+def _speak_email(match: re.Match[str]) -> str:
+    local = match.group(1).replace(".", " dot ").replace("_", " underscore ").replace("+", " plus ")
+    domain = match.group(2).lower().replace(".", " dot ")
+    return f"{local} at {domain}"
+
+
+def _speak_day_range(match: re.Match[str]) -> str:
+    return f"{_DAY_NAMES[match.group(1).lower()]} to {_DAY_NAMES[match.group(2).lower()]}"
+
+
+def _speak_iso_date(match: re.Match[str]) -> str:
+    year, month, day, hour, minute = match.groups()
+    if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):
+        return match.group(0)
+    spoken = f"{month_name[int(month)]} {int(day)}, {year}"
+    if hour is not None and int(hour) <= 23:
+        spoken += " at " + _clock_words(int(hour), minute)
+    return spoken
+
+
+def _speak_phone(match: re.Match[str]) -> str:
+    number = match.group(0)
+    groups = _PHONE_GROUP_RE.findall(number)
+    digits = sum(len(group) for group in groups)
+    prefixed = number.startswith(("+", "("))
+    shaped = len(groups) >= 3 or prefixed or _LOCAL_PHONE_RE.fullmatch(number) is not None
+    if digits < 7 or not shaped or _DOTTED_DATE_RE.fullmatch(number):
+        return number
+    spoken = [" ".join(_DIGIT_WORDS[int(digit)] for digit in group) for group in groups]
+    if number.startswith("+"):
+        spoken[0] = "plus " + spoken[0]
+    return ", ".join(spoken)
+
+
+def _clock_words(hour: int, minute: str) -> str:
+    period = "AM" if hour < 12 else "PM"
+    hour = hour % 12 or 12
+    return f"{hour} {period}" if minute == "00" else f"{hour}:{minute} {period}"
+
+
+def _speak_clock(match: re.Match[str], *, twenty_four_hour: bool) -> str:
+    hour_text, minute, period = match.groups()
+    hour = int(hour_text)
+    if period:
+        if not 1 <= hour <= 12:
+            return match.group(0)
+        spoken = str(hour) if minute == "00" else f"{hour}:{minute}"
+        return f"{spoken} {period.upper()}M"
+    if hour > 23 or not (twenty_four_hour or hour > 12 or hour_text.startswith("0")):
+        return match.group(0)
+    return _clock_words(hour, minute)
+
+
+def _speak_hour_ampm(match: re.Match[str]) -> str:
+    hour = int(match.group(1))
+    if not 1 <= hour <= 12:
+        return match.group(0)
+    return f"{hour} {match.group(2).upper()}M"
+
+
+def _speak_money(symbol: str, whole: str, fraction: str | None, scale: str | None) -> str:
+    one, many, minor_one, minor_many = _CURRENCIES[symbol]
+    if scale:
+        amount = f"{whole}.{fraction}" if fraction else whole
+        return f"{amount} {_SCALES[scale.lower()]} {many}"
+    units = int(whole.replace(",", ""))
+    if fraction and (len(fraction) > 2 or not minor_many):
+        return f"{whole}.{fraction} {many}"
+    minor = int(fraction.ljust(2, "0")) if fraction else 0
+    minor_words = f"{minor} {minor_one if minor == 1 else minor_many}"
+    if units == 0 and minor:
+        return minor_words
+    major_words = f"{whole} {one if units == 1 else many}"
+    return f"{major_words} {minor_words}" if minor else major_words
+
+
+def _speak_temperature(match: re.Match[str]) -> str:
+    sign, number, scale = match.groups()
+    degrees = "degree" if number == "1" else "degrees"
+    spoken = f"{number} {degrees} {'Celsius' if scale == 'C' else 'Fahrenheit'}"
+    return f"minus {spoken}" if sign else spoken
+
+
+def _speak_unit(match: re.Match[str]) -> str:
+    number, unit = match.groups()
+    one, many = _UNITS[unit]
+    return f"{number} {one if number == '1' else many}"

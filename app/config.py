@@ -1,0 +1,121 @@
+"""Service settings: one pydantic-settings class, read once.
+
+Every knob has a default and an environment variable. Nested groups use a double
+underscore, e.g. ``QUERY__DEADLINE_S=2.0``; a few top-level names (``DATABASE_URL``,
+``OPENAI_API_KEY``) keep their conventional spelling.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class DatabaseSettings(BaseModel):
+    pool_size: int = Field(10, ge=1, le=200, description="Connections kept open per process.")
+    max_overflow: int = Field(10, ge=0, le=200, description="Extra connections allowed under burst.")
+    pool_timeout_s: float = Field(2.0, gt=0, description="Wait for a free connection before 503.")
+    connect_timeout_s: float = Field(3.0, gt=0, description="TCP/auth timeout for a new connection.")
+    statement_timeout_ms: int = Field(15_000, ge=100, description="Server-side cap on any statement.")
+    embedded_dir: Path = Field(
+        PROJECT_ROOT / ".data" / "postgres",
+        description="Data folder of the embedded PostgreSQL used when DATABASE_URL is unset.",
+    )
+
+
+class LimitSettings(BaseModel):
+    max_upload_bytes: int = Field(
+        20 * 1024 * 1024, ge=1024, description="Largest document (upload or JSON body); 413 beyond."
+    )
+    page_size_default: int = Field(50, ge=1, le=500)
+    page_size_max: int = Field(200, ge=1, le=1000)
+
+
+class EmbeddingSettings(BaseModel):
+    provider: Literal["auto", "lexical", "openai", "local"] = Field(
+        "auto", description="auto = openai when OPENAI_API_KEY is set, else the offline lexical embedder."
+    )
+    openai_model: str = "text-embedding-3-small"
+    openai_dimensions: int | None = Field(None, ge=64, le=2000, description="None = the model's native size.")
+    lexical_dimensions: int = Field(512, ge=64, le=2000)
+    local_model: str = "all-MiniLM-L6-v2"
+    max_concurrency: int = Field(4, ge=1, le=64)
+    query_timeout_s: float = Field(0.8, gt=0, description="Budget for embedding a question on the hot path.")
+
+
+class IngestionSettings(BaseModel):
+    workers: int = Field(2, ge=0, le=64, description="Ingestion workers inside the service process (0 = none).")
+    poll_interval_s: float = Field(1.0, gt=0)
+    lease_s: float = Field(120.0, ge=5, description="A job whose worker stopped renewing is retaken after this.")
+    max_attempts: int = Field(3, ge=1, le=20)
+    chunk_tokens: int = Field(500, ge=64, le=2000)
+    chunk_overlap_tokens: int = Field(60, ge=0, le=1000)
+    parse_timeout_s: float = Field(60.0, gt=0, description="Wall-clock bound on parsing one PDF.")
+    parse_memory_mb: int = Field(1024, ge=128)
+    fetch_timeout_s: float = Field(15.0, gt=0)
+    fetch_max_bytes: int = Field(10_000_000, ge=1024)
+    url_resync_s: int = Field(86_400, ge=0, description="Default re-sync interval for URL documents (0 = never).")
+
+
+class QuerySettings(BaseModel):
+    deadline_s: float = Field(2.5, gt=0, description="Whole-request budget: embed + search + LLM.")
+    top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
+    candidates: int = Field(30, ge=5, le=500, description="Candidates per retriever before fusion.")
+    rrf_k: int = Field(60, ge=1)
+    min_confidence: float = Field(0.2, ge=0, le=1, description="Below this the LLM is not called: not_found.")
+    exact_search_max_chunks: int = Field(
+        20_000, ge=0, description="Agents whose KBs hold at most this many chunks get exact vector search."
+    )
+    max_answer_words: int = Field(60, ge=5, le=400)
+    answer_cache_ttl_s: int = Field(3600, ge=0)
+    llm_model: str = "gpt-4o-mini"
+    llm_max_tokens: int = Field(200, ge=16, le=4000)
+    prompt_variant: str = Field("default", description="Prompt variant used when an agent has none set.")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_nested_delimiter="__", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    database_url: str | None = Field(
+        None,
+        validation_alias="DATABASE_URL",
+        description="postgresql://... ; unset = embedded PostgreSQL (pgserver) under db.embedded_dir.",
+    )
+    openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(
+        None, validation_alias="OPENAI_BASE_URL", description="Any OpenAI-compatible server."
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    prompts_dir: Path = PROJECT_ROOT / "prompts"
+    debug: bool = False
+
+    db: DatabaseSettings = DatabaseSettings()
+    limits: LimitSettings = LimitSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    ingestion: IngestionSettings = IngestionSettings()
+    query: QuerySettings = QuerySettings()
+
+    @property
+    def embedding_provider(self) -> Literal["lexical", "openai", "local"]:
+        if self.embedding.provider != "auto":
+            return self.embedding.provider
+        return "openai" if self.openai_api_key else "lexical"
+
+    @property
+    def answerer(self) -> Literal["openai", "extractive"]:
+        return "openai" if self.openai_api_key else "extractive"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

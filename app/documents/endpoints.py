@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from litestar import Controller, Request, delete, get, post, put
+from litestar.datastructures import State, UploadFile
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from litestar.status_codes import HTTP_202_ACCEPTED
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth import Principal, admin_only
+from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate
+from app.documents.service import DocumentService
+from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from app.http import parse_json, validate_obj
+from app.schemas import Description, LongTitle
+
+_UPLOAD_FIELDS = {"file", "title", "description"}
+
+
+class _UploadMeta(BaseModel):
+    title: LongTitle | None = None
+    description: Description = ""
+
+
+def _service(state: State, session: AsyncSession, principal: Principal) -> DocumentService:
+    return DocumentService(
+        session,
+        principal.org_id,
+        validate_url=state.validate_url,
+        on_enqueued=state.wake_workers,
+        default_sync_interval_s=state.settings.ingestion.url_resync_s,
+    )
+
+
+class DocumentController(Controller):
+    path = "/api/knowledge/{kb_id:str}/documents"
+    tags = ["documents"]
+    guards = [admin_only]
+
+    @post(
+        "/",
+        status_code=HTTP_202_ACCEPTED,
+        summary="Add a document (JSON text, JSON URL, or multipart file upload)",
+        description=(
+            "Three forms: JSON `{title, description?, content, content_type?: text|markdown|html}`; "
+            "JSON `{url, title?, description?, sync_interval_s?}`; or multipart/form-data with a `file` "
+            "(.txt .md .html .pdf) and optional `title`, `description`. Answers 202 with the document "
+            "in status `pending`; ingestion runs in the background."
+        ),
+    )
+    async def create_document(
+        self,
+        state: State,
+        request: Request[Any, Any, Any],
+        kb_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+    ) -> DocumentRead:
+        service = _service(state, session, principal)
+        limit = state.settings.limits.max_upload_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
+            raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")
+        media_type = request.content_type[0]
+        if media_type == "multipart/form-data":
+            return await _upload(service, request, kb_id, limit)
+        if media_type != "application/json":
+            raise UnsupportedMediaType("send application/json or multipart/form-data")
+        obj = parse_json(await _read_capped(request, limit))
+        # A body with "url" is a web page to fetch; anything else must be inline content.
+        if isinstance(obj, dict) and "url" in obj:
+            return await service.create_url(kb_id, validate_obj(DocumentCreateUrl, obj))
+        return await service.create_text(kb_id, validate_obj(DocumentCreateText, obj))
+
+    @get("/{doc_id:str}", summary="One document with status, error, progress and chunk count")
+    async def get_document(
+        self,
+        state: State,
+        kb_id: FromPath[uuid.UUID],
+        doc_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+    ) -> DocumentRead:
+        return await _service(state, session, principal).get(kb_id, doc_id)
+
+    @put("/{doc_id:str}", summary="Update title, description or content (new content is re-indexed)")
+    async def update_document(
+        self,
+        state: State,
+        kb_id: FromPath[uuid.UUID],
+        doc_id: FromPath[uuid.UUID],
+        data: JSONBody[DocumentUpdate],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+    ) -> DocumentRead:
+        return await _service(state, session, principal).update(kb_id, doc_id, data)
+
+    @post("/{doc_id:str}/sync", status_code=HTTP_202_ACCEPTED, summary="Re-fetch a URL document now")
+    async def sync_document(
+        self,
+        state: State,
+        kb_id: FromPath[uuid.UUID],
+        doc_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+    ) -> DocumentRead:
+        return await _service(state, session, principal).sync(kb_id, doc_id)
+
+    @delete("/{doc_id:str}", summary="Delete a document and its chunks")
+    async def delete_document(
+        self,
+        state: State,
+        kb_id: FromPath[uuid.UUID],
+        doc_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+    ) -> None:
+        await _service(state, session, principal).delete(kb_id, doc_id)
+
+
+async def _read_capped(request: Request[Any, Any, Any], limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the request body is larger than the limit of {limit // (1024 * 1024)} MB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _upload(service: DocumentService, request: Request[Any, Any, Any], kb_id: uuid.UUID, limit: int) -> DocumentRead:
+    form = await request.form()
+    unknown = set(form.keys()) - _UPLOAD_FIELDS
+    if unknown:
+        raise ValidationFailed(
+            f"unknown form fields: {', '.join(sorted(unknown))}",
+            extra=[{"field": f, "message": "not allowed"} for f in sorted(unknown)],
+        )
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise ValidationFailed("a multipart upload needs a 'file' field", extra=[{"field": "file", "message": "required"}])
+    meta = validate_obj(
+        _UploadMeta,
+        {k: v for k, v in (("title", form.get("title")), ("description", form.get("description"))) if v is not None},
+    )
+    data = await upload.read()
+    if len(data) > limit:
+        raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")
+    return await service.create_upload(
+        kb_id,
+        filename=upload.filename,
+        content_type=upload.content_type,
+        data=data,
+        title=meta.title,
+        description=meta.description,
+    )

@@ -1,0 +1,53 @@
+"""SQL for documents. Every query is scoped to the organisation (and the KB) in ``_scoped``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import undefer
+from sqlalchemy.sql import Select
+
+from app.documents.models import Document
+
+
+class DocumentRepository:
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
+        self.session = session
+        self.org_id = org_id
+
+    def _scoped(self, stmt: Select[Any], kb_id: uuid.UUID) -> Select[Any]:
+        return stmt.where(Document.org_id == self.org_id, Document.kb_id == kb_id)  # type: ignore[arg-type]
+
+    async def list_for_kb(self, kb_id: uuid.UUID) -> list[Document]:
+        rows = await self.session.scalars(
+            self._scoped(select(Document), kb_id).order_by(Document.created_at, Document.id)  # type: ignore[arg-type]
+        )
+        return list(rows)
+
+    async def get(
+        self, kb_id: uuid.UUID, doc_id: uuid.UUID, *, for_update: bool = False, with_content: bool = False
+    ) -> Document | None:
+        stmt = self._scoped(select(Document), kb_id).where(Document.id == doc_id)  # type: ignore[arg-type]
+        if with_content:
+            stmt = stmt.options(undefer(Document.original), undefer(Document.text))  # type: ignore[arg-type]
+        if for_update:
+            stmt = stmt.with_for_update()
+        result: Document | None = await self.session.scalar(stmt)
+        return result
+
+    def add(self, doc: Document) -> None:
+        doc.org_id = self.org_id
+        self.session.add(doc)
+
+    async def delete(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> bool:
+        result = await self.session.execute(
+            delete(Document).where(
+                Document.org_id == self.org_id,  # type: ignore[arg-type]
+                Document.kb_id == kb_id,  # type: ignore[arg-type]
+                Document.id == doc_id,  # type: ignore[arg-type]
+            )
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,205 @@
+"""Documents: accept content, record it, and queue it for ingestion.
+
+Nothing here parses or embeds; the ingestion worker does that out of band, so an upload
+answers at once with the document ``pending``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.base import utcnow
+from app.documents.models import Document
+from app.documents.repository import DocumentRepository
+from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate, Progress
+from app.errors import BadRequest, NotFound, UnsupportedMediaType
+from app.ingestion.extract import UnsupportedType, sniff_kind
+from app.ingestion.fetch import BlockedURL, github_raw_url
+from app.knowledge.repository import KnowledgeRepository
+
+DOC_NOT_FOUND = "document not found"
+UrlValidator = Callable[[str], Awaitable[None]]
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def to_read(doc: Document) -> DocumentRead:
+    return DocumentRead(
+        id=doc.id,
+        kb_id=doc.kb_id,
+        title=doc.title,
+        description=doc.description,
+        source_kind=doc.source_kind,
+        source_url=doc.source_url,
+        file_name=doc.file_name,
+        content_hash=doc.content_hash,
+        status=doc.status,
+        error=doc.error,
+        chunk_count=doc.chunk_count,
+        progress=Progress(done=doc.progress_done, total=doc.progress_total),
+        pages_total=doc.pages_total,
+        pages_skipped=doc.pages_skipped,
+        attempts=doc.attempts,
+        created_at=doc.created_at,
+        updated_at=doc.updated_at,
+        indexed_at=doc.indexed_at,
+    )
+
+
+class DocumentService:
+    def __init__(
+        self,
+        session: AsyncSession,
+        org_id: uuid.UUID,
+        *,
+        validate_url: UrlValidator,
+        on_enqueued: Callable[[], None] | None = None,
+        default_sync_interval_s: int = 0,
+    ) -> None:
+        self.session = session
+        self.repo = DocumentRepository(session, org_id)
+        self.kbs = KnowledgeRepository(session, org_id)
+        self.validate_url = validate_url
+        self.on_enqueued = on_enqueued
+        self.default_sync_interval_s = default_sync_interval_s
+
+    async def _require_kb(self, kb_id: uuid.UUID) -> None:
+        if not await self.kbs.exists(kb_id):
+            raise NotFound("knowledge base not found")
+
+    async def _queued(self, doc: Document) -> DocumentRead:
+        self.repo.add(doc)
+        await self.session.commit()
+        if self.on_enqueued:
+            self.on_enqueued()
+        return to_read(doc)
+
+    async def create_text(self, kb_id: uuid.UUID, data: DocumentCreateText) -> DocumentRead:
+        await self._require_kb(kb_id)
+        raw = data.content.encode()
+        return await self._queued(
+            Document(
+                org_id=self.repo.org_id,
+                kb_id=kb_id,
+                title=data.title,
+                description=data.description,
+                source_kind=data.content_type,
+                original=raw,
+                content_hash=content_hash(raw),
+            )
+        )
+
+    async def create_upload(
+        self,
+        kb_id: uuid.UUID,
+        *,
+        filename: str | None,
+        content_type: str | None,
+        data: bytes,
+        title: str | None,
+        description: str,
+    ) -> DocumentRead:
+        await self._require_kb(kb_id)
+        try:
+            kind = sniff_kind(filename, content_type, data)
+        except UnsupportedType as exc:
+            raise UnsupportedMediaType(str(exc)) from exc
+        if not data:
+            raise BadRequest("the uploaded file is empty")
+        name = (filename or "").rsplit("/", 1)[-1][:255] or None
+        return await self._queued(
+            Document(
+                org_id=self.repo.org_id,
+                kb_id=kb_id,
+                title=(title or (name.rsplit(".", 1)[0] if name else "") or "Untitled")[:300],
+                description=description,
+                source_kind=kind,
+                file_name=name,
+                original=data,
+                content_hash=content_hash(data),
+            )
+        )
+
+    async def create_url(self, kb_id: uuid.UUID, data: DocumentCreateUrl) -> DocumentRead:
+        await self._require_kb(kb_id)
+        url = github_raw_url(data.url)
+        try:
+            await self.validate_url(url)
+        except BlockedURL as exc:
+            raise BadRequest(f"this URL cannot be fetched: {exc}") from exc
+        interval = data.sync_interval_s if data.sync_interval_s is not None else self.default_sync_interval_s
+        return await self._queued(
+            Document(
+                org_id=self.repo.org_id,
+                kb_id=kb_id,
+                # The page title replaces this placeholder once fetched, unless one was given.
+                title=data.title or url[:300],
+                description=data.description,
+                source_kind="url",
+                source_url=url,
+                sync_interval_s=interval or None,
+            )
+        )
+
+    async def get(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> DocumentRead:
+        doc = await self.repo.get(kb_id, doc_id)
+        if doc is None:
+            raise NotFound(DOC_NOT_FOUND)
+        return to_read(doc)
+
+    async def update(self, kb_id: uuid.UUID, doc_id: uuid.UUID, data: DocumentUpdate) -> DocumentRead:
+        doc = await self.repo.get(kb_id, doc_id, for_update=True)
+        if doc is None:
+            raise NotFound(DOC_NOT_FOUND)
+        if data.title is not None:
+            doc.title = data.title
+        if data.description is not None:
+            doc.description = data.description
+        requeue = False
+        if data.content is not None:
+            if doc.source_kind == "url":
+                raise BadRequest("the content of a URL document comes from its page; use .../sync instead")
+            raw = data.content.encode()
+            kind = data.content_type or (doc.source_kind if doc.source_kind != "pdf" else "text")
+            if content_hash(raw) != doc.content_hash or kind != doc.source_kind:
+                doc.original, doc.content_hash, doc.source_kind = raw, content_hash(raw), kind
+                requeue = True
+        elif data.content_type is not None:
+            raise BadRequest("content_type can only change together with content")
+        if requeue:
+            # The old chunks keep answering until the worker swaps the new ones in.
+            doc.status, doc.error, doc.attempts = "pending", None, 0
+            doc.progress_done = doc.progress_total = 0
+        doc.updated_at = utcnow()
+        await self.session.commit()
+        if requeue and self.on_enqueued:
+            self.on_enqueued()
+        return to_read(doc)
+
+    async def sync(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> DocumentRead:
+        doc = await self.repo.get(kb_id, doc_id, for_update=True)
+        if doc is None:
+            raise NotFound(DOC_NOT_FOUND)
+        if doc.source_kind != "url":
+            raise BadRequest("only URL documents can be re-synced")
+        if doc.status not in ("pending", "processing"):
+            doc.status, doc.error, doc.attempts = "pending", None, 0
+            doc.updated_at = utcnow()
+        await self.session.commit()
+        if self.on_enqueued:
+            self.on_enqueued()
+        return to_read(doc)
+
+    async def delete(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> None:
+        doc = await self.repo.get(kb_id, doc_id, for_update=True)
+        if doc is None:
+            raise NotFound(DOC_NOT_FOUND)
+        await self.repo.delete(kb_id, doc_id)
+        await self.kbs.adjust_chunk_count(kb_id, -doc.chunk_count)
+        await self.session.commit()

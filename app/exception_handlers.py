@@ -1,0 +1,102 @@
+"""One place that turns every error into ``{"error", "detail"[, "fields"]}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from app.errors import AppError
+
+log = logging.getLogger("app.errors")
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def _json(status: int, code: str, detail: str, extra: Any = None, headers: dict[str, str] | None = None) -> Response[Any]:
+    body: dict[str, Any] = {"error": code, "detail": detail}
+    if extra is not None:
+        body["fields"] = extra
+    return Response(content=body, status_code=status, media_type=MediaType.JSON, headers=headers)
+
+
+def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[Any]:
+    return _json(exc.status_code, exc.code, exc.detail, exc.extra, exc.headers)
+
+
+_PARAM_SOURCES = {"path", "query", "header", "cookie"}
+
+
+def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+    # Litestar reports body, path and query problems alike; body problems are payload
+    # validation (422), malformed parameters are a bad request (400).
+    items = exc.extra if isinstance(exc.extra, list) else []
+    fields = [
+        {"field": str(i.get("key") or "body"), "message": str(i.get("message", ""))}
+        for i in items
+        if isinstance(i, dict)
+    ]
+    # Litestar tags parameter problems with their source; body problems carry none.
+    in_body = any(isinstance(i, dict) and i.get("source") not in _PARAM_SOURCES for i in items)
+    if fields:
+        names = ", ".join(sorted({f["field"] for f in fields}))
+        detail = f"invalid {'request body' if in_body else 'parameters'}: {names}"
+    else:
+        detail = exc.detail or "the request is malformed"
+        if "JSON" in detail or "decode" in detail.lower():
+            detail = "the request body is not valid JSON"
+    return _json(422 if in_body and fields else 400, "validation_error" if in_body else "bad_request", detail, fields or None)
+
+
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    status = exc.status_code
+    detail = exc.detail
+    if status == 413:
+        detail = "the request body is larger than the configured limit"
+    elif status == 404 and detail in ("", "Not Found"):
+        detail = "no such route"
+    return _json(status, _CODES.get(status, "error"), detail, headers=exc.headers)
+
+
+def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+    return _json(503, "unavailable", "the database is unavailable; retry shortly", headers={"Retry-After": "2"})
+
+
+def dbapi_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[Any]:
+    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+        return database_unavailable(request, exc)
+    return internal_error(request, exc)
+
+
+def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if isinstance(exc, ConnectionError | OSError) and not isinstance(exc, PermissionError):
+        return database_unavailable(request, exc)
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _json(500, "internal_error", "an internal error occurred; it has been logged")
+
+
+HANDLERS: dict[type[Exception] | int, Any] = {
+    AppError: app_error,
+    ValidationException: validation_error,
+    HTTPException: http_error,
+    PoolTimeout: database_unavailable,
+    DBAPIError: dbapi_error,
+    Exception: internal_error,
+}

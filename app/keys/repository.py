@@ -1,0 +1,75 @@
+"""SQL for API keys. Every query is scoped to the organisation in ``_scoped``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Select
+
+from app.keys.models import ApiKey
+
+
+class ApiKeyRepository:
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
+        self.session = session
+        self.org_id = org_id
+
+    def _scoped(self, stmt: Select[Any]) -> Select[Any]:
+        return stmt.where(ApiKey.org_id == self.org_id)  # type: ignore[arg-type]
+
+    async def list(self, *, limit: int, offset: int) -> tuple[list[ApiKey], int]:
+        rows = await self.session.scalars(
+            self._scoped(select(ApiKey))
+            .order_by(ApiKey.created_at, ApiKey.id)  # type: ignore[arg-type]
+            .limit(limit)
+            .offset(offset)
+        )
+        total = await self.session.scalar(self._scoped(select(func.count()).select_from(ApiKey)))
+        return list(rows), int(total or 0)
+
+    async def get(self, key_id: uuid.UUID) -> ApiKey | None:
+        result: ApiKey | None = await self.session.scalar(
+            self._scoped(select(ApiKey)).where(ApiKey.id == key_id)  # type: ignore[arg-type]
+        )
+        return result
+
+    async def active_admin_count(self) -> int:
+        stmt = self._scoped(select(func.count()).select_from(ApiKey)).where(
+            ApiKey.role == "admin",  # type: ignore[arg-type]
+            ApiKey.revoked_at.is_(None),  # type: ignore[union-attr]
+        )
+        return int(await self.session.scalar(stmt) or 0)
+
+    def add(self, key: ApiKey) -> None:
+        key.org_id = self.org_id
+        self.session.add(key)
+
+    async def revoke(self, key_id: uuid.UUID, at: datetime) -> bool:
+        result = await self.session.execute(
+            update(ApiKey)
+            .where(ApiKey.org_id == self.org_id, ApiKey.id == key_id)  # type: ignore[arg-type]
+            .where(ApiKey.revoked_at.is_(None))  # type: ignore[union-attr]
+            .values(revoked_at=at)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+# Authentication runs on every request, the hot path included: one statement over the
+# raw asyncpg connection that finds the key and, at most once a minute, stamps its use.
+AUTHENTICATE_SQL = """
+WITH k AS (
+    SELECT id, org_id, role, last_used_at FROM api_keys
+    WHERE key_hash = $1 AND revoked_at IS NULL
+), touched AS (
+    UPDATE api_keys SET last_used_at = now()
+    FROM k
+    WHERE api_keys.id = k.id
+      AND (k.last_used_at IS NULL OR k.last_used_at < now() - interval '60 seconds')
+    RETURNING 1
+)
+SELECT id, org_id, role FROM k
+"""

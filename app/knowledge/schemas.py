@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Self
+
+from pydantic import BaseModel, Field, model_validator
+
+from app.documents.schemas import DocumentSummary
+from app.schemas import Description, Input, Title
+
+Language = Annotated[str, Field(pattern=r"^[a-z_]{2,32}$", description="PostgreSQL text-search configuration")]
+
+
+class KnowledgeBaseCreate(Input):
+    title: Title
+    description: Description = ""
+    language: Language = "english"
+    chunk_tokens: int | None = Field(None, ge=64, le=2000)
+    chunk_overlap_tokens: int | None = Field(None, ge=0, le=1000)
+
+    @model_validator(mode="after")
+    def _overlap_within_chunk(self) -> Self:
+        if (
+            self.chunk_tokens is not None
+            and self.chunk_overlap_tokens is not None
+            and self.chunk_overlap_tokens > self.chunk_tokens // 2
+        ):
+            raise ValueError("chunk_overlap_tokens must be at most half of chunk_tokens")
+        return self
+
+
+class KnowledgeBaseUpdate(Input):
+    title: Title | None = None
+    description: Description | None = None
+
+
+class KnowledgeBaseRead(BaseModel):
+    id: uuid.UUID
+    title: str
+    description: str
+    language: str
+    chunk_tokens: int
+    chunk_overlap_tokens: int
+    document_count: int
+    chunk_count: int
+    agent_ids: list[uuid.UUID]
+    created_at: datetime
+    updated_at: datetime | None
+
+
+class KnowledgeBaseDetail(KnowledgeBaseRead):
+    documents: list[DocumentSummary]
+
+
+class AgentAssignmentUpdate(Input):
+    agent_ids: list[uuid.UUID] = Field(max_length=1000)
+
+
+class AgentAssignmentRead(BaseModel):
+    kb_id: uuid.UUID
+    agent_ids: list[uuid.UUID]

@@ -1,0 +1,126 @@
+"""Test set-up: one real PostgreSQL with pgvector (pgserver) per test session, migrated by
+the project's own Alembic migrations; every test starts from empty tables.
+
+Tables are truncated rather than wrapped in a rolled-back transaction because the code
+under test commits for real: ingestion workers take leases from separate connections and
+the hot path uses raw asyncpg connections from the pool, exactly as in production.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
+# Tests never read a developer's .env or real keys.
+for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL"):
+    os.environ.pop(_name, None)
+
+from app.config import Settings  # noqa: E402
+from app.db.engine import make_engine, make_sessionmaker  # noqa: E402
+from app.db.migrate import upgrade  # noqa: E402
+from app.keys.service import create_organisation  # noqa: E402
+from app.main import create_app  # noqa: E402
+
+TABLES = (
+    "answer_cache, query_log, embedding_cache, chunks, documents, agent_assignments, "
+    "knowledge_bases, api_keys, organisations"
+)
+PUBLIC_IP = "93.184.216.34"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="vk-test-pg-") as data_dir:
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        yield server
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_server: Any) -> str:
+    pg_server.psql("CREATE DATABASE vk_test;")
+    url = pg_server.get_uri(database="vk_test")
+    upgrade(url)
+    return str(url)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEngine]:
+    engine = make_engine(database_url, settings)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return make_sessionmaker(engine)
+
+
+@pytest.fixture(autouse=True)
+async def _clean_tables(request: pytest.FixtureRequest) -> None:
+    if "database_url" not in request.fixturenames and "engine" not in request.fixturenames:
+        return
+    engine: AsyncEngine = request.getfixturevalue("engine")
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(f"TRUNCATE {TABLES} CASCADE")
+
+
+async def fake_resolver(host: str, port: int) -> list[str]:
+    """Every hostname in tests resolves to a public documentation-free address."""
+    return [PUBLIC_IP]
+
+
+@pytest.fixture
+def app(database_url: str, settings: Settings) -> Litestar:
+    return create_app(settings, database_url=database_url, resolver=fake_resolver)
+
+
+@pytest.fixture
+async def client(app: Litestar) -> AsyncIterator[AsyncTestClient[Litestar]]:
+    async with AsyncTestClient(app=app) as client:
+        yield client
+
+
+@dataclass
+class Org:
+    id: Any
+    admin_key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_key}"}
+
+
+async def make_org(sessionmaker: async_sessionmaker[AsyncSession], name: str) -> Org:
+    async with sessionmaker() as session:
+        org_id, key = await create_organisation(session, name)
+    return Org(org_id, key)
+
+
+@pytest.fixture
+async def org(sessionmaker: async_sessionmaker[AsyncSession], _clean_tables: None) -> Org:
+    return await make_org(sessionmaker, "Acme")
+
+
+@pytest.fixture
+async def other_org(sessionmaker: async_sessionmaker[AsyncSession], _clean_tables: None) -> Org:
+    return await make_org(sessionmaker, "Globex")

@@ -183,19 +183,26 @@ def github_raw_url(url: str) -> str:
 async def validate_url(url: str, *, resolver: Resolver | None = None) -> None:
     """Check a URL completely without connecting: syntax, host name, and every resolved address.
 
-    Raises BlockedURL when the URL may not be fetched, and FetchError (retryable) when the
-    host does not resolve, so a caller can tell a forbidden URL from an unreachable one.
+    Raises only BlockedURL, also when the host does not resolve: a URL that cannot be
+    checked now cannot be accepted now, and the caller answers both with a 400.
     """
     target = _parse_url(url)
     try:
         async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
             await _checked_addresses(target, resolver or _system_resolver)
     except TimeoutError as exc:
-        raise FetchError(f"the host {target.host} could not be resolved in time", retryable=True) from exc
+        raise BlockedURL(f"the host {target.host} could not be resolved in time") from exc
+    except FetchError as exc:
+        raise BlockedURL(str(exc)) from exc
 
 
 class Fetcher:
-    """Fetches pages over one long-lived httpx client; close it with ``aclose``."""
+    """Fetches pages over one long-lived httpx client; close it with ``aclose``.
+
+    ``transport`` is for tests. A real transport passed in should also keep no idle
+    connections (``httpx.Limits(max_keepalive_connections=0)``), for the reason noted
+    where the client is built.
+    """
 
     def __init__(
         self,

@@ -76,6 +76,8 @@ def test_overlap_starts_at_a_sentence_when_whole_sentences_fill_half_of_it() -> 
 
     chunks = chunk_sections(None, [Section(text)], chunk_tokens=100, overlap_tokens=25)
 
+    # 20 tokens of overlap (two sentences) plus one 40-token paragraph per chunk after the first.
+    assert len(chunks) > 5
     assert all(c.text.startswith("The quick brown fox") for c in chunks)
 
 
@@ -161,7 +163,6 @@ def test_ordinals_run_across_sections_and_each_chunk_keeps_its_section() -> None
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
     assert [c.section for c in chunks] == sorted(c.section for c in chunks)
     assert all(c.page == int(c.section[1:]) for c in chunks if c.section)
-    assert all(c.text.split()[0].startswith(f"P") or True for c in chunks)
 
 
 @pytest.mark.parametrize(

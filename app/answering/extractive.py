@@ -1,0 +1,343 @@
+"""Offline answering: read out the sentences of the retrieved passages that best answer a question.
+
+Used when no language model is available. It is a measured product mode, so it favours
+answers that are short, in the passage's own words, and honest about how well they match:
+`ExtractiveAnswer.support` lets the caller say "I don't know" rather than read out a
+weakly related sentence.
+
+Scoring is lexical and deliberately cheap (it runs during a live call): question and
+sentences are reduced to lower-case, lightly stemmed content words; each question word
+is weighted by an IDF computed over the sentences at hand, so the word that singles out
+the answer counts more than the words every passage shares.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from itertools import chain
+from dataclasses import dataclass
+
+from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, make_speakable
+
+__all__ = ["ExtractiveAnswer", "Passage", "extractive_answer", "split_sentences"]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A retrieved passage; passages are given best first."""
+
+    text: str
+    title: str | None
+    score: float  # retrieval score, higher is better
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractiveAnswer:
+    """Sentences chosen to answer a question, ready to be spoken."""
+
+    text: str  # the chosen sentences in their original order, made speakable
+    support: float  # 0..1, IDF-weighted share of the question's content words they cover
+    passage_index: int  # the passage the first chosen sentence came from
+
+
+# English function words plus the words that frame a question rather than say what it is
+# about ("what year", "how many", "is called").
+_STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each either else ever few for from further get gets got had
+    hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
+    himself his how how's however i i'd i'll i'm i've if in into is isn't it it's its itself
+    just let's may me might more most much must mustn't my myself no nor not of off on once only
+    or other ought our ours ourselves out over own same shall shan't she she'd she'll she's
+    should shouldn't so some such than that that's the their theirs them themselves then there
+    there's these they they'd they'll they're they've this those through to too under until up
+    upon us very was wasn't we we'd we'll we're we've were weren't what what's when when's where
+    where's whether which while who who's whom whose why why's will with within without won't
+    would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
+    tell know please many one ones thing things kind sort type name named called year years
+    """.split()
+)
+_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+_NUMBER_QUESTION_RE = re.compile(
+    r"\b(?:when|how (?:many|much|long|old|far|often|tall|big|large|high|fast)"
+    r"|(?:what|which) (?:year|date|day|month|time|age|percentage|number))\b",
+    re.IGNORECASE,
+)
+_NAME_QUESTION_RE = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
+_HAS_NUMBER_RE = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred"
+    r"|thousand|million|billion|january|february|march|april|june|july|august|september|october"
+    r"|november|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    re.IGNORECASE,
+)
+_CAPITALISED_RE = re.compile(r"(?<=\s)[A-Z][a-zA-Z]+")
+
+# Weights, relative to the mean IDF of the question's words; tuned on SQuAD dev questions
+# other than the ones the test measures.
+_BIGRAM_WEIGHT = 0.5
+_TITLE_WEIGHT = 0.25
+_ANSWER_TYPE_WEIGHT = 0.4
+_RANK_WEIGHT = 0.2
+_SHORT_SENTENCE_WORDS = 6
+
+# --- sentence splitting -----------------------------------------------------------------
+_LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
+_CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)")
+_TERMINAL_END_RE = re.compile(r"[.!?…:;][\"'”’)\]]*$")
+_DOTTED_ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
+# Words that start a new sentence after an acronym such as "U.S.", which otherwise does not end one.
+_SENTENCE_OPENERS = frozenset(
+    "the this that these those it its he she they we i in on at as for after during however but a an"
+    " there his her their our".split()
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences.
+
+    A period ends a sentence only when the next word does not start in lower case and the
+    word before it is not a title or common abbreviation ("Dr.", "e.g."), an initial, or
+    a dotted acronym ("U.S.") followed by an ordinary word. Decimals never split. Blank
+    lines and list items always end a sentence, and so does a line break, unless the next
+    line goes on in lower case (a hard-wrapped sentence).
+    """
+    units: list[str] = []
+    current: list[str] = []
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line:
+            if current:
+                units.append(" ".join(current))
+                current = []
+            continue
+        marker = _LIST_MARKER_RE.match(line)
+        if marker:
+            line = line[marker.end() :]
+        continues = current and not marker and line[0].islower() and not _TERMINAL_END_RE.search(current[-1])
+        if current and not continues:
+            units.append(" ".join(current))
+            current = []
+        current.append(line)
+    if current:
+        units.append(" ".join(current))
+    sentences: list[str] = []
+    for unit in units:
+        sentences.extend(_split_unit(unit))
+    return sentences
+
+
+def _split_unit(unit: str) -> list[str]:
+    sentences: list[str] = []
+    start = 0
+    for match in _CANDIDATE_END_RE.finditer(unit):
+        end = match.end()
+        if _is_boundary(unit, match.start(), end, match.group(0)):
+            sentence = unit[start:end].strip()
+            if sentence:
+                sentences.append(sentence)
+            start = end
+    rest = unit[start:].strip()
+    if rest:
+        sentences.append(rest)
+    return sentences
+
+
+def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> bool:
+    following = unit[punct_end : punct_end + 40].lstrip()
+    if not following:
+        return True
+    if following[0].islower():
+        return False
+    if not punct.startswith(".") or punct.startswith(".."):
+        return True
+    word = unit[unit.rfind(" ", 0, punct_start) + 1 : punct_start].lstrip("\"'“‘([")
+    lowered = word.lower()
+    if lowered in NON_TERMINAL_ABBREVIATIONS:
+        return False
+    if lowered == "no" and following[0].isdigit():
+        return False
+    if len(word) == 1 and word.isupper():
+        return False  # an initial, as in "John F. Kennedy"
+    if _DOTTED_ACRONYM_RE.fullmatch(word):
+        next_word = following.split(None, 1)[0].strip("\"'“‘(,").lower()
+        return next_word in _SENTENCE_OPENERS
+    return True
+
+
+# --- scoring ----------------------------------------------------------------------------
+# Stems by lower-cased whitespace token ("refunds," -> ("refund",)), stop words left out.
+# Looking whole tokens up keeps the per-sentence work in C once the vocabulary is known.
+_token_stems: dict[str, tuple[str, ...]] = {}
+_TOKEN_CACHE_LIMIT = 200_000
+
+
+def _stem(word: str) -> str:
+    """Strip common English suffixes so "refunds", "refunded" and "refund" meet."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    if word.endswith(("'s", "’s")):
+        word = word[:-2]
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]  # "stopped" -> "stop"
+            break
+    if word.endswith("ly") and len(word) > 5:
+        word = word[:-2]
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]  # "close", "closed", "closing" all become "clos"
+    return word
+
+
+def _stems_of(tokens: list[str]) -> list[tuple[str, ...]]:
+    cache = _token_stems
+    try:
+        return list(map(cache.__getitem__, tokens))
+    except KeyError:
+        if len(cache) > _TOKEN_CACHE_LIMIT:
+            cache.clear()
+        for token in tokens:
+            if token not in cache:
+                words = _WORD_RE.findall(token)
+                cache[token] = tuple(_stem(word) for word in words if word not in _STOP_WORDS)
+        return list(map(cache.__getitem__, tokens))
+
+
+def _content_terms(text: str) -> list[str]:
+    """The stemmed content words of `text`, in order."""
+    return list(chain.from_iterable(_stems_of(text.lower().split())))
+
+
+def _term_set(text: str) -> set[str]:
+    return set(chain.from_iterable(_stems_of(text.lower().split())))
+
+
+@dataclass(slots=True)
+class _Sentence:
+    passage: int
+    position: int
+    text: str
+    matched: set[str]
+    words: int
+
+
+def extractive_answer(
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    max_words: int = 60,
+    max_sentences: int = 2,
+) -> ExtractiveAnswer | None:
+    """Answer `question` with the best sentences of `passages`, or None if nothing relates to it.
+
+    The best-scoring sentence is chosen and, up to `max_sentences`, joined by the adjacent
+    sentence of the same passage that covers most of the question words still missing
+    (or simply the next one when the chosen sentence is a fragment such as a heading).
+    The result is made speakable and capped at `max_words`.
+    """
+    query_terms = list(dict.fromkeys(_content_terms(question)))
+    if not query_terms or not passages:
+        return None
+    query = frozenset(query_terms)
+
+    by_passage: list[list[_Sentence]] = []
+    document_frequency = dict.fromkeys(query_terms, 0)
+    for passage_index, passage in enumerate(passages):
+        sentences = []
+        for position, text in enumerate(split_sentences(passage.text)):
+            matched = _term_set(text) & query
+            for term in matched:
+                document_frequency[term] += 1
+            sentences.append(_Sentence(passage_index, position, text, matched, text.count(" ") + 1))
+        by_passage.append(sentences)
+
+    total = sum(len(sentences) for sentences in by_passage)
+    idf = {
+        term: math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+        for term, frequency in document_frequency.items()
+    }
+    unit = sum(idf.values()) / len(idf)
+    query_bigrams = set(zip(query_terms, query_terms[1:], strict=False))
+    wants_number = _NUMBER_QUESTION_RE.search(question) is not None
+    wants_name = _NAME_QUESTION_RE.search(question) is not None
+
+    best: _Sentence | None = None
+    best_score = 0.0
+    for passage_index, sentences in enumerate(by_passage):
+        title = passages[passage_index].title
+        title_terms = _term_set(title) & query if title else frozenset()
+        rank_bonus = _RANK_WEIGHT * unit / (1 + passage_index)
+        for sentence in sentences:
+            if not sentence.matched:
+                continue
+            score = sum(idf[term] for term in sentence.matched) + rank_bonus
+            score += _TITLE_WEIGHT * sum(idf[term] for term in title_terms - sentence.matched)
+            if query_bigrams and len(sentence.matched) > 1:
+                score += _bigram_bonus(sentence.text, query, query_bigrams, idf)
+            if wants_number and _HAS_NUMBER_RE.search(sentence.text):
+                score += _ANSWER_TYPE_WEIGHT * unit
+            elif wants_name and _has_new_name(sentence.text, query):
+                score += _ANSWER_TYPE_WEIGHT * unit
+            if score > best_score:
+                best, best_score = sentence, score
+    if best is None:
+        return None
+
+    chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
+    covered = set().union(*(sentence.matched for sentence in chosen))
+    support = sum(idf[term] for term in covered) / sum(idf.values())
+    text = make_speakable(" ".join(sentence.text for sentence in chosen), max_words=max_words)
+    return ExtractiveAnswer(text=text, support=round(support, 4), passage_index=best.passage)
+
+
+def _bigram_bonus(
+    text: str, query: frozenset[str], query_bigrams: set[tuple[str, str]], idf: dict[str, float]
+) -> float:
+    terms = _content_terms(text)
+    found = {pair for pair in zip(terms, terms[1:], strict=False) if pair in query_bigrams}
+    return _BIGRAM_WEIGHT * sum(min(idf[first], idf[second]) for first, second in found)
+
+
+def _has_new_name(text: str, query: frozenset[str]) -> bool:
+    """Whether the sentence names someone or somewhere the question does not."""
+    return any(_stem(word.lower()) not in query for word in _CAPITALISED_RE.findall(text))
+
+
+def _extend(
+    best: _Sentence, sentences: list[_Sentence], idf: dict[str, float], max_words: int, max_sentences: int
+) -> list[_Sentence]:
+    chosen = [best]
+    covered = set(best.matched)
+    words = best.words
+    while len(chosen) < max_sentences:
+        first, last = chosen[0].position, chosen[-1].position
+        neighbours = [sentences[i] for i in (first - 1, last + 1) if 0 <= i < len(sentences)]
+        fragment = words < _SHORT_SENTENCE_WORDS
+        pick: _Sentence | None = None
+        pick_gain = 0.0
+        for neighbour in neighbours:
+            if words + neighbour.words > max_words:
+                continue
+            gain = sum(idf[term] for term in neighbour.matched - covered)
+            if gain > pick_gain or (fragment and pick is None and neighbour.position == last + 1):
+                pick, pick_gain = neighbour, gain
+        if pick is None:
+            break
+        if pick.position < first:
+            chosen.insert(0, pick)
+        else:
+            chosen.append(pick)
+        covered |= pick.matched
+        words += pick.words
+    return chosen

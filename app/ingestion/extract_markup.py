@@ -1,0 +1,348 @@
+"""HTML and markdown to sectioned plain text.
+
+Markdown is rendered to HTML by markdown-it-py and then read by the same walker as uploaded
+HTML, so raw HTML inside markdown gets exactly the same hidden-text rules.
+
+Hidden text matters here beyond tidiness: text a browser would not show (display:none, the
+`hidden` attribute, zero font size...) is a known carrier of prompt injections aimed at the
+voice agent, so it is dropped rather than indexed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from markdown_it import MarkdownIt
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from app.ingestion.extract_model import Extracted, Section
+from app.ingestion.extract_plain import decode_text, normalise_newlines, strip_invisible, tidy_lines
+
+# Never content. `form` is handled separately: see _walk_content.
+_DROPPED = frozenset(
+    {
+        "script", "style", "noscript", "template", "svg", "math", "iframe", "frame", "frameset",
+        "object", "embed", "applet", "canvas", "audio", "video", "map", "nav", "footer", "aside",
+        "button", "input", "select", "option", "optgroup", "datalist", "textarea", "output",
+        "head", "title", "meta", "link", "base",
+    }
+)  # fmt: skip
+_PARAGRAPH_BLOCKS = frozenset(
+    {
+        "p", "section", "article", "main", "header", "blockquote", "pre", "table", "ul", "ol",
+        "dl", "figure", "hr", "address", "details", "fieldset", "form", "hgroup", "center",
+    }
+)  # fmt: skip
+_LINE_BLOCKS = frozenset(
+    {
+        "div", "li", "tr", "dt", "dd", "figcaption", "summary", "legend", "caption", "thead",
+        "tbody", "tfoot", "body", "html", "search", "menu", "dir", "label",
+    }
+)  # fmt: skip
+_CELLS = frozenset({"td", "th"})
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# Utility classes that mean display:none in the CSS frameworks most pages use. Stylesheets are
+# not evaluated, so these are the only class-based hiding we can see.
+_HIDDEN_CLASSES = frozenset(
+    {"hidden", "d-none", "hide", "invisible", "sr-only", "visually-hidden", "visuallyhidden",
+     "screen-reader-text"}
+)  # fmt: skip
+_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_ZERO = re.compile(r"[+-]?(?:0+\.?0*|\.0+)(?:[a-z]+|%)?")
+_WHITESPACE = re.compile(r"\s+")
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+_FRONT_MATTER_FENCE = "---"
+
+
+def extract_html(data: bytes) -> Extracted:
+    """Main text of an HTML page, one section per heading; <main> or <article> preferred over <body>."""
+    # lexbor honours a BOM and <meta charset> in the first 1024 bytes, else reads UTF-8 with
+    # replacement characters, as the HTML standard prescribes.
+    tree = LexborHTMLParser(data, encoding=True)
+    roots = _content_roots(tree)
+    document = _walk_content(roots or _body(tree), keep_image_alt=False)
+    if not document.sections and roots:
+        # An empty <main> (say, filled by JavaScript) should not hide the rest of the page.
+        document = _walk_content(_body(tree), keep_image_alt=False)
+    title = _html_title(tree) or document.first_h1
+    return Extracted(title=title, sections=document.sections, pages_total=None, pages_skipped=0)
+
+
+def extract_markdown(data: bytes) -> Extracted:
+    """Markdown as speakable text: markup, URLs and images dropped, alt text and code kept."""
+    source = _strip_front_matter(normalise_newlines(decode_text(data)))
+    tree = LexborHTMLParser(_MARKDOWN.render(source))
+    document = _walk_content(_body(tree), keep_image_alt=True)
+    return Extracted(title=document.first_h1, sections=document.sections, pages_total=None, pages_skipped=0)
+
+
+def _strip_front_matter(source: str) -> str:
+    # YAML front matter (Jekyll, Hugo, Docusaurus) would otherwise render as a rule and a
+    # setext heading full of metadata.
+    lines = source.split("\n")
+    if not lines or lines[0].strip() != _FRONT_MATTER_FENCE:
+        return source
+    for index in range(1, len(lines)):
+        if lines[index].strip() in (_FRONT_MATTER_FENCE, "..."):
+            return "\n".join(lines[index + 1 :])
+    return source
+
+
+def _body(tree: LexborHTMLParser) -> list[LexborNode]:
+    root = tree.body or tree.root
+    return [root] if root is not None else []
+
+
+def _content_roots(tree: LexborHTMLParser) -> list[LexborNode]:
+    """The visible <main>, else the outermost visible <article>s; empty when there are neither."""
+    for main in tree.css("main"):
+        if not _hidden_or_dropped_with_ancestors(main):
+            return [main]
+    articles = [
+        node
+        for node in tree.css("article")
+        if not _hidden_or_dropped_with_ancestors(node) and not _has_ancestor(node, "article")
+    ]
+    return articles
+
+
+def _html_title(tree: LexborHTMLParser) -> str | None:
+    for node in tree.css("title"):
+        if _has_ancestor(node, "svg") or _has_ancestor(node, "math"):
+            continue
+        title = _WHITESPACE.sub(" ", strip_invisible(node.text(deep=True))).strip()
+        if title:
+            return title
+    return None
+
+
+def _has_ancestor(node: LexborNode, tag: str) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.tag == tag:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _hidden_or_dropped_with_ancestors(node: LexborNode) -> bool:
+    current: LexborNode | None = node
+    while current is not None and current.is_element_node:
+        if current.tag in _DROPPED or is_hidden(current):
+            return True
+        current = current.parent
+    return False
+
+
+def is_hidden(node: LexborNode) -> bool:
+    """Whether a browser would hide this element, judged from its own attributes."""
+    attributes = node.attributes
+    if not attributes:
+        return False
+    if "hidden" in attributes:
+        return True
+    if (attributes.get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    if node.tag == "input" and (attributes.get("type") or "").strip().lower() == "hidden":
+        return True
+    if node.tag == "dialog" and "open" not in attributes:
+        return True
+    classes = (attributes.get("class") or "").lower().split()
+    if _HIDDEN_CLASSES.intersection(classes):
+        return True
+    style = attributes.get("style")
+    return bool(style) and _style_hides(style or "")
+
+
+def _style_hides(style: str) -> bool:
+    for declaration in _CSS_COMMENT.sub("", style).split(";"):
+        name, colon, raw_value = declaration.partition(":")
+        if not colon:
+            continue
+        name = name.strip().lower()
+        value = raw_value.lower().replace("!important", "").strip()
+        if name == "display" and value == "none":
+            return True
+        if name == "visibility" and value in ("hidden", "collapse"):
+            return True
+        if name in ("font-size", "opacity") and _ZERO.fullmatch(value):
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class _Document:
+    sections: list[Section] = field(default_factory=list)
+    first_h1: str | None = None
+
+
+def _walk_content(roots: list[LexborNode], *, keep_image_alt: bool) -> _Document:
+    document = _walk(roots, keep_image_alt=keep_image_alt, drop_forms=True)
+    if not document.sections:
+        # ASP.NET WebForms and similar wrap the whole page in one <form>; dropping forms
+        # would leave nothing, so read such a page with its form.
+        document = _walk(roots, keep_image_alt=keep_image_alt, drop_forms=False)
+    return document
+
+
+class _Writer:
+    """Collects inline text, line and paragraph breaks and headings into sections."""
+
+    def __init__(self) -> None:
+        self._lines: list[tuple[int, str]] = []  # (newlines before it: 1 or 2, text)
+        self._line: list[str] = []
+        self._break_before = 0
+        self._pending_space = False
+        self._pending_cell = False
+        self._heading_stack: list[tuple[int, str]] = []
+        # The heading path of each section; the first section is the text before any heading.
+        self._paths: list[list[tuple[int, str]]] = [[]]
+        self._bodies: list[list[tuple[int, str]]] = []
+
+    def text(self, raw: str) -> None:
+        collapsed = _WHITESPACE.sub(" ", raw)
+        stripped = collapsed.strip()
+        if not stripped:
+            if collapsed and self._line:
+                self._pending_space = True
+            return
+        if self._line:
+            if self._pending_cell:
+                self._line.append(", ")
+            elif self._pending_space or collapsed[0] == " ":
+                self._line.append(" ")
+        self._line.append(stripped)
+        self._pending_space = collapsed[-1] == " "
+        self._pending_cell = False
+
+    def preformatted(self, raw: str) -> None:
+        for index, piece in enumerate(normalise_newlines(raw).split("\n")):
+            if index:
+                self.line_break(1)
+            if piece.strip():
+                self._line.append(piece.rstrip())
+
+    def cell(self) -> None:
+        if self._line:
+            self._pending_cell = True
+
+    def line_break(self, strength: int) -> None:
+        if self._line:
+            self._lines.append((self._break_before or 1, "".join(self._line)))
+            self._line = []
+            self._break_before = strength
+        else:
+            self._break_before = max(self._break_before, strength)
+        self._pending_space = self._pending_cell = False
+
+    def heading(self, level: int, text: str) -> None:
+        self.line_break(2)
+        self._finish_section()
+        while self._heading_stack and self._heading_stack[-1][0] >= level:
+            self._heading_stack.pop()
+        self._heading_stack.append((level, text))
+        self._paths.append(list(self._heading_stack))
+
+    def _finish_section(self) -> None:
+        self._bodies.append(self._lines)
+        self._lines = []
+        self._break_before = 0
+
+    def finish(self) -> _Document:
+        self.line_break(2)
+        self._finish_section()
+        h1_texts = [path[-1][1] for path in self._paths[1:] if path[-1][0] == 1]
+        first_h1 = h1_texts[0] if h1_texts else None
+        # A lone H1 names the whole document (it becomes the title), so repeating it in
+        # every heading path adds nothing.
+        omit_h1 = len(h1_texts) == 1
+        sections: list[Section] = []
+        for path, lines in zip(self._paths, self._bodies, strict=True):
+            body = "".join(("\n" * brk if i else "") + text for i, (brk, text) in enumerate(lines))
+            body = tidy_lines(body)
+            if not body:
+                continue
+            names = [text for level, text in path if not (omit_h1 and level == 1)]
+            sections.append(Section(text=body, heading=" > ".join(names) or None, page=None))
+        return _Document(sections=sections, first_h1=first_h1)
+
+
+_EXIT = object()
+
+
+def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) -> _Document:
+    """Depth-first walk with an explicit stack: hostile pages nest deeper than Python recursion allows."""
+    writer = _Writer()
+    heading_parts: list[str] | None = None  # collecting a heading's text while not None
+    heading_level = 0
+    heading_node: LexborNode | None = None
+    pre_depth = 0
+    stack: list[tuple[object, LexborNode]] = [(None, root) for root in reversed(roots)]
+    while stack:
+        marker, node = stack.pop()
+        tag = node.tag or ""
+        if marker is _EXIT:
+            if node is heading_node and heading_parts is not None:
+                text = _WHITESPACE.sub(" ", "".join(heading_parts)).strip()
+                heading_parts, heading_node = None, None
+                if text:
+                    writer.heading(heading_level, text)
+            elif tag == "pre":
+                pre_depth -= 1
+                writer.line_break(2)
+            elif tag in _PARAGRAPH_BLOCKS:
+                writer.line_break(2)
+            elif tag in _LINE_BLOCKS:
+                writer.line_break(1)
+            continue
+        if node.is_text_node:
+            content = strip_invisible(node.text_content or "")
+            if heading_parts is not None:
+                heading_parts.append(content)
+            elif pre_depth:
+                writer.preformatted(content)
+            else:
+                writer.text(content)
+            continue
+        if not node.is_element_node:
+            continue  # comments, doctype
+        if tag in _DROPPED or (drop_forms and tag == "form") or is_hidden(node):
+            continue
+        if tag == "br":
+            if heading_parts is not None:
+                heading_parts.append(" ")
+            else:
+                writer.line_break(1)
+            continue
+        if tag == "img":
+            alt = (node.attributes.get("alt") or "") if keep_image_alt else ""
+            if heading_parts is not None:
+                heading_parts.append(alt)
+            elif alt:
+                writer.text(f" {alt} ")
+            continue
+        if heading_parts is not None:
+            # Everything inside a heading is heading text, nested headings included.
+            if tag in _PARAGRAPH_BLOCKS or tag in _LINE_BLOCKS or tag in _CELLS or tag in _HEADINGS:
+                heading_parts.append(" ")
+        elif tag in _HEADINGS:
+            heading_parts, heading_level, heading_node = [], _HEADINGS[tag], node
+        elif tag == "pre":
+            pre_depth += 1
+            writer.line_break(2)
+        elif tag in _PARAGRAPH_BLOCKS:
+            writer.line_break(2)
+        elif tag in _LINE_BLOCKS:
+            writer.line_break(1)
+        elif tag in _CELLS:
+            writer.cell()
+        stack.append((_EXIT, node))
+        children: list[LexborNode] = []
+        child = node.first_child
+        while child is not None:
+            children.append(child)
+            child = child.next
+        stack.extend((None, c) for c in reversed(children))
+    return writer.finish()

@@ -1,0 +1,275 @@
+"""PDF text extraction: pypdf first, pypdfium2 (Chrome's PDF engine) where pypdf gives up.
+
+Runs inside the isolated worker process in production (see extract_worker), so this module
+imports only what that process needs; pypdfium2 is imported on first use.
+
+Images are never decoded: pypdf is configured without a JBIG2 decoder and pdfium's text API
+does not touch image streams.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import threading
+from typing import Any, Protocol
+
+import pypdf
+from pypdf import PasswordType
+
+from app.ingestion.extract_model import (
+    DEFAULT_MAX_PAGES,
+    PDF_DAMAGED,
+    PDF_ENCRYPTED,
+    PDF_NO_TEXT_LAYER,
+    PDF_TOO_BIG,
+    Extracted,
+    ExtractionError,
+    Section,
+)
+from app.ingestion.extract_plain import normalise_newlines, strip_invisible, tidy_lines
+
+logger = logging.getLogger(__name__)
+
+# PDFium is not thread-safe and in-process callers may use threads (asyncio.to_thread).
+_PDFIUM_LOCK = threading.Lock()
+
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
+# pypdf writes the glyph name ("/g123") when a font maps glyphs to no Unicode; such names are
+# never words, and in practice stand between real words.
+_GLYPH_NAMES = re.compile(r"/(?:g|G|glyph|cid)\d{1,5}")
+# pdfium marks a line-end hyphen it has already joined across the line break with U+0002.
+_PDFIUM_HYPHEN = re.compile(r"(?<=\w)\x02[ \t]*\n?[ \t]*(?=\w)")
+_SOFT_HYPHEN_BREAK = re.compile(r"\xad[ \t]*\n[ \t]*")
+_HYPHEN_BREAK = re.compile(r"([^\W\d_])-[ \t]*\n[ \t]*([^\W\d_])")
+_DOCUMENT_FILENAME = re.compile(
+    r"\.(?:pdf|docx?|odt|rtf|txt|pptx?|odp|xlsx?|ods|indd|qxd|tex|dvi|ps|eps|html?|md|pages|key)$"
+)
+_PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "title", "document", "no title", "unknown"})
+_MAX_TITLE_CHARS = 300
+
+
+class _PageSource(Protocol):
+    def page_count(self) -> int: ...
+
+    def page_text(self, index: int) -> str: ...
+
+
+def extract_pdf(data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES) -> Extracted:
+    """Text of each page as one section; failing pages are skipped and counted, not fatal.
+
+    At most `max_pages` pages are read (those beyond count as skipped), walking the real page
+    list rather than the declared /Count, which a hostile file can set to millions.
+    """
+    with pypdf.apply_configuration(jbig2dec_binary=None, disable_legacy_handling=True):
+        primary, primary_failure = _open_pypdf(data)
+        fallback = _PdfiumSource(data)
+        try:
+            if primary is None:
+                return _extract_pages(
+                    fallback,
+                    None,
+                    max_pages=max_pages,
+                    # Only a reader-specific limitation (e.g. AES without the optional
+                    # `cryptography` package) says the file itself is fine.
+                    empty_reason=PDF_NO_TEXT_LAYER
+                    if isinstance(primary_failure, pypdf.errors.DependencyError)
+                    else PDF_DAMAGED,
+                    title=fallback.title(),
+                )
+            return _extract_pages(
+                primary,
+                fallback,
+                max_pages=max_pages,
+                empty_reason=PDF_NO_TEXT_LAYER,
+                title=primary.title() or fallback.title_if_open(),
+            )
+        finally:
+            fallback.close()
+
+
+def _extract_pages(
+    source: _PageSource,
+    fallback: _PdfiumSource | None,
+    *,
+    max_pages: int,
+    empty_reason: str,
+    title: str | None,
+) -> Extracted:
+    total = source.page_count()
+    engines: list[_PageSource] = [source] if fallback is None else [source, fallback]
+    sections: list[Section] = []
+    skipped = 0
+    read_any = False
+    out_of_memory = False
+    for index in range(min(total, max_pages)):
+        text: str | None = None
+        for engine in engines:
+            try:
+                text = engine.page_text(index)
+                break
+            except MemoryError:
+                # One page that needs too much memory should not cost the whole document.
+                out_of_memory = True
+            except Exception:  # parsers raise arbitrary types on hostile pages
+                logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
+        if text is None:
+            skipped += 1
+            continue
+        read_any = True
+        if text:
+            sections.append(Section(text=text, heading=None, page=index + 1))
+    skipped += max(0, total - max_pages)
+    if not sections:
+        if out_of_memory:
+            raise ExtractionError(PDF_TOO_BIG)
+        raise ExtractionError(empty_reason if read_any else PDF_DAMAGED)
+    return Extracted(title=title, sections=sections, pages_total=total, pages_skipped=skipped)
+
+
+class _PypdfSource:
+    def __init__(self, reader: pypdf.PdfReader) -> None:
+        self._reader = reader
+        self._pages = reader.pages
+
+    def page_count(self) -> int:
+        return len(self._pages)
+
+    def page_text(self, index: int) -> str:
+        raw = self._pages[index].extract_text()
+        return clean_page_text(_GLYPH_NAMES.sub(" ", raw))
+
+    def title(self) -> str | None:
+        try:
+            metadata = self._reader.metadata
+            return sensible_title(metadata.title if metadata is not None else None)
+        except Exception:  # noqa: BLE001 - a broken /Info dictionary must not cost the text
+            return None
+
+
+def _open_pypdf(data: bytes) -> tuple[_PypdfSource | None, Exception | None]:
+    """Open with pypdf, or say why not. A real password requirement ends extraction here."""
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        # PdfReader has already tried the empty user password; files with only an owner
+        # password open with it.
+        if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
+            raise ExtractionError(PDF_ENCRYPTED)
+        # Walks the page tree: cycles and malformed trees surface here.
+        source = _PypdfSource(reader)
+        source.page_count()
+    except (ExtractionError, MemoryError):
+        raise
+    except Exception as exc:  # pypdf raises many types on broken files; pdfium gets a go
+        logger.debug("pypdf could not open the PDF", exc_info=True)
+        return None, exc
+    return source, None
+
+
+class _PdfiumSource:
+    """pypdfium2, opened on first use."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._document: Any = None  # pypdfium2.PdfDocument; pypdfium2 ships no type hints
+        self._opened = False
+
+    def _open(self) -> Any:
+        if self._opened:
+            return self._document
+        self._opened = True
+        import pypdfium2  # noqa: PLC0415 - only needed for files pypdf cannot handle
+
+        with _PDFIUM_LOCK:
+            try:
+                self._document = pypdfium2.PdfDocument(self._data)
+            except pypdfium2.PdfiumError as exc:
+                if exc.err_code == pypdfium2.raw.FPDF_ERR_PASSWORD:
+                    raise ExtractionError(PDF_ENCRYPTED) from exc
+                logger.debug("pdfium could not open the PDF: %s", exc)
+        return self._document
+
+    def _require(self) -> Any:
+        document = self._open()
+        if document is None:
+            raise ExtractionError(PDF_DAMAGED)
+        return document
+
+    def page_count(self) -> int:
+        document = self._require()
+        with _PDFIUM_LOCK:
+            count: int = len(document)
+        return count
+
+    def page_text(self, index: int) -> str:
+        document = self._require()
+        with _PDFIUM_LOCK:
+            if index >= len(document):
+                raise IndexError(index)
+            page = document[index]
+            try:
+                textpage = page.get_textpage()
+                try:
+                    raw: str = textpage.get_text_bounded()
+                finally:
+                    textpage.close()
+            finally:
+                page.close()
+        return clean_page_text(_PDFIUM_HYPHEN.sub("", normalise_newlines(raw)))
+
+    def title(self) -> str | None:
+        document = self._require()
+        return self._title(document)
+
+    def title_if_open(self) -> str | None:
+        return self._title(self._document) if self._document is not None else None
+
+    @staticmethod
+    def _title(document: Any) -> str | None:
+        with _PDFIUM_LOCK:
+            try:
+                return sensible_title(document.get_metadata_value("Title"))
+            except Exception:  # noqa: BLE001 - metadata is optional
+                return None
+
+    def close(self) -> None:
+        if self._document is not None:
+            with _PDFIUM_LOCK:
+                self._document.close()
+            self._document = None
+
+
+def clean_page_text(raw: str) -> str:
+    """Whitespace-normalise one page: collapse spaces, keep paragraph breaks, undo line-end hyphenation."""
+    text = normalise_newlines(raw).translate(_LIGATURES)
+    text = _SOFT_HYPHEN_BREAK.sub("", text).replace("\xad", "")
+    text = _HYPHEN_BREAK.sub(_join_hyphenated, text)
+    return tidy_lines(strip_invisible(text))
+
+
+def _join_hyphenated(match: re.Match[str]) -> str:
+    before, after = match.group(1), match.group(2)
+    # "exam-\nple" is one word; "Jean-\nPaul" or "COVID-\n19" keep their hyphen.
+    if after.islower():
+        return before + after
+    return f"{before}-{after}"
+
+
+def sensible_title(raw: object) -> str | None:
+    """A metadata title worth showing, or None for blanks, placeholders and file names."""
+    if not isinstance(raw, str):
+        return None
+    title = " ".join(strip_invisible(normalise_newlines(raw)).split())
+    lowered = title.lower()
+    if (
+        not title
+        or len(title) > _MAX_TITLE_CHARS
+        or "\ufffd" in title
+        or not any(char.isalpha() for char in title)
+        or lowered in _PLACEHOLDER_TITLES
+        or lowered.startswith("microsoft word - ")
+        or _DOCUMENT_FILENAME.search(lowered)
+    ):
+        return None
+    return title

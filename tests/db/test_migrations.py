@@ -1,0 +1,39 @@
+"""The migrations go from empty to head and back, on a database of their own."""
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from app.db.migrate import downgrade, upgrade
+
+EXPECTED = {
+    "organisations", "api_keys", "knowledge_bases", "documents", "agent_assignments", "chunks",
+    "embedding_cache", "query_log", "answer_cache", "alembic_version",
+}
+
+
+@pytest.fixture(scope="module")
+def scratch_url(pg_server):
+    pg_server.psql("DROP DATABASE IF EXISTS vk_migrations; CREATE DATABASE vk_migrations;")
+    return pg_server.get_uri(database="vk_migrations")
+
+
+async def _tables(url: str) -> set[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    finally:
+        await conn.close()
+    return {r["tablename"] for r in rows}
+
+
+def test_upgrade_then_downgrade_then_upgrade(scratch_url):
+    # Synchronous on purpose: Alembic's async env runs its own event loop.
+    assert asyncio.run(_tables(scratch_url)) == set()
+    upgrade(scratch_url)
+    assert asyncio.run(_tables(scratch_url)) == EXPECTED
+    downgrade(scratch_url, "base")
+    assert asyncio.run(_tables(scratch_url)) == {"alembic_version"}
+    upgrade(scratch_url)
+    assert asyncio.run(_tables(scratch_url)) == EXPECTED

@@ -89,6 +89,58 @@ def create_org(name: Annotated[str, typer.Argument(help="Organisation name.")]) 
     typer.echo("Store the key now: it is not shown again.")
 
 
+@cli.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Documents processed at once by this process.")] = 4,
+    once: Annotated[bool, typer.Option(help="Process what is queued, then exit.")] = False,
+) -> None:
+    """Run standalone ingestion workers against the configured database.
+
+    Start as many as you like, on as many machines as you like: they share the queue in
+    PostgreSQL and never process one document twice at the same time.
+    """
+    import signal
+
+    from app.db.engine import make_engine
+    from app.embeddings.factory import build_embedder
+    from app.ingestion.fetch import Fetcher
+    from app.ingestion.pipeline import Ingestor
+    from app.ingestion.worker import WorkerPool, drain, worker_id
+    from app.main import make_openai_client
+
+    settings = get_settings()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    url = _database_url()
+
+    async def run() -> None:
+        engine = make_engine(url, settings)
+        client = make_openai_client(settings)
+        fetcher = Fetcher(max_bytes=settings.ingestion.fetch_max_bytes, timeout_s=settings.ingestion.fetch_timeout_s)
+        ingestor = Ingestor(engine, build_embedder(settings, client), fetcher, settings.ingestion, worker_id())
+        try:
+            if once:
+                typer.echo(f"processed: {await drain(ingestor)}")
+                return
+            pool = WorkerPool(
+                ingestor, concurrency=concurrency, poll_interval_s=settings.ingestion.poll_interval_s
+            )
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await pool.start()
+            typer.echo(f"worker {ingestor.owner} running with {concurrency} slots; Ctrl-C to stop")
+            await stop.wait()
+            await pool.stop()
+        finally:
+            await fetcher.aclose()
+            if client is not None:
+                await client.close()
+            await engine.dispose()
+
+    asyncio.run(run())
+
+
 def main() -> None:
     cli()
 

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-import httpx
+import openai
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -26,7 +26,10 @@ from app.db.engine import make_engine, make_sessionmaker
 from app.documents.endpoints import DocumentController
 from app.exception_handlers import HANDLERS
 from app.health import health, ready
-from app.ingestion.fetch import Resolver, validate_url
+from app.embeddings.factory import build_embedder
+from app.ingestion.fetch import Fetcher, Resolver, validate_url
+from app.ingestion.pipeline import Ingestor
+from app.ingestion.worker import WorkerPool, worker_id
 from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
 from app.http import provide_principal, provide_session
@@ -39,12 +42,13 @@ def create_app(
     *,
     database_url: str | None = None,
     resolver: Resolver | None = None,
-    http_transport: httpx.AsyncBaseTransport | None = None,
+    run_workers: bool | None = None,
 ) -> Litestar:
     """Build the service.
 
-    ``database_url`` overrides the settings (tests, CLI); ``resolver`` and
-    ``http_transport`` replace DNS and the outbound HTTP transport (tests).
+    ``database_url`` overrides the settings (tests, CLI); ``resolver`` replaces DNS for
+    fetched URLs (tests); ``run_workers`` overrides whether ingestion workers run in
+    this process (default: when ``INGESTION__WORKERS`` > 0).
     """
     settings = settings or get_settings()
 
@@ -56,11 +60,31 @@ def create_app(
         )
         state.engine = make_engine(url, settings)
         state.sessionmaker = make_sessionmaker(state.engine)
-        state.http = httpx.AsyncClient(transport=http_transport, timeout=settings.ingestion.fetch_timeout_s)
+        state.openai = make_openai_client(settings)
+        state.embedder = build_embedder(settings, state.openai)
+        state.fetcher = Fetcher(
+            resolver=resolver,
+            max_bytes=settings.ingestion.fetch_max_bytes,
+            timeout_s=settings.ingestion.fetch_timeout_s,
+        )
+        state.ingestor = Ingestor(state.engine, state.embedder, state.fetcher, settings.ingestion, worker_id())
+        pool = None
+        if run_workers if run_workers is not None else settings.ingestion.workers > 0:
+            pool = WorkerPool(
+                state.ingestor,
+                concurrency=max(1, settings.ingestion.workers),
+                poll_interval_s=settings.ingestion.poll_interval_s,
+            )
+            await pool.start()
+            state.wake_workers = pool.wake
         try:
             yield
         finally:
-            await state.http.aclose()
+            if pool is not None:
+                await pool.stop()
+            await state.fetcher.aclose()
+            if state.openai is not None:
+                await state.openai.close()
             await state.engine.dispose()
 
     state = State(
@@ -109,6 +133,19 @@ def create_app(
             security=[{"bearer": []}],
         ),
         debug=settings.debug,
+    )
+
+
+def make_openai_client(settings: Settings) -> openai.AsyncOpenAI | None:
+    if settings.openai_api_key is None:
+        return None
+    # Retries and timeouts are set per call: the hot path cannot afford the SDK's
+    # defaults (2 retries, 600 s).
+    return openai.AsyncOpenAI(
+        api_key=settings.openai_api_key.get_secret_value(),
+        base_url=settings.openai_base_url,
+        max_retries=0,
+        timeout=30.0,
     )
 
 

@@ -91,7 +91,30 @@ async def fake_resolver(host: str, port: int) -> list[str]:
 
 @pytest.fixture
 def app(database_url: str, settings: Settings) -> Litestar:
-    return create_app(settings, database_url=database_url, resolver=fake_resolver)
+    # Workers are driven explicitly in tests (``drain``) so every outcome is deterministic.
+    return create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
+
+
+def make_ingestor(app: Litestar, engine: AsyncEngine, owner: str = "test-worker") -> Any:
+    """An ingestor with the app's embedder and fetcher on the test loop's engine.
+
+    Litestar's test client runs the lifespan in a portal thread with its own event loop,
+    so the app's engine cannot be driven from the test's loop.
+    """
+    from app.ingestion.pipeline import Ingestor
+
+    state = app.state
+    return Ingestor(engine, state.embedder, state.fetcher, state.settings.ingestion, owner)
+
+
+@pytest.fixture
+def drain_queue(app: Litestar, engine: AsyncEngine) -> Any:
+    from app.ingestion.worker import drain
+
+    async def run(target: Litestar | None = None) -> dict[str, int]:
+        return await drain(make_ingestor(target or app, engine))
+
+    return run
 
 
 @pytest.fixture

@@ -6,6 +6,12 @@ markdown, links, emoji and notation that a TTS voice reads badly ("asterisk aste
 plain spoken sentences; `speech_problems` says what is still wrong with a text, for the
 evaluation report.
 
+Markdown: headings, list items, table rows and paragraphs each become sentences of their
+own; emphasis, code and link syntax go while their words stay; images, struck-out text
+and URLs in parentheses are dropped, unless dropping them would leave nothing to say.
+Other URLs are read as their domain ("example.com"), e-mail addresses as "name at
+example dot com". Emoji, pictographs and control characters are removed.
+
 Rules for numbers and symbols are deliberately few and simple; each one exists because a
 TTS voice gets the written form wrong:
 
@@ -193,7 +199,7 @@ _SCALES = {
 }  # fmt: skip
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
-_MONEY_BEFORE_RE = re.compile(rf"([$€£¥])\s?{_AMOUNT}{_SCALE}", re.IGNORECASE)
+_MONEY_BEFORE_RE = re.compile(rf"(?:\b(US|U\.S\.) ?)?([$€£¥])\s?{_AMOUNT}{_SCALE}", re.IGNORECASE)
 _MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([€£¥])", re.IGNORECASE)
 _PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
 _PER_WORDS = {"mo": "month", "yr": "year", "wk": "week", "hr": "hour"}
@@ -278,7 +284,7 @@ def speech_problems(text: str, *, max_words: int = 60) -> list[str]:
     if not text.strip():
         return ["empty answer"]
     problems = [f"markdown syntax left: {name}" for name, pattern in _MARKDOWN_CHECKS if pattern.search(text)]
-    problems.extend(f"bare URL: {match.group(0)}" for match in _URL_RE.finditer(text))
+    problems.extend(f"bare URL: {match.group(0).rstrip('.,;:!?')}" for match in _URL_RE.finditer(text))
     emoji = "".join(match.group(0) for match in _EMOJI_RE.finditer(text))
     if emoji:
         problems.append(f"emoji: {emoji}")
@@ -428,7 +434,7 @@ def _markup(text: str, *, keep_dropped: bool) -> str:
 def _emphasis(text: str) -> str:
     # Twice, for bold that wraps bold ("**a __b__ c**").
     text = _STRONG_RE.sub(r"\2", _STRONG_RE.sub(r"\2", text))
-    text = _STRIKE_RE.sub(r"\1", text)
+    text = _STRIKE_RE.sub("", text)  # struck-out words are retracted: not said at all
     text = _EM_UNDERSCORE_RE.sub(r"\1", _EM_STAR_RE.sub(r"\1", text))
     return _STRAY_STAR_RE.sub("", _TIMES_STAR_RE.sub(" times ", text))
 
@@ -453,7 +459,7 @@ def _numbers(text: str) -> str:
         )
     text = _sub_keeping_stop(_HOUR_AMPM_RE, _speak_hour_ampm, text)
     if "$" in text or "€" in text or "£" in text or "¥" in text:
-        text = _MONEY_BEFORE_RE.sub(lambda m: _speak_money(m[1], m[2], m[3], m[4]), text)
+        text = _MONEY_BEFORE_RE.sub(lambda m: _speak_money(m[2], m[3], m[4], m[5], us=m[1] is not None), text)
         text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(m[4], m[1], m[2], m[3]), text)
     if "/" in text:
         text = _PER_RE.sub(lambda m: " per " + _PER_WORDS.get(m[1], m[1]), text)
@@ -615,8 +621,12 @@ def _speak_hour_ampm(match: re.Match[str]) -> str:
     return f"{hour} {match.group(2).upper()}M"
 
 
-def _speak_money(symbol: str, whole: str, fraction: str | None, scale: str | None) -> str:
+def _speak_money(
+    symbol: str, whole: str, fraction: str | None, scale: str | None, *, us: bool = False
+) -> str:
     one, many, minor_one, minor_many = _CURRENCIES[symbol]
+    if us:  # "US$5": the country is part of the amount's meaning
+        one, many = f"US {one}", f"US {many}"
     if scale:
         amount = f"{whole}.{fraction}" if fraction else whole
         return f"{amount} {_SCALES[scale.lower()]} {many}"

@@ -13,6 +13,7 @@ characters and match poorly.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import re
 import unicodedata
@@ -35,8 +36,7 @@ _BIGRAM_WEIGHT = 0.5
 # event loop that also serves queries.
 _THREAD_THRESHOLD = 64
 
-_STOP_WORDS = frozenset(
-    """
+_STOP_WORD_LIST = """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
     had has have having he her here hers herself him himself his how i if in into is it its itself
@@ -45,15 +45,17 @@ _STOP_WORDS = frozenset(
     there theres these they theyre this those through to too under until up very was we were what
     whats when where which while who whom why will with would you youre your yours yourself
     yourselves im ive youve youll weve hes shes
-    """.split()
-)
+"""
+_STOP_WORDS = frozenset(_STOP_WORD_LIST.split())
 
 _TERM = re.compile(r"[^\W_]+")
 # Apostrophes are removed before splitting so that "don't" and "user's" stay one term.
 _APOSTROPHES = re.compile(r"['’ʼ`´]")
 # Combining marks left by NFKD: stripping them makes "café" and "cafe" the same term, which
 # matters for speech transcripts that never carry accents.
-_COMBINING_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u3099\u309a]")
+_COMBINING_MARKS = re.compile(
+    "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u3099\u309a]"
+)
 _NO_UNDOUBLE = frozenset("lsz")
 _VOWELS = frozenset("aeiouy")
 
@@ -82,9 +84,9 @@ def _stem(word: str) -> str:
     # Plurals.
     if word.endswith("ies") and len(word) > 4:
         word = word[:-3] + "y"
-    elif word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith(("ches", "shes")) or (word.endswith("es") and len(word) > 3 and word[-3] in "sxz"):
+    elif word.endswith(("sses", "ches", "shes")) or (
+        word.endswith("es") and len(word) > 3 and word[-3] in "sxz"
+    ):
         word = word[:-2]
     elif word.endswith("s") and len(word) > 3 and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
@@ -133,7 +135,8 @@ class LexicalEmbedder:
     def __init__(self, dimensions: int = 512) -> None:
         if not MIN_DIMENSIONS <= dimensions <= MAX_INDEXABLE_DIMENSIONS:
             raise ValueError(
-                f"dimensions must be between {MIN_DIMENSIONS} and {MAX_INDEXABLE_DIMENSIONS}, got {dimensions}"
+                f"dimensions must be between {MIN_DIMENSIONS} and {MAX_INDEXABLE_DIMENSIONS}, "
+                f"got {dimensions}"
             )
         self._dimensions = dimensions
         self._empty_bucket = (_hash64("\x00empty") >> 1) % dimensions
@@ -154,7 +157,7 @@ class LexicalEmbedder:
             return await asyncio.to_thread(self._embed, texts)
         return self._embed(texts)
 
-    async def embed_query(self, text: str, *, timeout: float) -> list[float]:
+    async def embed_query(self, text: str, *, timeout: float) -> list[float]:  # noqa: ASYNC109  (contract)
         """Embed one text; it takes microseconds, so ``timeout`` is not needed."""
         return self._embed([text])[0]
 
@@ -171,7 +174,7 @@ class LexicalEmbedder:
         ]
         features.extend(
             (f"{first} {second}", _BIGRAM_WEIGHT * (1.0 + math.log(tf)))
-            for (first, second), tf in Counter(zip(terms, terms[1:], strict=False)).items()
+            for (first, second), tf in Counter(itertools.pairwise(terms)).items()
         )
         buckets: list[int] = []
         values: list[float] = []

@@ -88,7 +88,7 @@ class Chunk:
 
 class _Piece(NamedTuple):
     text: str  # leading whitespace kept for pieces that continue a paragraph
-    count: int  # tokens of ``text`` encoded on its own
+    tokens: int  # tokens of ``text`` encoded on its own
     para_start: bool  # a paragraph separator goes before it unless it opens the chunk
     level: int  # _PARAGRAPH, _SENTENCE, _WORD_LEVEL or _TOKENS: how far it may still be split
 
@@ -168,12 +168,12 @@ class _Chunker:
             piece = queue.popleft()
             if not chunk:
                 if previous and self._overlap:
-                    limit = min(self._overlap, budget - piece.count - _SEPARATOR_TOKENS)
+                    limit = min(self._overlap, budget - piece.tokens - _SEPARATOR_TOKENS)
                     if limit > 0:
                         chunk = self._tail(reversed(previous), limit)[::-1]
                 n_overlap = len(chunk)
                 estimate = _estimate(chunk)
-            cost = piece.count + (_SEPARATOR_TOKENS if piece.para_start and chunk else 0)
+            cost = piece.tokens + (_SEPARATOR_TOKENS if piece.para_start and chunk else 0)
             if estimate + cost <= budget or len(chunk) == n_overlap:
                 chunk.append(piece)
                 estimate += cost
@@ -184,9 +184,7 @@ class _Chunker:
             queue.extendleft(reversed(pushed_back))
             previous, chunk, n_overlap, estimate = emitted, [], 0, 0
 
-    def _finish(
-        self, chunk: list[_Piece], n_overlap: int
-    ) -> tuple[list[_Piece], list[_Piece], str, int]:
+    def _finish(self, chunk: list[_Piece], n_overlap: int) -> tuple[list[_Piece], list[_Piece], str, int]:
         """Render a chunk and count it exactly; shed pieces while BPE seams push it over budget."""
         pushed_back: list[_Piece] = []
         start = 0
@@ -261,7 +259,7 @@ class _Chunker:
         total = 0
         for piece in reversed_pieces:
             # Conservative: the separator is counted even if the piece ends up opening the chunk.
-            cost = piece.count + (_SEPARATOR_TOKENS if piece.para_start else 0)
+            cost = piece.tokens + (_SEPARATOR_TOKENS if piece.para_start else 0)
             if total + cost <= limit:
                 picked.append(piece)
                 total += cost
@@ -287,7 +285,7 @@ def _split_sentences(paragraph: str) -> list[str]:
 
 
 def _estimate(pieces: list[_Piece]) -> int:
-    return sum(p.count for p in pieces) + sum(_SEPARATOR_TOKENS for p in pieces[1:] if p.para_start)
+    return sum(p.tokens for p in pieces) + sum(_SEPARATOR_TOKENS for p in pieces[1:] if p.para_start)
 
 
 def _render(pieces: Sequence[_Piece]) -> str:

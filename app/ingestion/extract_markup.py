@@ -30,14 +30,14 @@ _DROPPED = frozenset(
 )  # fmt: skip
 _PARAGRAPH_BLOCKS = frozenset(
     {
-        "p", "section", "article", "main", "header", "blockquote", "pre", "table", "ul", "ol",
-        "dl", "figure", "hr", "address", "details", "fieldset", "form", "hgroup", "center",
+        "p", "section", "article", "main", "header", "blockquote", "pre", "table", "figure",
+        "hr", "address", "details", "fieldset", "form", "hgroup", "center",
     }
 )  # fmt: skip
 _LINE_BLOCKS = frozenset(
     {
-        "div", "li", "tr", "dt", "dd", "figcaption", "summary", "legend", "caption", "thead",
-        "tbody", "tfoot", "body", "html", "search", "menu", "dir", "label",
+        "div", "ul", "ol", "dl", "li", "tr", "dt", "dd", "figcaption", "summary", "legend",
+        "caption", "thead", "tbody", "tfoot", "body", "html", "search", "menu", "dir",
     }
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
@@ -139,6 +139,8 @@ def _hidden_or_dropped_with_ancestors(node: LexborNode) -> bool:
 def is_hidden(node: LexborNode) -> bool:
     """Whether a browser would hide this element, judged from its own attributes."""
     attributes = node.attributes
+    if node.tag == "dialog" and "open" not in attributes:
+        return True
     if not attributes:
         return False
     if "hidden" in attributes:
@@ -146,8 +148,6 @@ def is_hidden(node: LexborNode) -> bool:
     if (attributes.get("aria-hidden") or "").strip().lower() == "true":
         return True
     if node.tag == "input" and (attributes.get("type") or "").strip().lower() == "hidden":
-        return True
-    if node.tag == "dialog" and "open" not in attributes:
         return True
     classes = (attributes.get("class") or "").lower().split()
     if _HIDDEN_CLASSES.intersection(classes):
@@ -218,11 +218,13 @@ class _Writer:
         self._pending_cell = False
 
     def preformatted(self, raw: str) -> None:
+        # Line structure survives; indentation does not (tidy_lines collapses it later), which
+        # costs nothing in speech or search.
         for index, piece in enumerate(normalise_newlines(raw).split("\n")):
             if index:
                 self.line_break(1)
             if piece.strip():
-                self._line.append(piece.rstrip())
+                self._line.append(piece)
 
     def cell(self) -> None:
         if self._line:
@@ -260,12 +262,16 @@ class _Writer:
         omit_h1 = len(h1_texts) == 1
         sections: list[Section] = []
         for path, lines in zip(self._paths, self._bodies, strict=True):
-            body = "".join(("\n" * brk if i else "") + text for i, (brk, text) in enumerate(lines))
-            body = tidy_lines(body)
+            body = tidy_lines(
+                "".join(("\n" * brk if i else "") + text for i, (brk, text) in enumerate(lines))
+            )
             if not body:
                 continue
-            names = [text for level, text in path if not (omit_h1 and level == 1)]
-            sections.append(Section(text=body, heading=" > ".join(names) or None, page=None))
+            heading = " > ".join(text for level, text in path if not (omit_h1 and level == 1)) or None
+            if sections and sections[-1].heading == heading:
+                # Text before and under the omitted H1 both belong to the document itself.
+                body = f"{sections.pop().text}\n\n{body}"
+            sections.append(Section(text=body, heading=heading, page=None))
         return _Document(sections=sections, first_h1=first_h1)
 
 
@@ -310,6 +316,9 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             continue  # comments, doctype
         if tag in _DROPPED or (drop_forms and tag == "form") or is_hidden(node):
             continue
+        if tag == "header" and not (_has_ancestor(node, "article") or _has_ancestor(node, "main")):
+            # The site's banner goes; an article's own header (its H1, byline) stays.
+            continue
         if tag == "br":
             if heading_parts is not None:
                 heading_parts.append(" ")
@@ -321,7 +330,7 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             if heading_parts is not None:
                 heading_parts.append(alt)
             elif alt:
-                writer.text(f" {alt} ")
+                writer.text(alt)
             continue
         if heading_parts is not None:
             # Everything inside a heading is heading text, nested headings included.

@@ -42,7 +42,7 @@ _GLYPH_NAMES = re.compile(r"/(?:g|G|glyph|cid)\d{1,5}")
 # pdfium marks a line-end hyphen it has already joined across the line break with U+0002.
 _PDFIUM_HYPHEN = re.compile(r"(?<=\w)\x02[ \t]*\n?[ \t]*(?=\w)")
 _SOFT_HYPHEN_BREAK = re.compile(r"\xad[ \t]*\n[ \t]*")
-_HYPHEN_BREAK = re.compile(r"([^\W\d_])-[ \t]*\n[ \t]*([^\W\d_])")
+_HYPHEN_BREAK = re.compile(r"(\w)-[ \t]*\n[ \t]*(\w)")
 _DOCUMENT_FILENAME = re.compile(
     r"\.(?:pdf|docx?|odt|rtf|txt|pptx?|odp|xlsx?|ods|indd|qxd|tex|dvi|ps|eps|html?|md|pages|key)$"
 )
@@ -66,24 +66,22 @@ def extract_pdf(data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES) -> Extracted
         primary, primary_failure = _open_pypdf(data)
         fallback = _PdfiumSource(data)
         try:
-            if primary is None:
+            if primary is not None:
                 return _extract_pages(
+                    primary,
                     fallback,
-                    None,
                     max_pages=max_pages,
-                    # Only a reader-specific limitation (e.g. AES without the optional
-                    # `cryptography` package) says the file itself is fine.
-                    empty_reason=PDF_NO_TEXT_LAYER
-                    if isinstance(primary_failure, pypdf.errors.DependencyError)
-                    else PDF_DAMAGED,
-                    title=fallback.title(),
+                    title=primary.title(),
+                    repaired=False,
                 )
+            # pdfium repairs files pypdf rejects. Only a reader-specific limitation (AES
+            # without the optional `cryptography` package) says the file itself is sound.
             return _extract_pages(
-                primary,
                 fallback,
+                None,
                 max_pages=max_pages,
-                empty_reason=PDF_NO_TEXT_LAYER,
-                title=primary.title() or fallback.title_if_open(),
+                title=fallback.title(),
+                repaired=not isinstance(primary_failure, pypdf.errors.DependencyError),
             )
         finally:
             fallback.close()
@@ -94,13 +92,18 @@ def _extract_pages(
     fallback: _PdfiumSource | None,
     *,
     max_pages: int,
-    empty_reason: str,
     title: str | None,
+    repaired: bool,
 ) -> Extracted:
+    """Read page by page, each page by the first engine that manages it.
+
+    For a `repaired` file (one pypdf rejected as broken) a partial read is not trusted: a page
+    that fails, or no text at all, makes the whole file damaged.
+    """
     total = source.page_count()
     engines: list[_PageSource] = [source] if fallback is None else [source, fallback]
     sections: list[Section] = []
-    skipped = 0
+    failed = 0
     read_any = False
     out_of_memory = False
     for index in range(min(total, max_pages)):
@@ -115,17 +118,19 @@ def _extract_pages(
             except Exception:  # parsers raise arbitrary types on hostile pages
                 logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
         if text is None:
-            skipped += 1
+            failed += 1
             continue
         read_any = True
         if text:
             sections.append(Section(text=text, heading=None, page=index + 1))
-    skipped += max(0, total - max_pages)
+    if out_of_memory and not sections:
+        raise ExtractionError(PDF_TOO_BIG)
+    if repaired and (failed or not sections):
+        raise ExtractionError(PDF_DAMAGED)
     if not sections:
-        if out_of_memory:
-            raise ExtractionError(PDF_TOO_BIG)
-        raise ExtractionError(empty_reason if read_any else PDF_DAMAGED)
-    return Extracted(title=title, sections=sections, pages_total=total, pages_skipped=skipped)
+        raise ExtractionError(PDF_NO_TEXT_LAYER if read_any else PDF_DAMAGED)
+    beyond_cap = max(0, total - max_pages)
+    return Extracted(title=title, sections=sections, pages_total=total, pages_skipped=failed + beyond_cap)
 
 
 class _PypdfSource:
@@ -222,9 +227,6 @@ class _PdfiumSource:
         document = self._require()
         return self._title(document)
 
-    def title_if_open(self) -> str | None:
-        return self._title(self._document) if self._document is not None else None
-
     @staticmethod
     def _title(document: Any) -> str | None:
         with _PDFIUM_LOCK:
@@ -250,8 +252,8 @@ def clean_page_text(raw: str) -> str:
 
 def _join_hyphenated(match: re.Match[str]) -> str:
     before, after = match.group(1), match.group(2)
-    # "exam-\nple" is one word; "Jean-\nPaul" or "COVID-\n19" keep their hyphen.
-    if after.islower():
+    # "exam-\nple" is one word; "Jean-\nPaul" and "COVID-\n19" keep their hyphen.
+    if before.isalpha() and after.islower():
         return before + after
     return f"{before}-{after}"
 

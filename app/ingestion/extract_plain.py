@@ -19,8 +19,9 @@ _BOMS = (
 
 # C0/C1 controls other than tab and newline never carry meaning in extracted text, and
 # zero-width characters can hide words from a reader (e.g. "ig\u200bnore" in an injection).
-# ZWJ/ZWNJ stay: several scripts and emoji need them.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u2060\ufeff]")
+# ZWJ/ZWNJ stay: several scripts and emoji need them. Lone surrogates (PDF fonts produce them)
+# and noncharacters cannot be stored as UTF-8.
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u2060\ufeff\ud800-\udfff\ufffe\uffff]")
 _HSPACE = re.compile(r"[^\S\n]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 

@@ -313,7 +313,6 @@ class Fetcher:
     async def _result(
         self, target: _Target, response: httpx.Response, etag: str | None, last_modified: str | None
     ) -> FetchResult:
-        media_type, charset = _parse_content_type(response.headers.get("content-type", ""))
         if response.status_code == 304:
             return FetchResult(
                 url=str(target.url),
@@ -324,6 +323,7 @@ class Fetcher:
                 etag=response.headers.get("etag") or etag,
                 last_modified=response.headers.get("last-modified") or last_modified,
             )
+        media_type, charset = _parse_content_type(response.headers.get("content-type", ""))
         if media_type not in self._allowed_types:
             raise FetchError(f"the content type {media_type or '(none)'} is not supported")
         decoder = _decoder_for(response.headers.get("content-encoding", ""))

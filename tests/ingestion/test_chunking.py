@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -17,11 +18,12 @@ class Section:
     page: int | None = None
 
 
-VOCABULARY = (
-    "install configure server database index query latency voice agent knowledge retrieval "
-    "embedding vector chunk token paragraph section heading restart billing invoice refund "
-    "password account login network firewall certificate upload download schedule"
-).split()
+VOCABULARY_TEXT = """
+install configure server database index query latency voice agent knowledge retrieval embedding
+vector chunk token paragraph section heading restart billing invoice refund password account login
+network firewall certificate upload download schedule
+"""
+VOCABULARY = VOCABULARY_TEXT.split()
 
 
 def make_document(seed: int, paragraphs: int, max_sentences: int = 8) -> str:
@@ -65,7 +67,7 @@ def test_consecutive_chunks_overlap_by_about_overlap_tokens() -> None:
 
     chunks = chunk_sections(None, [Section(text)], chunk_tokens=200, overlap_tokens=40)
 
-    edges = [shared_edge(a.text, b.text) for a, b in zip(chunks, chunks[1:], strict=False)]
+    edges = [shared_edge(a.text, b.text) for a, b in itertools.pairwise(chunks)]
     assert len(chunks) > 5
     assert all(20 <= count(edge) <= 40 for edge in edges)
 
@@ -150,7 +152,9 @@ def test_sections_are_never_merged_and_carry_heading_and_page() -> None:
 
     assert chunks == [
         Chunk(0, "Tiny one.", "Intro", 1, count("Tiny one."), "Guide\nIntro\n\nTiny one."),
-        Chunk(1, "Tiny two.", "Intro > Details", 1, count("Tiny two."), "Guide\nIntro > Details\n\nTiny two."),
+        Chunk(
+            1, "Tiny two.", "Intro > Details", 1, count("Tiny two."), "Guide\nIntro > Details\n\nTiny two."
+        ),
         Chunk(2, "Tiny three.", None, 2, count("Tiny three."), "Guide\n\nTiny three."),
     ]
 

@@ -1,0 +1,30 @@
+"""Choose the embedding provider from the settings."""
+
+from __future__ import annotations
+
+import openai
+
+from app.config import Settings
+from app.embeddings.base import Embedder
+
+
+def build_embedder(settings: Settings, client: openai.AsyncOpenAI | None) -> Embedder:
+    provider = settings.embedding_provider
+    if provider == "openai":
+        if client is None:
+            raise ValueError("the openai embedding provider needs OPENAI_API_KEY")
+        from app.embeddings.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            client,
+            model=settings.embedding.openai_model,
+            dimensions=settings.embedding.openai_dimensions,
+            max_concurrency=settings.embedding.max_concurrency,
+        )
+    if provider == "local":
+        from app.embeddings.local import LocalEmbedder
+
+        return LocalEmbedder(settings.embedding.local_model)
+    from app.embeddings.lexical import LexicalEmbedder
+
+    return LexicalEmbedder(settings.embedding.lexical_dimensions)

@@ -1,0 +1,278 @@
+"""Turning one queued document into searchable chunks: fetch (URLs), extract, chunk,
+embed (through the cache), then swap the chunks in with one fenced transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import IngestionSettings
+from app.db.engine import raw_connection
+from app.embeddings.base import Embedder, EmbeddingError
+from app.ingestion import repository as sql
+from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
+from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated
+from app.ingestion.fetch import BlockedURL, FetchError, Fetcher
+from app.ingestion.repository import ChunkRow, ClaimedDocument
+
+log = logging.getLogger(__name__)
+
+_KIND_BY_TYPE = {
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/plain": "text",
+    "text/markdown": "markdown",
+    "application/pdf": "pdf",
+}
+EMBED_SLICE = 256  # texts per progress step; the embedder batches further within API limits
+
+
+class LeaseLost(Exception):
+    """Another worker took this document over; drop the work without writing."""
+
+
+class Retryable(Exception):
+    """A passing failure (provider or network): try again later, up to the attempt limit."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    status: str  # ready | unchanged | failed | retry | lost
+    detail: str | None = None
+
+
+def vector_text(values: Sequence[float]) -> str:
+    return json.dumps(list(values), separators=(",", ":"))
+
+
+class Ingestor:
+    """Processes claimed documents. Stateless between documents; safe to run many at once."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        embedder: Embedder,
+        fetcher: Fetcher,
+        settings: IngestionSettings,
+        owner: str,
+    ) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.fetcher = fetcher
+        self.settings = settings
+        self.owner = owner
+        self.encoding = get_encoding("cl100k_base")
+
+    async def claim(self, limit: int = 1) -> list[ClaimedDocument]:
+        async with raw_connection(self.engine) as conn:
+            rows = await conn.fetch(
+                sql.CLAIM_SQL, self.owner, self.settings.lease_s, self.settings.max_attempts, limit
+            )
+        return [ClaimedDocument.from_row(r) for r in rows]
+
+    async def maintenance(self, embedder_key: str | None = None) -> None:
+        async with raw_connection(self.engine) as conn:
+            await conn.execute(sql.GIVE_UP_SQL, self.settings.max_attempts)
+            await conn.execute(sql.DUE_SYNC_SQL)
+            if embedder_key:
+                await conn.execute(sql.STALE_MODEL_SQL, embedder_key)
+
+    async def process(self, doc: ClaimedDocument) -> Outcome:
+        """Run one claimed document to an outcome; never raises for a bad document."""
+        heartbeat = asyncio.create_task(self._heartbeat(doc, asyncio.current_task()))
+        try:
+            return await self._process(doc)
+        except LeaseLost:
+            log.warning("lease on document %s lost; another worker owns it now", doc.id)
+            return Outcome("lost")
+        except asyncio.CancelledError:
+            if heartbeat.done() and heartbeat.result() is False:
+                return Outcome("lost")
+            raise
+        except (ExtractionError, BlockedURL) as exc:
+            return await self._fail(doc, str(exc))
+        except Retryable as exc:
+            return await self._retry_or_fail(doc, str(exc))
+        except Exception as exc:
+            # The worker must outlive any document; unknown errors count as attempts.
+            log.exception("unexpected error while processing document %s", doc.id)
+            return await self._retry_or_fail(doc, f"unexpected error: {type(exc).__name__}")
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _heartbeat(self, doc: ClaimedDocument, worker: asyncio.Task[object] | None) -> bool:
+        interval = max(1.0, self.settings.lease_s / 3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with raw_connection(self.engine) as conn:
+                    renewed = await conn.execute(sql.RENEW_SQL, doc.id, self.owner, self.settings.lease_s)
+            except Exception:  # noqa: BLE001 - a missed renewal is retried at the next beat
+                log.warning("could not renew lease on %s", doc.id)
+                continue
+            if renewed.endswith(" 0"):
+                if worker is not None:
+                    worker.cancel()
+                return False
+
+    async def _process(self, doc: ClaimedDocument) -> Outcome:
+        kind, data = doc.source_kind, doc.original
+        etag, last_modified, fetched = doc.etag, doc.last_modified, None
+        if kind == "url":
+            if not doc.source_url:
+                raise ExtractionError("the document has no URL")
+            try:
+                result = await self.fetcher.fetch(doc.source_url, etag=etag, last_modified=last_modified)
+            except FetchError as exc:
+                if exc.retryable:
+                    raise Retryable(str(exc)) from exc
+                raise ExtractionError(str(exc)) from exc
+            if result.status == 304 and doc.chunk_count > 0:
+                return await self._unchanged(doc, result.etag, result.last_modified)
+            data, fetched = result.content, result.content
+            etag, last_modified = result.etag, result.last_modified
+            kind_of_page = _KIND_BY_TYPE.get(result.content_type)
+            if kind_of_page is None:
+                raise ExtractionError(f"unsupported content type '{result.content_type}'")
+            if hashlib.sha256(data).hexdigest() == doc.content_hash and doc.chunk_count > 0:
+                return await self._unchanged(doc, etag, last_modified)
+            parse_kind = kind_of_page
+        else:
+            parse_kind = kind
+        if not data:
+            raise ExtractionError("no text found")
+
+        extracted = await self._extract(parse_kind, data)
+        title = doc.title
+        if kind == "url" and doc.title == doc.source_url and extracted.title:
+            title = extracted.title[:300]
+        chunks = await asyncio.to_thread(
+            chunk_sections,
+            title,
+            extracted.sections,
+            chunk_tokens=doc.chunk_tokens,
+            overlap_tokens=doc.chunk_overlap_tokens,
+            encoding=self.encoding,
+        )
+        if not chunks:
+            raise ExtractionError("no text found")
+        vectors = await self._embed(doc, chunks)
+        rows = [
+            ChunkRow(c.ordinal, c.text, c.section, c.page, c.token_count, v) for c, v in zip(chunks, vectors, strict=True)
+        ]
+        text = "\n\n".join(s.text for s in extracted.sections)
+        await self._swap(doc, rows, text=text, title=title, extracted=extracted, fetched=fetched,
+                         etag=etag, last_modified=last_modified,
+                         content_hash=hashlib.sha256(data).hexdigest(), kind=kind)
+        return Outcome("ready")
+
+    async def _extract(self, kind: str, data: bytes) -> Extracted:
+        if kind == "pdf":
+            return await extract_isolated(
+                "pdf", data, timeout_s=self.settings.parse_timeout_s, memory_mb=self.settings.parse_memory_mb
+            )
+        return await asyncio.to_thread(extract, kind, data)  # type: ignore[arg-type]
+
+    async def _embed(self, doc: ClaimedDocument, chunks: Sequence[Chunk]) -> list[str]:
+        key = self.embedder.model_key
+        hashes = [hashlib.sha256(c.embed_text.encode()).digest() for c in chunks]
+        async with raw_connection(self.engine) as conn:
+            cached = {bytes(r["text_hash"]): r["embedding"] for r in await conn.fetch(sql.CACHE_GET_SQL, key, hashes)}
+            await conn.execute(sql.PROGRESS_SQL, doc.id, self.owner, len(cached), len(chunks))
+        missing = [i for i, h in enumerate(hashes) if h not in cached]
+        done = len(chunks) - len(missing)
+        for start in range(0, len(missing), EMBED_SLICE):
+            part = missing[start : start + EMBED_SLICE]
+            try:
+                vectors = await self.embedder.embed_documents([chunks[i].embed_text for i in part])
+            except EmbeddingError as exc:
+                if exc.retryable:
+                    raise Retryable(f"embedding failed: {exc}") from exc
+                raise ExtractionError(f"embedding failed: {exc}") from exc
+            texts = [vector_text(v) for v in vectors]
+            for i, t in zip(part, texts, strict=True):
+                cached[hashes[i]] = t
+            done += len(part)
+            async with raw_connection(self.engine) as conn:
+                await conn.execute(sql.CACHE_PUT_SQL, key, [hashes[i] for i in part], texts)
+                status = await conn.execute(sql.PROGRESS_SQL, doc.id, self.owner, done, len(chunks))
+            if status.endswith(" 0"):
+                raise LeaseLost
+        return [cached[h] for h in hashes]
+
+    async def _swap(
+        self,
+        doc: ClaimedDocument,
+        rows: Sequence[ChunkRow],
+        *,
+        text: str,
+        title: str,
+        extracted: Extracted,
+        fetched: bytes | None,
+        etag: str | None,
+        last_modified: str | None,
+        content_hash: str,
+        kind: str,
+    ) -> None:
+        # One transaction: the old chunks answer until the new ones replace them, and a
+        # worker that lost its lease writes nothing (the row lock fences it).
+        async with raw_connection(self.engine) as conn, conn.transaction():
+            old_count = await conn.fetchval(sql.LOCK_LEASED_SQL, doc.id, self.owner)
+            if old_count is None:
+                raise LeaseLost
+            await conn.execute(sql.DELETE_CHUNKS_SQL, doc.id)
+            await conn.execute(
+                sql.INSERT_CHUNKS_SQL,
+                doc.org_id,
+                doc.kb_id,
+                doc.id,
+                self.embedder.model_key,
+                self.embedder.dimensions,
+                doc.language,
+                title,
+                *sql.chunk_columns(rows),
+            )
+            await conn.execute(
+                sql.FINISH_READY_SQL,
+                doc.id,
+                self.owner,
+                len(rows),
+                text,
+                title,
+                extracted.pages_total,
+                extracted.pages_skipped,
+                content_hash,
+                fetched,
+                kind,
+                etag,
+                last_modified,
+            )
+            await conn.execute(sql.KB_COUNT_SQL, doc.kb_id, len(rows) - old_count)
+
+    async def _unchanged(self, doc: ClaimedDocument, etag: str | None, last_modified: str | None) -> Outcome:
+        async with raw_connection(self.engine) as conn:
+            await conn.execute(sql.FINISH_UNCHANGED_SQL, doc.id, self.owner, etag, last_modified)
+        return Outcome("unchanged")
+
+    async def _fail(self, doc: ClaimedDocument, reason: str) -> Outcome:
+        async with raw_connection(self.engine) as conn:
+            await conn.execute(sql.FAIL_SQL, doc.id, self.owner, reason[:2000])
+        log.info("document %s failed: %s", doc.id, reason)
+        return Outcome("failed", reason)
+
+    async def _retry_or_fail(self, doc: ClaimedDocument, reason: str) -> Outcome:
+        if doc.attempts >= self.settings.max_attempts:
+            return await self._fail(doc, f"{reason} (gave up after {doc.attempts} attempts)")
+        backoff = min(300.0, 2.0 * 4 ** (doc.attempts - 1))
+        async with raw_connection(self.engine) as conn:
+            await conn.execute(sql.RETRY_LATER_SQL, doc.id, self.owner, reason[:2000], backoff)
+        return Outcome("retry", reason)

@@ -1,0 +1,184 @@
+"""SQL of the ingestion queue. The documents table is the queue: a worker takes a
+document by setting a lease (owner + expiry) with ``FOR UPDATE SKIP LOCKED``, renews it
+while it works, and every write that finishes a job is fenced by that lease, so a worker
+that lost its lease (it stalled and another took over) cannot write stale chunks.
+
+These statements run on raw asyncpg connections: they are few, hot, and explicit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CLAIM_SQL = """
+WITH picked AS (
+    SELECT id FROM documents
+    WHERE (status = 'pending' AND (lease_expires_at IS NULL OR lease_expires_at < now()))
+       OR (status = 'processing' AND lease_expires_at < now() AND attempts < $3)
+    ORDER BY created_at
+    FOR UPDATE SKIP LOCKED
+    LIMIT $4
+)
+UPDATE documents d
+SET status = 'processing', attempts = d.attempts + 1, lease_owner = $1,
+    lease_expires_at = now() + make_interval(secs => $2), progress_done = 0, progress_total = 0,
+    updated_at = now()
+FROM picked, knowledge_bases kb
+WHERE d.id = picked.id AND kb.id = d.kb_id
+RETURNING d.id, d.org_id, d.kb_id, d.title, d.source_kind, d.source_url, d.file_name, d.original,
+          d.content_hash, d.chunk_count, d.attempts, d.etag, d.last_modified, d.sync_interval_s,
+          d.status, kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
+"""
+
+# A job whose worker died more often than allowed is not retried forever.
+GIVE_UP_SQL = """
+UPDATE documents
+SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    error = 'processing was interrupted ' || attempts || ' times; giving up (re-upload or edit to retry)'
+WHERE status = 'processing' AND lease_expires_at < now() AND attempts >= $1
+"""
+
+# URL documents whose re-sync interval has passed go back in the queue.
+DUE_SYNC_SQL = """
+UPDATE documents
+SET status = 'pending', attempts = 0, lease_expires_at = NULL, updated_at = now()
+WHERE next_sync_at <= now() AND status IN ('ready', 'failed') AND source_kind = 'url'
+"""
+
+# Chunks made by another embedding model are never searched; re-index their documents.
+STALE_MODEL_SQL = """
+UPDATE documents d
+SET status = 'pending', attempts = 0, lease_expires_at = NULL, updated_at = now()
+WHERE d.status IN ('ready', 'failed')
+  AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.embedding_model <> $1)
+"""
+
+RENEW_SQL = """
+UPDATE documents SET lease_expires_at = now() + make_interval(secs => $3)
+WHERE id = $1 AND lease_owner = $2 AND status = 'processing'
+"""
+
+PROGRESS_SQL = """
+UPDATE documents SET progress_done = $3, progress_total = $4
+WHERE id = $1 AND lease_owner = $2
+"""
+
+LOCK_LEASED_SQL = """
+SELECT chunk_count FROM documents WHERE id = $1 AND lease_owner = $2 AND status = 'processing' FOR UPDATE
+"""
+
+DELETE_CHUNKS_SQL = "DELETE FROM chunks WHERE document_id = $1"
+
+# One statement inserts every chunk of a document; tsv weights the title and section
+# above the body so a chunk is found by what it is about as well as by what it says.
+INSERT_CHUNKS_SQL = """
+INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, section, page, token_count,
+                    embedding_model, embedding_dim, embedding, tsv)
+SELECT $1, $2, $3, u.ordinal, u.text, u.section, u.page, u.token_count, $4, $5, u.embedding::vector,
+       setweight(to_tsvector($6::regconfig, coalesce($7, '') || ' ' || coalesce(u.section, '')), 'A')
+       || to_tsvector($6::regconfig, u.text)
+FROM unnest($8::int[], $9::text[], $10::text[], $11::int[], $12::int[], $13::text[])
+     AS u(ordinal, text, section, page, token_count, embedding)
+"""
+
+FINISH_READY_SQL = """
+UPDATE documents
+SET status = 'ready', error = NULL, chunk_count = $3, text = $4, title = $5, pages_total = $6,
+    pages_skipped = $7, content_hash = $8, original = coalesce($9, original), source_kind = $10,
+    etag = $11, last_modified = $12, indexed_at = now(), updated_at = now(),
+    progress_done = $3, progress_total = $3, lease_owner = NULL, lease_expires_at = NULL,
+    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
+WHERE id = $1 AND lease_owner = $2
+"""
+
+# Nothing changed (a 304 or the same content hash): keep the chunks, refresh the sync time.
+FINISH_UNCHANGED_SQL = """
+UPDATE documents
+SET status = 'ready', error = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    progress_done = chunk_count, progress_total = chunk_count, etag = coalesce($3, etag),
+    last_modified = coalesce($4, last_modified),
+    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
+WHERE id = $1 AND lease_owner = $2
+"""
+
+KB_COUNT_SQL = """
+UPDATE knowledge_bases
+SET chunk_count = greatest(chunk_count + $2, 0), content_version = content_version + 1, updated_at = now()
+WHERE id = $1
+"""
+
+# A failure never touches the chunks: the previous version keeps answering.
+FAIL_SQL = """
+UPDATE documents
+SET status = 'failed', error = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
+WHERE id = $1 AND lease_owner = $2
+"""
+
+RETRY_LATER_SQL = """
+UPDATE documents
+SET status = 'pending', error = $3, lease_owner = NULL,
+    lease_expires_at = now() + make_interval(secs => $4), updated_at = now()
+WHERE id = $1 AND lease_owner = $2
+"""
+
+CACHE_GET_SQL = """
+SELECT text_hash, embedding::text AS embedding FROM embedding_cache
+WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
+"""
+
+CACHE_PUT_SQL = """
+INSERT INTO embedding_cache (model_key, text_hash, embedding)
+SELECT $1, h, e::vector FROM unnest($2::bytea[], $3::text[]) AS u(h, e)
+ON CONFLICT DO NOTHING
+"""
+
+QUEUE_DEPTH_SQL = "SELECT status, count(*) AS n FROM documents GROUP BY status"
+
+
+@dataclass(slots=True)
+class ClaimedDocument:
+    id: uuid.UUID
+    org_id: uuid.UUID
+    kb_id: uuid.UUID
+    title: str
+    source_kind: str
+    source_url: str | None
+    file_name: str | None
+    original: bytes | None
+    content_hash: str | None
+    chunk_count: int
+    attempts: int
+    etag: str | None
+    last_modified: str | None
+    language: str
+    chunk_tokens: int
+    chunk_overlap_tokens: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> ClaimedDocument:
+        return cls(**{k: row[k] for k in cls.__slots__})  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    ordinal: int
+    text: str
+    section: str | None
+    page: int | None
+    token_count: int
+    embedding: str  # pgvector text form, e.g. "[0.1,0.2]"
+
+
+def chunk_columns(rows: Sequence[ChunkRow]) -> tuple[list[Any], ...]:
+    return (
+        [r.ordinal for r in rows],
+        [r.text for r in rows],
+        [r.section for r in rows],
+        [r.page for r in rows],
+        [r.token_count for r in rows],
+        [r.embedding for r in rows],
+    )

@@ -1,0 +1,120 @@
+"""Ingestion workers: inside the service process (embedded default) or standalone
+(``vk worker``), any number of them against one PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.engine import raw_connection
+from app.ingestion.pipeline import Ingestor
+
+log = logging.getLogger(__name__)
+
+RELEASE_SQL = """
+UPDATE documents
+SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, attempts = greatest(attempts - 1, 0)
+WHERE lease_owner = $1 AND status = 'processing'
+"""
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class WorkerPool:
+    """``concurrency`` loops that each take one document at a time.
+
+    They wake when this process queues a document (``wake``) and otherwise poll, so
+    documents queued by another process are picked up within ``poll_interval_s``.
+    """
+
+    def __init__(
+        self, ingestor: Ingestor, *, concurrency: int, poll_interval_s: float, maintenance_s: float = 30.0
+    ) -> None:
+        self.ingestor = ingestor
+        self.concurrency = concurrency
+        self.poll_interval_s = poll_interval_s
+        self.maintenance_s = maintenance_s
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.processed: dict[str, int] = {}
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        await self.ingestor.maintenance(self.ingestor.embedder.model_key)
+        self._tasks = [asyncio.create_task(self._loop(i), name=f"ingest-{i}") for i in range(self.concurrency)]
+        self._tasks.append(asyncio.create_task(self._maintain(), name="ingest-maintenance"))
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop taking work, let running documents finish within ``grace_s``, then release
+        the leases of anything unfinished so another worker takes it at once."""
+        self._stopping = True
+        self._wake.set()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        try:
+            async with raw_connection(self.ingestor.engine) as conn:
+                released = await conn.execute(RELEASE_SQL, self.ingestor.owner)
+            if not released.endswith(" 0"):
+                log.info("released leases on shutdown: %s", released)
+        except Exception:  # noqa: BLE001 - leases expire on their own if the database is gone
+            log.warning("could not release leases on shutdown; they will expire")
+
+    async def _loop(self, index: int) -> None:
+        while not self._stopping:
+            try:
+                claimed = await self.ingestor.claim(1)
+            except Exception:  # noqa: BLE001 - database hiccup: back off and try again
+                log.warning("worker %d could not claim work; retrying", index, exc_info=True)
+                await asyncio.sleep(self.poll_interval_s)
+                continue
+            if not claimed:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval_s)
+                continue
+            for doc in claimed:
+                outcome = await self.ingestor.process(doc)
+                self.processed[outcome.status] = self.processed.get(outcome.status, 0) + 1
+            # Another document may be waiting for a worker that just went to sleep.
+            self._wake.set()
+
+    async def _maintain(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.maintenance_s)
+            try:
+                await self.ingestor.maintenance()
+            except Exception:  # noqa: BLE001
+                log.warning("ingestion maintenance failed; retrying later", exc_info=True)
+
+
+async def drain(ingestor: Ingestor, *, max_documents: int = 10_000) -> dict[str, int]:
+    """Process queued documents until none is ready to run (tests, CLI ``--once``)."""
+    counts: dict[str, int] = {}
+    for _ in range(max_documents):
+        claimed = await ingestor.claim(1)
+        if not claimed:
+            break
+        outcome = await ingestor.process(claimed[0])
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return counts
+
+
+async def wait_engine(engine: AsyncEngine) -> None:
+    async with raw_connection(engine) as conn:
+        await conn.fetchval("SELECT 1")

@@ -1,0 +1,252 @@
+"""The offline extractive answerer: sentence splitting, sentence choice, support, and quality on SQuAD."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from app.answering.extractive import ExtractiveAnswer, Passage, extractive_answer, split_sentences
+from app.answering.speech import make_speakable
+
+# A made-up dental practice, in the style of a small business knowledge base.
+HOURS = Passage(
+    "Brightwater Dental is open Monday to Friday from 8:00 to 18:00. "
+    "On Saturdays we open from 9:00 to 13:00. "
+    "We are closed on Sundays and public holidays.",
+    "Opening hours",
+    0.82,
+)
+REFUNDS = Passage(
+    "Unused treatment plans can be refunded within 30 days of purchase. "
+    "Refunds are paid back to the original card within 5 business days. "
+    "Deposits for cancelled appointments are not refundable.",
+    "Refund policy",
+    0.71,
+)
+ADDRESS = Passage(
+    "Our clinic is at 42 Harbour Street, Kingsport. "
+    "Free parking is available behind the building. "
+    "The nearest bus stop is Harbour Square, two minutes away.",
+    "Finding us",
+    0.64,
+)
+TEAM = Passage(
+    "Dr. Amelia Hart founded the practice in 2009. She leads a team of four dentists and two hygienists.",
+    "Our team",
+    0.52,
+)
+PRACTICE = [HOURS, REFUNDS, ADDRESS, TEAM]
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("When are you open on Saturday?", "On Saturdays we open from 9 AM to 1 PM."),
+        (
+            "How long do refunds take to reach my card?",
+            "Refunds are paid back to the original card within 5 business days.",
+        ),
+        (
+            "Can I get a refund on a deposit if I cancel?",
+            "Deposits for cancelled appointments are not refundable.",
+        ),
+        ("What is the address of the clinic?", "Our clinic is at 42 Harbour Street, Kingsport."),
+        ("Which bus stop is nearest?", "The nearest bus stop is Harbour Square, two minutes away."),
+        ("Who founded the practice?", "Dr. Amelia Hart founded the practice in 2009."),
+        ("Are you closed on Sundays?", "We are closed on Sundays and public holidays."),
+    ],
+)
+def test_picks_the_sentence_that_answers(question: str, expected: str) -> None:
+    answer = extractive_answer(question, PRACTICE)
+    assert answer is not None
+    assert answer.text == expected
+
+
+def test_reports_the_passage_and_the_uncovered_question_word() -> None:
+    # "address" occurs nowhere: as the rarest word it weighs most, so support is low.
+    answer = extractive_answer("What is the address of the clinic?", PRACTICE)
+    assert answer == ExtractiveAnswer("Our clinic is at 42 Harbour Street, Kingsport.", 0.3955, 2)
+
+
+def test_adds_the_adjacent_sentence_that_covers_another_question_word() -> None:
+    answer = extractive_answer("Are you open on Sundays?", PRACTICE)
+    assert answer is not None
+    assert (
+        answer.text == "On Saturdays we open from 9 AM to 1 PM. We are closed on Sundays and public holidays."
+    )
+
+
+def test_adds_the_adjacent_sentence_that_covers_more_and_keeps_original_order() -> None:
+    answer = extractive_answer("Is parking free at the clinic?", PRACTICE)
+    assert answer == ExtractiveAnswer(
+        "Our clinic is at 42 Harbour Street, Kingsport. Free parking is available behind the building.",
+        1.0,
+        2,
+    )
+
+
+def test_adds_no_sentence_that_would_go_over_max_words() -> None:
+    answer = extractive_answer("Is parking free at the clinic?", PRACTICE, max_words=12)
+    assert answer == ExtractiveAnswer("Free parking is available behind the building.", 0.6667, 2)
+
+
+def test_max_sentences_one_keeps_only_the_best_sentence() -> None:
+    answer = extractive_answer("Is parking free at the clinic?", PRACTICE, max_sentences=1)
+    assert answer is not None
+    assert answer.text == "Free parking is available behind the building."
+
+
+def test_long_sentence_is_cut_to_max_words() -> None:
+    answer = extractive_answer("How long do refunds take to reach my card?", PRACTICE, max_words=6)
+    assert answer is not None
+    assert answer.text == "Refunds are paid back to the."
+
+
+def test_heading_fragment_brings_the_next_sentence() -> None:
+    passage = Passage("Refund policy\nWe refund unused plans within 30 days.", None, 1.0)
+    answer = extractive_answer("What is your refund policy?", [passage])
+    assert answer is not None
+    assert answer.text == "Refund policy. We refund unused plans within 30 days."
+
+
+def test_no_shared_word_gives_none() -> None:
+    assert extractive_answer("What is the capital of Peru?", PRACTICE) is None
+
+
+def test_question_of_only_stop_words_gives_none() -> None:
+    assert extractive_answer("What is it?", PRACTICE) is None
+
+
+def test_no_passages_gives_none() -> None:
+    assert extractive_answer("When are you open?", []) is None
+
+
+def test_max_sentences_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_sentences"):
+        extractive_answer("When are you open?", PRACTICE, max_sentences=0)
+
+
+def test_support_is_one_when_every_question_word_is_covered() -> None:
+    answer = extractive_answer("Who founded the practice?", PRACTICE)
+    assert answer is not None
+    assert answer.support == 1.0
+
+
+def test_support_is_lower_for_a_partly_covered_question() -> None:
+    full = extractive_answer("Is parking free at the clinic?", PRACTICE)
+    partial = extractive_answer("Is parking free for electric scooters?", PRACTICE)
+    assert full is not None
+    assert partial is not None
+    assert partial.support < full.support
+
+
+def test_when_question_prefers_the_sentence_with_a_date() -> None:
+    passage = Passage(
+        "The museum opened to visitors after a long renovation. The museum opened in 1998.", None, 1.0
+    )
+    answer = extractive_answer("When did the museum open?", [passage])
+    assert answer is not None
+    assert answer.text == "The museum opened in 1998."
+
+
+def test_who_question_prefers_the_sentence_with_a_name() -> None:
+    passage = Passage("The bakery is run by a local family. The bakery is run by Maria Lopez.", None, 1.0)
+    answer = extractive_answer("Who runs the bakery?", [passage])
+    assert answer is not None
+    assert answer.text == "The bakery is run by Maria Lopez."
+
+
+def test_matching_word_pair_breaks_a_tie() -> None:
+    passage = Passage("Fees are waived when payment is late. The late fee is 10 dollars.", None, 1.0)
+    answer = extractive_answer("What is the late fee?", [passage])
+    assert answer is not None
+    assert answer.text == "The late fee is 10 dollars."
+
+
+def test_better_ranked_passage_breaks_a_tie() -> None:
+    passages = [
+        Passage("Adult tickets cost 12 dollars.", None, 0.9),
+        Passage("Adult tickets cost 15 dollars.", None, 0.8),
+    ]
+    answer = extractive_answer("How much do adult tickets cost?", passages)
+    assert answer == ExtractiveAnswer("Adult tickets cost 12 dollars.", 1.0, 0)
+
+
+def test_title_breaks_a_tie() -> None:
+    passages = [
+        Passage("It is free for all customers.", "Parking", 0.9),
+        Passage("It is free for all customers.", "Wifi", 0.8),
+    ]
+    answer = extractive_answer("Is the wifi free?", passages)
+    assert answer is not None
+    assert answer.passage_index == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Dr. Smith arrived. He sat down.", ["Dr. Smith arrived.", "He sat down."]),
+        (
+            "She moved to the U.S. in 1990. The U.S. Army grew. It was a good year.",
+            ["She moved to the U.S. in 1990.", "The U.S. Army grew.", "It was a good year."],
+        ),
+        ("He lives in the U.S. The weather is mild.", ["He lives in the U.S.", "The weather is mild."]),
+        ("The rate is 3.5 percent. It rose.", ["The rate is 3.5 percent.", "It rose."]),
+        ("Bring fruit, e.g. Apples or pears. Thanks!", ["Bring fruit, e.g. Apples or pears.", "Thanks!"]),
+        ("J. K. Rowling wrote it. Fans loved it.", ["J. K. Rowling wrote it.", "Fans loved it."]),
+        ("Room No. 5 is free. Book it.", ["Room No. 5 is free.", "Book it."]),
+        ("Really? Yes! Fine.", ["Really?", "Yes!", "Fine."]),
+        ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
+        ("Options:\n- Cash\n- Card\n* Cheque", ["Options:", "Cash", "Card", "Cheque"]),
+        ("1. First step\n2. Second step", ["First step", "Second step"]),
+        ("Opening hours\nWe open at nine.", ["Opening hours", "We open at nine."]),
+        (
+            "This sentence is wrapped\nacross two lines. Next one.",
+            ["This sentence is wrapped across two lines.", "Next one."],
+        ),
+        ("First paragraph\n\nsecond paragraph", ["First paragraph", "second paragraph"]),
+        ("", []),
+    ],
+)
+def test_split_sentences(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+SQUAD = Path(__file__).resolve().parents[3] / "shared" / "eval" / "squad-dev"
+SQUAD_QUESTIONS = 50
+# Measured: 46 of the first 50 answerable questions (0.92). Gold paragraph among three
+# distractors from the same article, in a fixed shuffled order.
+SQUAD_MIN_SHARE = 0.88
+
+
+def _paragraphs(doc: Path) -> list[str]:
+    # "# Title", then one paragraph per blank-line-separated block.
+    body = doc.read_text(encoding="utf-8").split("\n", 1)[1]
+    return [block.strip() for block in body.split("\n\n") if block.strip()]
+
+
+@pytest.mark.skipif(not SQUAD.is_dir(), reason="../shared/eval/squad-dev is not available on this machine")
+def test_answers_squad_questions_from_the_gold_paragraph_among_distractors() -> None:
+    lines = (SQUAD / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [q for q in map(json.loads, lines) if q["answers"]][:SQUAD_QUESTIONS]
+    rng = random.Random(20240305)
+    found = 0
+    for question in questions:
+        paragraphs = _paragraphs(SQUAD / "docs" / question["doc"])
+        gold = question["paragraph_index"]
+        order = [gold, *rng.sample([i for i in range(len(paragraphs)) if i != gold], 3)]
+        rng.shuffle(order)
+        passages = [Passage(paragraphs[i], None, 1.0 - rank / 10) for rank, i in enumerate(order)]
+        answer = extractive_answer(question["question"], passages)
+        spoken = answer.text.lower() if answer else ""
+        # Gold answers are written text; the answer is spoken, so "90%" reads "90 percent".
+        forms = {
+            form.lower() for gold_answer in question["answers"] for form in _written_and_spoken(gold_answer)
+        }
+        found += any(form in spoken for form in forms)
+    assert found / len(questions) >= SQUAD_MIN_SHARE
+
+
+def _written_and_spoken(text: str) -> tuple[str, str]:
+    return text, make_speakable(text).rstrip(".")

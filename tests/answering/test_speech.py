@@ -1,0 +1,260 @@
+"""make_speakable and speech_problems: one rule per case, with the exact spoken text."""
+
+import pytest
+
+from app.answering.speech import make_speakable, speech_problems
+
+MARKDOWN = [
+    ("# Opening hours\n\nWe are open daily.", "Opening hours. We are open daily."),
+    ("## Refunds ##\nWithin 30 days.", "Refunds. Within 30 days."),
+    ("Refunds\n=======\nWithin 30 days.", "Refunds. Within 30 days."),
+    ("We are **really** open, *truly* __open__ and _open_.", "We are really open, truly open and open."),
+    ("**Refund policy**\nRefunds take a week.", "Refund policy. Refunds take a week."),
+    ("Run `make test` first.", "Run make test first."),
+    ("```bash\nmake test\n```", "make test."),
+    ("Read [our policy](https://acme.com/policy) today.", "Read our policy today."),
+    ("![Acme logo](https://acme.com/logo.png) Acme makes anvils.", "Acme makes anvils."),
+    ("> Quoted advice here.", "Quoted advice here."),
+    ("Before.\n\n---\n\nAfter.", "Before. After."),
+    ("- Free parking\n- Free wifi", "Free parking. Free wifi."),
+    ("1. Call us\n2) Email us", "Call us. Email us."),
+    ("Bring:\n* a towel\n+ sandals", "Bring. a towel. sandals."),
+    ("| Day | Hours |\n|---|:---:|\n| Saturday | closed |", "Day, Hours. Saturday, closed."),
+    ("We <b>open</b> at nine<br>and close late.", "We open at nine and close late."),
+    ("Price \\*not\\* final.", "Price not final."),
+    ("Water ~~is~~ was free.", "Water was free."),
+    ("keep snake_case names", "keep snake_case names."),
+]
+
+EMOJI_AND_CONTROL = [
+    ("Great news 🎉! We're open 👍🏽 today.", "Great news! We're open today."),
+    ("Family 👨\u200d👩\u200d👧 tickets ❤️ sold out.", "Family tickets sold out."),
+    ("✅ Free parking\n✅ Free wifi", "Free parking. Free wifi."),
+    ("Acme™ and Acme®", "Acme and Acme."),
+    ("Bell\x07 and\x00 null\x1b here", "Bell and null here."),
+    ("Tab\there,\u00a0non-breaking\u200b space", "Tab here, non-breaking space."),
+]
+
+ADDRESSES = [
+    ("See https://www.example.com/path?q=1 for more.", "See example.com for more."),
+    ("Visit www.acme.com.", "Visit acme.com."),
+    ("Details are online (https://acme.com/docs/refunds).", "Details are online."),
+    ("Read <https://acme.com/faq> first.", "Read acme.com first."),
+    ("Write to Jane.Doe@Acme.co.uk today.", "Write to Jane dot Doe at acme dot co dot uk today."),
+    ("Email support_team@acme.com.", "Email support underscore team at acme dot com."),
+]
+
+NUMBERS_AND_SYMBOLS = [
+    ("Save 50% today.", "Save 50 percent today."),
+    ("It costs $5.", "It costs 5 dollars."),
+    ("It costs $1.", "It costs 1 dollar."),
+    ("It costs $5.50.", "It costs 5 dollars 50 cents."),
+    ("It costs $5.5.", "It costs 5 dollars 50 cents."),
+    ("It costs $0.50.", "It costs 50 cents."),
+    ("It costs $2.01.", "It costs 2 dollars 1 cent."),
+    ("It costs $1,200.", "It costs 1,200 dollars."),
+    ("A US$1,000,000 prize.", "A 1,000,000 US dollars prize."),
+    ("It costs €20.", "It costs 20 euros."),
+    ("It costs 20 €.", "It costs 20 euros."),
+    ("It costs £3.", "It costs 3 pounds."),
+    ("It costs £3.50.", "It costs 3 pounds 50 pence."),
+    ("Sky bid £4.2bn.", "Sky bid 4.2 billion pounds."),
+    ("Revenue was $1.5 million.", "Revenue was 1.5 million dollars."),
+    ("Rooms are $120/night.", "Rooms are 120 dollars per night."),
+    ("Plans from $5/mo.", "Plans from 5 dollars per month."),
+    ("Support is 24/7.", "Support is twenty four seven."),
+    ("Bread & butter.", "Bread and butter."),
+    ("It is 20°C outside.", "It is 20 degrees Celsius outside."),
+    ("It is -5°C outside.", "It is minus 5 degrees Celsius outside."),
+    ("Bake at 350 °F.", "Bake at 350 degrees Fahrenheit."),
+    ("Turn it 90°.", "Turn it 90 degrees."),
+    ("It is 5 km away.", "It is 5 kilometers away."),
+    ("It is 1 km away.", "It is 1 kilometer away."),
+    ("It weighs 2kg.", "It weighs 2 kilograms."),
+    ("Drive at 30 mph.", "Drive at 30 miles per hour."),
+    ("Limit 50 km/h.", "Limit 50 kilometers per hour."),
+    ("The 1st, 2nd, 3rd and 21st floors.", "The first, second, third and twenty-first floors."),
+    ("The 19th century.", "The nineteenth century."),
+    ("Opened on 2024-03-05.", "Opened on March 5, 2024."),
+    ("Updated 2024-03-05T08:05:00Z.", "Updated March 5, 2024 at 8:05 AM."),
+    ("We close at 14:30.", "We close at 2:30 PM."),
+    ("We open at 09:00.", "We open at 9 AM."),
+    ("Midnight is 00:00.", "Midnight is 12 AM."),
+    ("Open 9:00-17:00.", "Open 9 AM to 5 PM."),
+    ("Ambiguous 5:30 stays.", "Ambiguous 5:30 stays."),
+    ("Dinner at 7:30 pm.", "Dinner at 7:30 PM."),
+    ("Open 9am-5pm.", "Open 9 AM to 5 PM."),
+    ("We close at 5 p.m. Call before then.", "We close at 5 PM. Call before then."),
+    ("We close at 5 p.m.", "We close at 5 PM."),
+    ("Fruit, e.g. apples.", "Fruit, for example apples."),
+    ("Red fruit, i.e. cherries.", "Red fruit, that is cherries."),
+    ("Apples, pears, etc.", "Apples, pears, and so on."),
+    ("Apples, pears, etc. Then more.", "Apples, pears, and so on. Then more."),
+    ("Cats vs. dogs.", "Cats versus dogs."),
+    ("It takes approx. 5 minutes.", "It takes approximately 5 minutes."),
+    ("Ask for room No. 5.", "Ask for room number 5."),
+    ("No. 5 is free.", "Number 5 is free."),
+    ("Open 9-5.", "Open 9 to 5."),
+    ("Open 9–17.", "Open 9 to 17."),
+    ("Tickets $5-$10.", "Tickets 5 dollars to 10 dollars."),
+    ("Open Mon-Fri.", "Open Monday to Friday."),
+    ("Gate #3.", "Gate number 3."),
+    ("#3 is our best seller.", "Number 3 is our best seller."),
+    ("Follow #acme online.", "Follow acme online."),
+    ("Meet @ the gate.", "Meet at the gate."),
+    ("2+2 is 4.", "2 plus 2 is 4."),
+    ("Ages 18+ only.", "Ages 18 plus only."),
+    ("Wait ~5 minutes.", "Wait about 5 minutes."),
+    ("Call 555-123-4567.", "Call five five five, one two three, four five six seven."),
+    (
+        "Call +1 (555) 123-4567.",
+        "Call plus one, five five five, one two three, four five six seven.",
+    ),
+    ("Call 020 7946 0958.", "Call zero two zero, seven nine four six, zero nine five eight."),
+    ("Call 555-1234.", "Call five five five, one two three four."),
+    ("Founded in 1998.", "Founded in 1998."),
+    ("Between 1990 and 2000 it grew 3.5 times.", "Between 1990 and 2000 it grew 3.5 times."),
+    ("Pages 1,000-2,000.", "Pages 1,000 to 2,000."),
+]
+
+LAYOUT = [
+    ("  lots   of\n\n\n spaces  ", "lots of. spaces."),
+    ("Ends with a colon:", "Ends with a colon."),
+    ("Already a question?", "Already a question?"),
+    ('He said "stop."', 'He said "stop."'),
+    ("No punctuation", "No punctuation."),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MARKDOWN)
+def test_markdown_is_stripped(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), EMOJI_AND_CONTROL)
+def test_emoji_and_control_characters_are_removed(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), ADDRESSES)
+def test_urls_and_emails_are_spoken(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), NUMBERS_AND_SYMBOLS)
+def test_numbers_and_symbols_are_written_out(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), LAYOUT)
+def test_whitespace_and_final_punctuation(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+
+
+IDEMPOTENCE = [
+    "# Hours\n- Mon-Fri 09:00-17:30\n- Sat 10am-2pm\n\nCall +44 20 7946 0958 🎉",
+    "Refunds of $5.50 (see https://acme.com/refunds) go to jane.doe@acme.com, e.g. within 5 days, etc.",
+    "| Item | Price |\n|---|---|\n| Tea | £3.50 |\n| Cake | €4 |",
+    "The 2nd floor is 20°C, about 50% humid; No. 5 & #6 are 1 km away at 14:30 on 2024-03-05.",
+    "**Bold** and _italic_ and `code` with [a link](http://x.org) and 24/7 support, 18+ only.",
+    " ".join(["word"] * 100),
+]
+
+
+@pytest.mark.parametrize("text", IDEMPOTENCE)
+def test_cleaning_twice_changes_nothing(text: str) -> None:
+    once = make_speakable(text)
+    assert make_speakable(once) == once
+
+
+SENTENCES_10 = "One two three four five six seven eight nine ten."
+
+
+def test_short_text_is_not_cut() -> None:
+    assert make_speakable(SENTENCES_10, max_words=10) == SENTENCES_10
+
+
+def test_cut_at_last_sentence_end_within_the_cap() -> None:
+    text = "One two three four five six. Seven eight nine ten eleven twelve."
+    assert make_speakable(text, max_words=10) == "One two three four five six."
+
+
+def test_cut_at_word_cap_when_the_only_sentence_end_is_too_early() -> None:
+    text = "One two. Three four five six seven eight nine ten eleven twelve."
+    assert make_speakable(text, max_words=10) == "One two. Three four five six seven eight nine ten."
+
+
+def test_cut_at_word_cap_drops_trailing_comma() -> None:
+    text = "One two three four five six seven eight nine ten, eleven twelve."
+    assert make_speakable(text, max_words=10) == "One two three four five six seven eight nine ten."
+
+
+def test_cut_does_not_treat_a_title_as_a_sentence_end() -> None:
+    text = "Please ask Dr. Smith or Mr. Jones about the plan today."
+    assert make_speakable(text, max_words=8) == "Please ask Dr. Smith or Mr. Jones about."
+
+
+def test_word_cap_counts_words_after_cleaning() -> None:
+    assert len(make_speakable(" ".join(["word"] * 100), max_words=60).split()) == 60
+
+
+def test_max_words_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_words"):
+        make_speakable("Hello.", max_words=0)
+
+
+def test_url_only_input_is_not_lost() -> None:
+    assert make_speakable("(https://acme.com/docs)") == "(acme.com)."
+
+
+def test_image_only_input_keeps_its_alt_text() -> None:
+    assert make_speakable("![Opening hours](https://acme.com/hours.png)") == "Opening hours."
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", "🎉🎉", "---", "**"])
+def test_nothing_speakable_gives_empty_string(text: str) -> None:
+    assert make_speakable(text) == ""
+
+
+def test_speakable_output_has_no_problems() -> None:
+    text = "# Hours\n\n**Open** 9-5 🎉, see https://acme.com/hours or [the FAQ](https://acme.com/faq)."
+    assert speech_problems(make_speakable(text)) == []
+
+
+PROBLEMS = [
+    ("We are open daily.", []),
+    ("", ["empty answer"]),
+    ("## Hours\nOpen daily.", ["markdown syntax left: heading '#'"]),
+    ("We are **open** daily.", ["markdown syntax left: emphasis '*'"]),
+    ("Run `make`.", ["markdown syntax left: backtick"]),
+    ("See [hours](/hours).", ["markdown syntax left: link"]),
+    ("- Open daily.", ["markdown syntax left: list marker"]),
+    ("> Open daily.", ["markdown syntax left: blockquote '>'"]),
+    ("Day | Hours.", ["markdown syntax left: table '|'"]),
+    ("Open.\n---", ["markdown syntax left: horizontal rule"]),
+    ("Open <b>daily</b>.", ["markdown syntax left: HTML tag"]),
+    ("See https://acme.com/hours.", ["bare URL: https://acme.com/hours"]),
+    ("Open daily 🎉.", ["emoji: 🎉"]),
+    (
+        "According to the document, we open at nine.",
+        [
+            "talks about its sources: 'according to the'",
+            "talks about its sources: 'document'",
+        ],
+    ),
+    ("The context says nine.", ["talks about its sources: 'the context'"]),
+    ("The provided text says nine.", ["talks about its sources: 'the provided text'"]),
+    ("Our knowledge base says nine.", ["talks about its sources: 'knowledge base'"]),
+    ("I searched and found nine.", ["talks about its sources: 'searched'"]),
+    ("One chunk says nine.", ["talks about its sources: 'chunk'"]),
+    ("My sources say nine.", ["talks about its sources: 'sources'"]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), PROBLEMS)
+def test_speech_problems(text: str, expected: list[str]) -> None:
+    assert speech_problems(text) == expected
+
+
+def test_speech_problems_reports_length_over_the_cap() -> None:
+    assert speech_problems("One two three four.", max_words=3) == ["too long: 4 words, the cap is 3"]

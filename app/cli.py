@@ -115,8 +115,12 @@ def worker(
     async def run() -> None:
         engine = make_engine(url, settings)
         client = make_openai_client(settings)
-        fetcher = Fetcher(max_bytes=settings.ingestion.fetch_max_bytes, timeout_s=settings.ingestion.fetch_timeout_s)
-        ingestor = Ingestor(engine, build_embedder(settings, client), fetcher, settings.ingestion, worker_id())
+        fetcher = Fetcher(
+            max_bytes=settings.ingestion.fetch_max_bytes, timeout_s=settings.ingestion.fetch_timeout_s
+        )
+        ingestor = Ingestor(
+            engine, build_embedder(settings, client), fetcher, settings.ingestion, worker_id()
+        )
         try:
             if once:
                 typer.echo(f"processed: {await drain(ingestor)}")

@@ -33,49 +33,61 @@ class LimitSettings(BaseModel):
     max_upload_bytes: int = Field(
         20 * 1024 * 1024, ge=1024, description="Largest document (upload or JSON body); 413 beyond."
     )
-    page_size_default: int = Field(50, ge=1, le=500)
-    page_size_max: int = Field(200, ge=1, le=1000)
 
 
 class EmbeddingSettings(BaseModel):
     provider: Literal["auto", "lexical", "openai", "local"] = Field(
         "auto", description="auto = openai when OPENAI_API_KEY is set, else the offline lexical embedder."
     )
-    openai_model: str = "text-embedding-3-small"
+    openai_model: str = Field(
+        "text-embedding-3-small", description="Embedding model for the openai provider."
+    )
     openai_dimensions: int | None = Field(None, ge=64, le=2000, description="None = the model's native size.")
-    lexical_dimensions: int = Field(512, ge=64, le=2000)
-    local_model: str = "all-MiniLM-L6-v2"
-    max_concurrency: int = Field(4, ge=1, le=64)
+    lexical_dimensions: int = Field(512, ge=64, le=2000, description="Size of the offline lexical vectors.")
+    local_model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model (optional extra).")
+    max_concurrency: int = Field(4, ge=1, le=64, description="Embedding requests in flight per process.")
     query_timeout_s: float = Field(0.8, gt=0, description="Budget for embedding a question on the hot path.")
 
 
 class IngestionSettings(BaseModel):
-    workers: int = Field(2, ge=0, le=64, description="Ingestion workers inside the service process (0 = none).")
-    poll_interval_s: float = Field(1.0, gt=0)
-    lease_s: float = Field(120.0, ge=5, description="A job whose worker stopped renewing is retaken after this.")
-    max_attempts: int = Field(3, ge=1, le=20)
-    chunk_tokens: int = Field(500, ge=64, le=2000)
-    chunk_overlap_tokens: int = Field(60, ge=0, le=1000)
+    workers: int = Field(
+        2, ge=0, le=64, description="Ingestion workers inside the service process (0 = none)."
+    )
+    poll_interval_s: float = Field(1.0, gt=0, description="How often idle workers look for queued work.")
+    lease_s: float = Field(
+        120.0, ge=5, description="A job whose worker stopped renewing is retaken after this."
+    )
+    max_attempts: int = Field(3, ge=1, le=20, description="Tries per document before it fails.")
+    chunk_tokens: int = Field(500, ge=64, le=2000, description="Default chunk size for new KBs (tokens).")
+    chunk_overlap_tokens: int = Field(60, ge=0, le=1000, description="Default chunk overlap for new KBs.")
     parse_timeout_s: float = Field(60.0, gt=0, description="Wall-clock bound on parsing one PDF.")
-    parse_memory_mb: int = Field(1024, ge=128)
-    fetch_timeout_s: float = Field(15.0, gt=0)
-    fetch_max_bytes: int = Field(10_000_000, ge=1024)
-    url_resync_s: int = Field(86_400, ge=0, description="Default re-sync interval for URL documents (0 = never).")
+    parse_memory_mb: int = Field(1024, ge=128, description="Address-space cap of the PDF parser process.")
+    parse_concurrency: int = Field(2, ge=1, le=32, description="PDF parser processes at once per process.")
+    fetch_timeout_s: float = Field(15.0, gt=0, description="Total deadline for fetching one URL.")
+    fetch_max_bytes: int = Field(10_000_000, ge=1024, description="Largest fetched page.")
+    url_resync_s: int = Field(
+        86_400, ge=0, description="Default re-sync interval for URL documents (0 = never)."
+    )
 
 
 class QuerySettings(BaseModel):
     deadline_s: float = Field(2.5, gt=0, description="Whole-request budget: embed + search + LLM.")
     top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
     candidates: int = Field(30, ge=5, le=500, description="Candidates per retriever before fusion.")
-    rrf_k: int = Field(60, ge=1)
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     min_confidence: float = Field(0.2, ge=0, le=1, description="Below this the LLM is not called: not_found.")
     exact_search_max_chunks: int = Field(
         20_000, ge=0, description="Agents whose KBs hold at most this many chunks get exact vector search."
     )
+    min_support: float = Field(
+        0.5, ge=0, le=1, description="Offline answerer: share of the question its sentences must cover."
+    )
     max_answer_words: int = Field(60, ge=5, le=400)
-    answer_cache_ttl_s: int = Field(3600, ge=0)
-    llm_model: str = "gpt-4o-mini"
-    llm_max_tokens: int = Field(200, ge=16, le=4000)
+    answer_cache_ttl_s: int = Field(3600, ge=0, description="Lifetime of cached answers (0 = off).")
+    llm_model: str = Field("gpt-4o-mini", description="Answering model unless the prompt names one.")
+    llm_max_tokens: int = Field(
+        200, ge=16, le=4000, description="Answer token cap unless the prompt sets one."
+    )
     prompt_variant: str = Field("default", description="Prompt variant used when an agent has none set.")
 
 
@@ -89,15 +101,21 @@ class Settings(BaseSettings):
         validation_alias="DATABASE_URL",
         description="postgresql://... ; unset = embedded PostgreSQL (pgserver) under db.embedded_dir.",
     )
-    openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
+    openai_api_key: SecretStr | None = Field(
+        None,
+        validation_alias="OPENAI_API_KEY",
+        description="Set = OpenAI embeddings and answers; unset = offline.",
+    )
     openai_base_url: str | None = Field(
         None, validation_alias="OPENAI_BASE_URL", description="Any OpenAI-compatible server."
     )
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    prompts_dir: Path = PROJECT_ROOT / "prompts"
-    debug: bool = False
+    host: str = Field("127.0.0.1", description="Bind address of `vk serve`.")
+    port: int = Field(8000, ge=1, le=65535, description="Port of `vk serve`.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+    prompts_dir: Path = Field(PROJECT_ROOT / "prompts", description="Folder of prompt files.")
+    debug: bool = Field(
+        False, description="Litestar debug mode (tracebacks in responses): never in production."
+    )
 
     db: DatabaseSettings = DatabaseSettings()
     limits: LimitSettings = LimitSettings()

@@ -29,7 +29,9 @@ _CODES = {
 }
 
 
-def _json(status: int, code: str, detail: str, extra: Any = None, headers: dict[str, str] | None = None) -> Response[Any]:
+def _json(
+    status: int, code: str, detail: str, extra: Any = None, headers: dict[str, str] | None = None
+) -> Response[Any]:
     body: dict[str, Any] = {"error": code, "detail": detail}
     if extra is not None:
         body["fields"] = extra
@@ -61,7 +63,12 @@ def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Res
         detail = exc.detail or "the request is malformed"
         if "JSON" in detail or "decode" in detail.lower():
             detail = "the request body is not valid JSON"
-    return _json(422 if in_body and fields else 400, "validation_error" if in_body else "bad_request", detail, fields or None)
+    return _json(
+        422 if in_body and fields else 400,
+        "validation_error" if in_body else "bad_request",
+        detail,
+        fields or None,
+    )
 
 
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
@@ -76,7 +83,9 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
 
 def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-    return _json(503, "unavailable", "the database is unavailable; retry shortly", headers={"Retry-After": "2"})
+    return _json(
+        503, "unavailable", "the database is unavailable; retry shortly", headers={"Retry-After": "2"}
+    )
 
 
 def dbapi_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[Any]:

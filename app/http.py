@@ -35,7 +35,8 @@ def provide_principal(request: Request[Any, Any, Any]) -> Principal:
 
 def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return [
-        {"field": ".".join(str(p) for p in err["loc"]) or "body", "message": err["msg"]} for err in exc.errors()
+        {"field": ".".join(str(p) for p in err["loc"]) or "body", "message": err["msg"]}
+        for err in exc.errors()
     ]
 
 
@@ -49,7 +50,10 @@ def parse_json(raw: bytes) -> Any:
 def validate_obj(model: type[M], obj: Any) -> M:
     """Validate a parsed JSON body with this service's error shape (422 naming the fields)."""
     if not isinstance(obj, dict):
-        raise ValidationFailed("the request body must be a JSON object", extra=[{"field": "body", "message": "expected an object"}])
+        raise ValidationFailed(
+            "the request body must be a JSON object",
+            extra=[{"field": "body", "message": "expected an object"}],
+        )
     try:
         return model.model_validate(obj)
     except ValidationError as exc:

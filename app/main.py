@@ -19,20 +19,26 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from app.answering.llm import ChatAnswerer
 from app.auth import PUBLIC_PATHS, ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
 from app.db.embedded import resolve_database_url
 from app.db.engine import make_engine, make_sessionmaker
 from app.documents.endpoints import DocumentController
+from app.embeddings.factory import build_embedder
 from app.exception_handlers import HANDLERS
 from app.health import health, ready
-from app.embeddings.factory import build_embedder
+from app.http import provide_principal, provide_session
 from app.ingestion.fetch import Fetcher, Resolver, validate_url
 from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
 from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
-from app.http import provide_principal, provide_session
+from app.prompting import PromptLibrary
+from app.query.endpoints import KnowledgeGapController, QueryController
+from app.query.indexes import prepare_vector_search
+from app.query.retrieval import Retriever
+from app.query.service import QueryService
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +57,15 @@ def create_app(
     this process (default: when ``INGESTION__WORKERS`` > 0).
     """
     settings = settings or get_settings()
+    # Loaded and checked once, before anything starts: a broken template stops the service.
+    prompts = PromptLibrary.load(settings.prompts_dir)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         state = app.state
-        url = database_url or await asyncio.to_thread(
-            resolve_database_url, settings.database_url, settings.db.embedded_dir
-        )
+        url = database_url
+        if url is None:
+            url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.db.embedded_dir)
         state.engine = make_engine(url, settings)
         state.sessionmaker = make_sessionmaker(state.engine)
         state.openai = make_openai_client(settings)
@@ -67,7 +75,24 @@ def create_app(
             max_bytes=settings.ingestion.fetch_max_bytes,
             timeout_s=settings.ingestion.fetch_timeout_s,
         )
-        state.ingestor = Ingestor(state.engine, state.embedder, state.fetcher, settings.ingestion, worker_id())
+        state.ingestor = Ingestor(
+            state.engine, state.embedder, state.fetcher, settings.ingestion, worker_id()
+        )
+        pgvector_version = await prepare_vector_search(state.engine, state.embedder.dimensions)
+        state.query_service = QueryService(
+            engine=state.engine,
+            embedder=state.embedder,
+            retriever=Retriever(
+                dimensions=state.embedder.dimensions,
+                pgvector_version=pgvector_version,
+                exact_max_chunks=settings.query.exact_search_max_chunks,
+                rrf_k=settings.query.rrf_k,
+            ),
+            prompts=prompts,
+            llm=ChatAnswerer(state.openai) if state.openai is not None else None,
+            settings=settings.query,
+            embed_timeout_s=settings.embedding.query_timeout_s,
+        )
         pool = None
         if run_workers if run_workers is not None else settings.ingestion.workers > 0:
             pool = WorkerPool(
@@ -90,6 +115,7 @@ def create_app(
     state = State(
         {
             "settings": settings,
+            "prompts": prompts,
             "validate_url": partial(validate_url, resolver=resolver),
             "resolver": resolver,
             "wake_workers": lambda: None,
@@ -103,6 +129,8 @@ def create_app(
             DocumentController,
             AgentKnowledgeController,
             ApiKeyController,
+            QueryController,
+            KnowledgeGapController,
         ],
         dependencies={
             "session": Provide(provide_session),
@@ -128,7 +156,9 @@ def create_app(
             path="/schema",
             render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
             components=Components(
-                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="API key")}
+                security_schemes={
+                    "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="API key")
+                }
             ),
             security=[{"bearer": []}],
         ),

@@ -10,7 +10,9 @@ from litestar.testing import AsyncTestClient
 Client = AsyncTestClient[Litestar]
 
 
-async def create_kb(client: Client, headers: dict[str, str], title: str = "Support FAQ", **extra: Any) -> dict[str, Any]:
+async def create_kb(
+    client: Client, headers: dict[str, str], title: str = "Support FAQ", **extra: Any
+) -> dict[str, Any]:
     r = await client.post("/api/knowledge", json={"title": title, **extra}, headers=headers)
     assert r.status_code == 201, r.text
     body: dict[str, Any] = r.json()

@@ -26,7 +26,9 @@ async def test_foreign_ids_are_404_on_every_route(client, org, other_org, engine
     b_kb = await create_kb(client, other_org.headers, "B's KB")
     b_doc = await create_text_doc(client, other_org.headers, b_kb["id"])
     b_agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{b_kb['id']}/agents", json={"agent_ids": [b_agent]}, headers=other_org.headers)
+    await client.put(
+        f"/api/knowledge/{b_kb['id']}/agents", json={"agent_ids": [b_agent]}, headers=other_org.headers
+    )
     b_key = await create_key(client, other_org.headers, "admin")
     before = await _snapshot(engine, other_org.id)
 

@@ -25,7 +25,7 @@ def embedded_database_url(data_dir: Path) -> str:
         log.info("starting embedded PostgreSQL in %s", data_dir)
         # cleanup_mode=None keeps the server (and its data) when this process exits, so
         # the next start is quick and other processes using the folder are not cut off.
-        server = pgserver.get_server(data_dir, cleanup_mode=None)
+        server = pgserver.get_server(data_dir, cleanup_mode=None)  # type: ignore[attr-defined]
         _servers[data_dir] = server
     uri: str = server.get_uri()
     return uri

@@ -133,7 +133,9 @@ async def _read_capped(request: Request[Any, Any, Any], limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _upload(service: DocumentService, request: Request[Any, Any, Any], kb_id: uuid.UUID, limit: int) -> DocumentRead:
+async def _upload(
+    service: DocumentService, request: Request[Any, Any, Any], kb_id: uuid.UUID, limit: int
+) -> DocumentRead:
     form = await request.form()
     unknown = set(form.keys()) - _UPLOAD_FIELDS
     if unknown:
@@ -143,10 +145,16 @@ async def _upload(service: DocumentService, request: Request[Any, Any, Any], kb_
         )
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
-        raise ValidationFailed("a multipart upload needs a 'file' field", extra=[{"field": "file", "message": "required"}])
+        raise ValidationFailed(
+            "a multipart upload needs a 'file' field", extra=[{"field": "file", "message": "required"}]
+        )
     meta = validate_obj(
         _UploadMeta,
-        {k: v for k, v in (("title", form.get("title")), ("description", form.get("description"))) if v is not None},
+        {
+            k: v
+            for k, v in (("title", form.get("title")), ("description", form.get("description")))
+            if v is not None
+        },
     )
     data = await upload.read()
     if len(data) > limit:

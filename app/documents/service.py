@@ -15,7 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.base import utcnow
 from app.documents.models import Document
 from app.documents.repository import DocumentRepository
-from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate, Progress
+from app.documents.schemas import (
+    DocumentCreateText,
+    DocumentCreateUrl,
+    DocumentRead,
+    DocumentUpdate,
+    Progress,
+)
 from app.errors import BadRequest, NotFound, UnsupportedMediaType
 from app.ingestion.extract import UnsupportedType, sniff_kind
 from app.ingestion.fetch import BlockedURL, github_raw_url

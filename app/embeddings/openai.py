@@ -126,7 +126,7 @@ class OpenAIEmbedder:
             raise
         return vectors
 
-    async def embed_query(self, text: str, *, timeout: float) -> list[float]:  # noqa: ASYNC109  (contract)
+    async def embed_query(self, text: str, *, timeout: float) -> list[float]:
         """Embed one query in a single attempt that gives up after ``timeout`` seconds.
 
         The query does not queue behind ingestion batches: it bypasses the concurrency limit.
@@ -212,7 +212,7 @@ class OpenAIEmbedder:
         inputs: list[str],
         tokens: int,
         *,
-        timeout: float | None = None,  # noqa: ASYNC109  (per-request HTTP timeout, not a deadline)
+        timeout: float | None = None,
     ) -> list[list[float]]:
         """One attempt; every failure becomes an ``EmbeddingError`` whose cause is the SDK error."""
         self.requests_made += 1

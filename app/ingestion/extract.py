@@ -157,7 +157,7 @@ async def extract_isolated(
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
-            # Shielded so that a second cancellation cannot skip reaping the child.
+            # Shielded: even if this task is cancelled again, the wait completes and reaps the child.
             await asyncio.shield(process.wait())
     if timed_out:
         raise ExtractionError(PDF_TOO_SLOW.format(seconds=timeout_s))

@@ -19,7 +19,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from app.ingestion.extract_model import Extracted, Section
 from app.ingestion.extract_plain import decode_text, normalise_newlines, strip_invisible, tidy_lines
 
-# Never content. `form` is handled separately: see _walk_content.
+# Never content; inputs go whatever their type (type="hidden" ones carry injected text too).
+# `form` is handled separately: see _walk_content.
 _DROPPED = frozenset(
     {
         "script", "style", "noscript", "template", "svg", "math", "iframe", "frame", "frameset",
@@ -130,13 +131,13 @@ def _has_ancestor(node: LexborNode, tag: str) -> bool:
 def _hidden_or_dropped_with_ancestors(node: LexborNode) -> bool:
     current: LexborNode | None = node
     while current is not None and current.is_element_node:
-        if current.tag in _DROPPED or is_hidden(current):
+        if current.tag in _DROPPED or _is_hidden(current):
             return True
         current = current.parent
     return False
 
 
-def is_hidden(node: LexborNode) -> bool:
+def _is_hidden(node: LexborNode) -> bool:
     """Whether a browser would hide this element, judged from its own attributes."""
     attributes = node.attributes
     if node.tag == "dialog" and "open" not in attributes:
@@ -146,8 +147,6 @@ def is_hidden(node: LexborNode) -> bool:
     if "hidden" in attributes:
         return True
     if (attributes.get("aria-hidden") or "").strip().lower() == "true":
-        return True
-    if node.tag == "input" and (attributes.get("type") or "").strip().lower() == "hidden":
         return True
     classes = (attributes.get("class") or "").lower().split()
     if _HIDDEN_CLASSES.intersection(classes):
@@ -268,7 +267,7 @@ class _Writer:
             if not body:
                 continue
             heading = " > ".join(text for level, text in path if not (omit_h1 and level == 1)) or None
-            if sections and sections[-1].heading == heading:
+            if heading is None and sections and sections[-1].heading is None:
                 # Text before and under the omitted H1 both belong to the document itself.
                 body = f"{sections.pop().text}\n\n{body}"
             sections.append(Section(text=body, heading=heading, page=None))
@@ -295,6 +294,8 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
                 heading_parts, heading_node = None, None
                 if text:
                     writer.heading(heading_level, text)
+            elif heading_parts is not None:
+                pass  # blocks inside a heading only added spaces on the way in
             elif tag == "pre":
                 pre_depth -= 1
                 writer.line_break(2)
@@ -314,7 +315,7 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             continue
         if not node.is_element_node:
             continue  # comments, doctype
-        if tag in _DROPPED or (drop_forms and tag == "form") or is_hidden(node):
+        if tag in _DROPPED or (drop_forms and tag == "form") or _is_hidden(node):
             continue
         if tag == "header" and not (_has_ancestor(node, "article") or _has_ancestor(node, "main")):
             # The site's banner goes; an article's own header (its H1, byline) stays.

@@ -45,5 +45,5 @@ class ExtractionError(Exception):
     """Raised with a readable, user-facing reason in str(exc), e.g. 'the PDF is encrypted ...'."""
 
 
-class UnsupportedType(Exception):  # noqa: N818 - the name is the module's published interface
+class UnsupportedType(Exception):
     """The upload is not a kind of file this service reads; str(exc) says so in user-facing words."""

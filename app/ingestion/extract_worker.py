@@ -50,9 +50,9 @@ def _extract(data: bytes, max_pages: int) -> dict[str, object]:
 
     from app.ingestion.extract_pdf import extract_pdf  # noqa: PLC0415
 
-    # pypdf logs a warning (with whole font dictionaries) for every oddity; the parent reads
-    # stderr only to report crashes.
-    logging.basicConfig(level=logging.ERROR)
+    # pypdf logs (with whole font dictionaries) for every oddity of a file; the parent buffers
+    # stderr only to report crashes, so a hostile file must not be able to fill it.
+    logging.basicConfig(level=logging.CRITICAL)
     try:
         result = extract_pdf(data, max_pages=max_pages)
     except ExtractionError as exc:

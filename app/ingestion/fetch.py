@@ -114,7 +114,7 @@ _NUMERIC_LABEL = re.compile(r"0[xX][0-9a-fA-F]*|[0-9]+")
 
 
 # The name is part of the agreed interface, hence no "Error" suffix.
-class BlockedURL(Exception):  # noqa: N818
+class BlockedURL(Exception):
     """The URL may not be fetched; ``str(exc)`` says why in words an admin can act on."""
 
 

@@ -19,7 +19,7 @@ from app.embeddings.base import Embedder, EmbeddingError
 from app.ingestion import repository as sql
 from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
 from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated
-from app.ingestion.fetch import BlockedURL, FetchError, Fetcher
+from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,9 @@ class Ingestor:
         self.settings = settings
         self.owner = owner
         self.encoding = get_encoding("cl100k_base")
+        # Each PDF parse is a child process allowed parse_memory_mb; bound how many run at
+        # once so a burst of uploads cannot exhaust the machine.
+        self._pdf_slots = asyncio.Semaphore(max(1, settings.parse_concurrency))
 
     async def claim(self, limit: int = 1) -> list[ClaimedDocument]:
         async with raw_connection(self.engine) as conn:
@@ -167,26 +170,43 @@ class Ingestor:
             raise ExtractionError("no text found")
         vectors = await self._embed(doc, chunks)
         rows = [
-            ChunkRow(c.ordinal, c.text, c.section, c.page, c.token_count, v) for c, v in zip(chunks, vectors, strict=True)
+            ChunkRow(c.ordinal, c.text, c.section, c.page, c.token_count, v)
+            for c, v in zip(chunks, vectors, strict=True)
         ]
         text = "\n\n".join(s.text for s in extracted.sections)
-        await self._swap(doc, rows, text=text, title=title, extracted=extracted, fetched=fetched,
-                         etag=etag, last_modified=last_modified,
-                         content_hash=hashlib.sha256(data).hexdigest(), kind=kind)
+        await self._swap(
+            doc,
+            rows,
+            text=text,
+            title=title,
+            extracted=extracted,
+            fetched=fetched,
+            etag=etag,
+            last_modified=last_modified,
+            content_hash=hashlib.sha256(data).hexdigest(),
+            kind=kind,
+        )
         return Outcome("ready")
 
     async def _extract(self, kind: str, data: bytes) -> Extracted:
         if kind == "pdf":
-            return await extract_isolated(
-                "pdf", data, timeout_s=self.settings.parse_timeout_s, memory_mb=self.settings.parse_memory_mb
-            )
+            async with self._pdf_slots:
+                return await extract_isolated(
+                    "pdf",
+                    data,
+                    timeout_s=self.settings.parse_timeout_s,
+                    memory_mb=self.settings.parse_memory_mb,
+                )
         return await asyncio.to_thread(extract, kind, data)  # type: ignore[arg-type]
 
     async def _embed(self, doc: ClaimedDocument, chunks: Sequence[Chunk]) -> list[str]:
         key = self.embedder.model_key
         hashes = [hashlib.sha256(c.embed_text.encode()).digest() for c in chunks]
         async with raw_connection(self.engine) as conn:
-            cached = {bytes(r["text_hash"]): r["embedding"] for r in await conn.fetch(sql.CACHE_GET_SQL, key, hashes)}
+            cached = {
+                bytes(r["text_hash"]): r["embedding"]
+                for r in await conn.fetch(sql.CACHE_GET_SQL, key, hashes)
+            }
             await conn.execute(sql.PROGRESS_SQL, doc.id, self.owner, len(cached), len(chunks))
         missing = [i for i, h in enumerate(hashes) if h not in cached]
         done = len(chunks) - len(missing)

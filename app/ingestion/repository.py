@@ -160,7 +160,7 @@ class ClaimedDocument:
 
     @classmethod
     def from_row(cls, row: Any) -> ClaimedDocument:
-        return cls(**{k: row[k] for k in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{k: row[k] for k in cls.__slots__})
 
 
 @dataclass(frozen=True, slots=True)

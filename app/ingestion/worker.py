@@ -52,7 +52,9 @@ class WorkerPool:
 
     async def start(self) -> None:
         await self.ingestor.maintenance(self.ingestor.embedder.model_key)
-        self._tasks = [asyncio.create_task(self._loop(i), name=f"ingest-{i}") for i in range(self.concurrency)]
+        self._tasks = [
+            asyncio.create_task(self._loop(i), name=f"ingest-{i}") for i in range(self.concurrency)
+        ]
         self._tasks.append(asyncio.create_task(self._maintain(), name="ingest-maintenance"))
 
     async def stop(self, grace_s: float = 10.0) -> None:
@@ -79,7 +81,7 @@ class WorkerPool:
         while not self._stopping:
             try:
                 claimed = await self.ingestor.claim(1)
-            except Exception:  # noqa: BLE001 - database hiccup: back off and try again
+            except Exception:
                 log.warning("worker %d could not claim work; retrying", index, exc_info=True)
                 await asyncio.sleep(self.poll_interval_s)
                 continue
@@ -99,7 +101,7 @@ class WorkerPool:
             await asyncio.sleep(self.maintenance_s)
             try:
                 await self.ingestor.maintenance()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.warning("ingestion maintenance failed; retrying later", exc_info=True)
 
 

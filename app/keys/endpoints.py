@@ -27,16 +27,22 @@ class ApiKeyController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[ApiKeyRead]:
-        return await ApiKeyService(session, principal.org_id).list(limit=limit, offset=offset)
+        return await ApiKeyService(session, principal.org_id).page(limit=limit, offset=offset)
 
     @post("/", summary="Create an API key; the key is in this response only")
     async def create_key(
-        self, data: JSONBody[ApiKeyCreate], session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
+        self,
+        data: JSONBody[ApiKeyCreate],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
     ) -> ApiKeyCreated:
         return await ApiKeyService(session, principal.org_id).create(data)
 
     @delete("/{key_id:str}", summary="Revoke an API key; it stops working at once")
     async def revoke_key(
-        self, key_id: FromPath[uuid.UUID], session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
+        self,
+        key_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
     ) -> None:
         await ApiKeyService(session, principal.org_id).revoke(key_id)

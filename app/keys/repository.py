@@ -21,7 +21,7 @@ class ApiKeyRepository:
     def _scoped(self, stmt: Select[Any]) -> Select[Any]:
         return stmt.where(ApiKey.org_id == self.org_id)  # type: ignore[arg-type]
 
-    async def list(self, *, limit: int, offset: int) -> tuple[list[ApiKey], int]:
+    async def page(self, *, limit: int, offset: int) -> tuple[list[ApiKey], int]:
         rows = await self.session.scalars(
             self._scoped(select(ApiKey))
             .order_by(ApiKey.created_at, ApiKey.id)  # type: ignore[arg-type]

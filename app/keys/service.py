@@ -41,8 +41,8 @@ class ApiKeyService:
         self.session = session
         self.repo = ApiKeyRepository(session, org_id)
 
-    async def list(self, *, limit: int, offset: int) -> Page[ApiKeyRead]:
-        rows, total = await self.repo.list(limit=limit, offset=offset)
+    async def page(self, *, limit: int, offset: int) -> Page[ApiKeyRead]:
+        rows, total = await self.repo.page(limit=limit, offset=offset)
         return Page(
             items=[ApiKeyRead.model_validate(r, from_attributes=True) for r in rows],
             total=total,
@@ -80,7 +80,13 @@ async def create_organisation(session: AsyncSession, name: str) -> tuple[uuid.UU
     await session.flush()
     key = generate_key()
     session.add(
-        ApiKey(org_id=org.id, name="first admin key", prefix=visible_prefix(key), key_hash=hash_key(key), role="admin")
+        ApiKey(
+            org_id=org.id,
+            name="first admin key",
+            prefix=visible_prefix(key),
+            key_hash=hash_key(key),
+            role="admin",
+        )
     )
     await session.commit()
     return org.id, key

@@ -40,7 +40,7 @@ class KnowledgeController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[KnowledgeBaseRead]:
-        return await _service(state, session, principal).list(limit=limit, offset=offset)
+        return await _service(state, session, principal).page(limit=limit, offset=offset)
 
     @post("/", summary="Create a knowledge base")
     async def create_knowledge(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -19,7 +19,7 @@ ASSIGN = AgentAssignment.__table__  # type: ignore[attr-defined]
 
 _document_count = select(func.count()).where(DOC.c.kb_id == KB.c.id).scalar_subquery().label("document_count")
 _agent_ids = (
-    select(func.coalesce(func.array_agg(ASSIGN.c.agent_id), func.cast([], ARRAY(UUID(as_uuid=True)))))
+    select(func.coalesce(func.array_agg(ASSIGN.c.agent_id), literal([], ARRAY(UUID(as_uuid=True)))))
     .where(ASSIGN.c.kb_id == KB.c.id)
     .scalar_subquery()
     .label("agent_ids")
@@ -37,7 +37,7 @@ class KnowledgeRepository:
     def _read_select(self) -> Select[Any]:
         return self._scoped(select(KB, _document_count, _agent_ids))
 
-    async def list(self, *, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    async def page(self, *, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         rows = await self.session.execute(
             self._read_select().order_by(KB.c.created_at, KB.c.id).limit(limit).offset(offset)
         )

@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field, model_validator
 from app.documents.schemas import DocumentSummary
 from app.schemas import Description, Input, Title
 
-Language = Annotated[str, Field(pattern=r"^[a-z_]{2,32}$", description="PostgreSQL text-search configuration")]
+Language = Annotated[
+    str, Field(pattern=r"^[a-z_]{2,32}$", description="PostgreSQL text-search configuration")
+]
 
 
 class KnowledgeBaseCreate(Input):

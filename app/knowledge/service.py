@@ -38,8 +38,8 @@ class KnowledgeService:
         self.docs = DocumentRepository(session, org_id)
         self.defaults = defaults
 
-    async def list(self, *, limit: int, offset: int) -> Page[KnowledgeBaseRead]:
-        rows, total = await self.repo.list(limit=limit, offset=offset)
+    async def page(self, *, limit: int, offset: int) -> Page[KnowledgeBaseRead]:
+        rows, total = await self.repo.page(limit=limit, offset=offset)
         return Page(items=[_read(r) for r in rows], total=total, limit=limit, offset=offset)
 
     async def create(self, data: KnowledgeBaseCreate) -> KnowledgeBaseRead:
@@ -99,7 +99,7 @@ class KnowledgeService:
     async def set_agents(self, kb_id: uuid.UUID, agent_ids: list[uuid.UUID]) -> AgentAssignmentRead:
         if await self.repo.get(kb_id, for_update=True) is None:
             raise NotFound(KB_NOT_FOUND)
-        unique = sorted(set(agent_ids))
+        unique: list[uuid.UUID] = sorted(set(agent_ids))
         await self.repo.replace_agents(kb_id, unique)
         await self.session.commit()
         return AgentAssignmentRead(kb_id=kb_id, agent_ids=unique)

@@ -8,8 +8,16 @@ import pytest
 from app.db.migrate import downgrade, upgrade
 
 EXPECTED = {
-    "organisations", "api_keys", "knowledge_bases", "documents", "agent_assignments", "chunks",
-    "embedding_cache", "query_log", "answer_cache", "alembic_version",
+    "organisations",
+    "api_keys",
+    "knowledge_bases",
+    "documents",
+    "agent_assignments",
+    "chunks",
+    "embedding_cache",
+    "query_log",
+    "answer_cache",
+    "alembic_version",
 }
 
 

@@ -13,7 +13,9 @@ async def kb(client, org):
 
 
 async def test_text_document_is_accepted_pending(client, org, kb):
-    doc = await create_text_doc(client, org.headers, kb["id"], content="# Hours\nWe open at 9.", content_type="markdown")
+    doc = await create_text_doc(
+        client, org.headers, kb["id"], content="# Hours\nWe open at 9.", content_type="markdown"
+    )
     assert doc["status"] == "pending"
     assert doc["source_kind"] == "markdown"
     assert doc["kb_id"] == kb["id"]
@@ -27,7 +29,9 @@ async def test_text_document_is_accepted_pending(client, org, kb):
 async def test_original_bytes_are_kept(client, org, kb, engine):
     doc = await create_text_doc(client, org.headers, kb["id"], content="Ünïcode text")
     async with engine.connect() as conn:
-        original = (await conn.execute(text("SELECT original FROM documents WHERE id = :i"), {"i": doc["id"]})).scalar_one()
+        original = (
+            await conn.execute(text("SELECT original FROM documents WHERE id = :i"), {"i": doc["id"]})
+        ).scalar_one()
     assert bytes(original) == "Ünïcode text".encode()
 
 
@@ -102,7 +106,9 @@ async def test_oversized_upload_is_413_and_stores_nothing(database_url, settings
     from app.main import create_app
     from tests.conftest import fake_resolver
 
-    small = settings.model_copy(update={"limits": settings.limits.model_copy(update={"max_upload_bytes": 2048})})
+    small = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"max_upload_bytes": 2048})}
+    )
     async with AsyncTestClient(app=create_app(small, database_url=database_url, resolver=fake_resolver)) as c:
         kb = await create_kb(c, org.headers)
         r = await c.post(
@@ -113,7 +119,9 @@ async def test_oversized_upload_is_413_and_stores_nothing(database_url, settings
         assert r.status_code == 413
         assert r.json()["error"] == "payload_too_large"
         r = await c.post(
-            f"/api/knowledge/{kb['id']}/documents", json={"title": "t", "content": "b" * 200_000}, headers=org.headers
+            f"/api/knowledge/{kb['id']}/documents",
+            json={"title": "t", "content": "b" * 200_000},
+            headers=org.headers,
         )
         assert r.status_code == 413
         assert (await c.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()["documents"] == []
@@ -127,7 +135,9 @@ async def test_missing_content_is_422(client, org, kb):
 
 async def test_bad_content_type_value_is_422(client, org, kb):
     r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents", json={"title": "t", "content": "x", "content_type": "docx"}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents",
+        json={"title": "t", "content": "x", "content_type": "docx"},
+        headers=org.headers,
     )
     assert r.status_code == 422
     assert r.json()["fields"][0]["field"] == "content_type"
@@ -135,7 +145,9 @@ async def test_bad_content_type_value_is_422(client, org, kb):
 
 async def test_non_json_document_body_is_400(client, org, kb):
     r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents", content=b"{{", headers={**org.headers, "Content-Type": "application/json"}
+        f"/api/knowledge/{kb['id']}/documents",
+        content=b"{{",
+        headers={**org.headers, "Content-Type": "application/json"},
     )
     assert r.status_code == 400
     assert r.json()["detail"] == "the request body is not valid JSON"
@@ -143,7 +155,9 @@ async def test_non_json_document_body_is_400(client, org, kb):
 
 async def test_url_document_is_pending(client, org, kb):
     r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents", json={"url": "https://docs.example.com/faq"}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents",
+        json={"url": "https://docs.example.com/faq"},
+        headers=org.headers,
     )
     assert r.status_code == 202
     body = r.json()
@@ -164,7 +178,13 @@ async def test_github_blob_url_is_stored_as_raw(client, org, kb):
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1/admin", "http://[::1]/", "http://169.254.169.254/latest/meta-data", "file:///etc/passwd", "http://example.com:8080/"],
+    [
+        "http://127.0.0.1/admin",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data",
+        "file:///etc/passwd",
+        "http://example.com:8080/",
+    ],
 )
 async def test_blocked_url_is_400_and_stores_nothing(client, org, kb, url):
     r = await client.post(f"/api/knowledge/{kb['id']}/documents", json={"url": url}, headers=org.headers)
@@ -178,7 +198,9 @@ async def test_update_metadata_keeps_status(client, org, kb, engine):
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE documents SET status = 'ready' WHERE id = :i"), {"i": doc["id"]})
     r = await client.put(
-        f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"title": "Hours", "description": "d"}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"title": "Hours", "description": "d"},
+        headers=org.headers,
     )
     assert r.status_code == 200
     assert (r.json()["title"], r.json()["description"], r.json()["status"]) == ("Hours", "d", "ready")
@@ -187,9 +209,13 @@ async def test_update_metadata_keeps_status(client, org, kb, engine):
 async def test_update_content_requeues(client, org, kb, engine):
     doc = await create_text_doc(client, org.headers, kb["id"])
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE documents SET status = 'ready', attempts = 1 WHERE id = :i"), {"i": doc["id"]})
+        await conn.execute(
+            text("UPDATE documents SET status = 'ready', attempts = 1 WHERE id = :i"), {"i": doc["id"]}
+        )
     r = await client.put(
-        f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"content": "We open at ten."}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"content": "We open at ten."},
+        headers=org.headers,
     )
     assert r.status_code == 200
     assert r.json()["status"] == "pending"
@@ -201,14 +227,18 @@ async def test_update_with_same_content_does_not_requeue(client, org, kb, engine
     doc = await create_text_doc(client, org.headers, kb["id"], content="Same.")
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE documents SET status = 'ready' WHERE id = :i"), {"i": doc["id"]})
-    r = await client.put(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"content": "Same."}, headers=org.headers)
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"content": "Same."}, headers=org.headers
+    )
     assert r.json()["status"] == "ready"
 
 
 async def test_update_unknown_field_is_422_and_changes_nothing(client, org, kb):
     doc = await create_text_doc(client, org.headers, kb["id"])
     r = await client.put(
-        f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"title": "x", "status": "ready"}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"title": "x", "status": "ready"},
+        headers=org.headers,
     )
     assert r.status_code == 422
     got = (await client.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)).json()

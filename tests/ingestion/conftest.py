@@ -3,5 +3,5 @@
 import os
 from pathlib import Path
 
-# tiktoken would download its BPE files on first use; the repository ships them next to it.
+# tiktoken downloads its BPE files on first use; tests use the copy kept beside the repository.
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(__file__).parents[2] / ".." / "shared" / "tiktoken"))

@@ -141,6 +141,27 @@ def test_long_word_is_split_at_token_boundaries_without_losing_characters() -> N
     assert "".join(c.text for c in chunks) == word
 
 
+BSD_DISCLAIMER = (
+    'THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS" AND ANY EXPRESS OR IMPLIED '
+    "WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A "
+    "PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT HOLDER OR CONTRIBUTORS BE LIABLE FOR "
+    "ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT "
+    "LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS "
+    "INTERRUPTION) HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR "
+    "TORT (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF "
+    "ADVISED OF THE POSSIBILITY OF SUCH DAMAGE."
+)
+
+
+def test_budget_holds_where_summed_piece_counts_undershoot() -> None:
+    # In this text, words counted one by one add up to fewer tokens than the joined chunk has,
+    # so the exact recount has to move words on to the next chunk.
+    chunks = chunk_sections(None, [Section(BSD_DISCLAIMER)], chunk_tokens=64, overlap_tokens=0)
+
+    assert all(c.token_count == count(c.text) <= 64 for c in chunks)
+    assert " ".join(c.text for c in chunks).split() == BSD_DISCLAIMER.split()
+
+
 def test_sections_are_never_merged_and_carry_heading_and_page() -> None:
     sections = [
         Section("Tiny one.", "Intro", 1),

@@ -27,7 +27,9 @@ Refunds are paid within 14 days to the original card.
 async def _chunks(engine, doc_id):
     async with engine.connect() as conn:
         rows = await conn.execute(
-            text("SELECT ordinal, text, section, page, embedding_model, embedding_dim FROM chunks WHERE document_id = :d ORDER BY ordinal"),
+            text(
+                "SELECT ordinal, text, section, page, embedding_model, embedding_dim FROM chunks WHERE document_id = :d ORDER BY ordinal"
+            ),
             {"d": doc_id},
         )
         return [r._asdict() for r in rows]
@@ -65,7 +67,9 @@ async def test_full_text_vector_includes_title_and_section(client, app, org, dra
     async with engine.connect() as conn:
         hits = (
             await conn.execute(
-                text("SELECT count(*) FROM chunks WHERE document_id = :d AND tsv @@ to_tsquery('english', 'refund')"),
+                text(
+                    "SELECT count(*) FROM chunks WHERE document_id = :d AND tsv @@ to_tsquery('english', 'refund')"
+                ),
                 {"d": doc["id"]},
             )
         ).scalar_one()
@@ -75,7 +79,11 @@ async def test_full_text_vector_includes_title_and_section(client, app, org, dra
 async def test_empty_html_fails_with_reason(client, app, org, drain_queue):
     kb = await create_kb(client, org.headers)
     doc = await create_text_doc(
-        client, org.headers, kb["id"], content="<html><body><script>x()</script></body></html>", content_type="html"
+        client,
+        org.headers,
+        kb["id"],
+        content="<html><body><script>x()</script></body></html>",
+        content_type="html",
     )
     assert await drain_queue() == {"failed": 1}
     got = await _doc(client, org, kb["id"], doc["id"])
@@ -108,13 +116,19 @@ async def test_edit_swaps_chunks_and_bumps_version(client, app, org, drain_queue
     await drain_queue()
     v1 = (await client.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()
     await client.put(
-        f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"content": "New text about bicycles."}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"content": "New text about bicycles."},
+        headers=org.headers,
     )
     assert await drain_queue() == {"ready": 1}
     chunks = await _chunks(engine, doc["id"])
     assert [c["text"] for c in chunks] == ["New text about bicycles."]
     async with engine.connect() as conn:
-        version = (await conn.execute(text("SELECT content_version FROM knowledge_bases WHERE id = :k"), {"k": kb["id"]})).scalar_one()
+        version = (
+            await conn.execute(
+                text("SELECT content_version FROM knowledge_bases WHERE id = :k"), {"k": kb["id"]}
+            )
+        ).scalar_one()
     assert version == 2
     assert v1["chunk_count"] == 1
 
@@ -123,7 +137,9 @@ async def test_pdf_upload_is_indexed_with_pages(client, app, org, drain_queue, e
     kb = await create_kb(client, org.headers)
     pdf = (SHARED / "eval" / "pdfs" / "pdfjs__tracemonkey.pdf").read_bytes()
     r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents", files={"file": ("tm.pdf", pdf, "application/pdf")}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("tm.pdf", pdf, "application/pdf")},
+        headers=org.headers,
     )
     doc = r.json()
     assert await drain_queue() == {"ready": 1}
@@ -138,22 +154,34 @@ async def test_encrypted_pdf_fails_and_worker_goes_on(client, app, org, drain_qu
     kb = await create_kb(client, org.headers)
     enc = (SHARED / "eval" / "pdfs" / "samplefiles__libreoffice-writer-password.pdf").read_bytes()
     r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents", files={"file": ("locked.pdf", enc, "application/pdf")}, headers=org.headers
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("locked.pdf", enc, "application/pdf")},
+        headers=org.headers,
     )
     bad = r.json()
     good = await create_text_doc(client, org.headers, kb["id"], content="Still indexed afterwards.")
     assert await drain_queue() == {"failed": 1, "ready": 1}
-    assert (await _doc(client, org, kb["id"], bad["id"]))["error"] == "the PDF is encrypted with a password; upload an unprotected copy"
+    assert (await _doc(client, org, kb["id"], bad["id"]))[
+        "error"
+    ] == "the PDF is encrypted with a password; upload an unprotected copy"
     assert (await _doc(client, org, kb["id"], good["id"]))["status"] == "ready"
 
 
-async def test_url_document_is_fetched_from_checked_address(client, app, org, drain_queue, engine, respx_mock):
+async def test_url_document_is_fetched_from_checked_address(
+    client, app, org, drain_queue, engine, respx_mock
+):
     page = b"<html><head><title>Parking guide</title></head><body><main><p>Park on level two.</p></main></body></html>"
     route = respx_mock.get(f"https://{PUBLIC_IP}/parking").mock(
-        return_value=httpx.Response(200, content=page, headers={"Content-Type": "text/html; charset=utf-8", "ETag": '"v1"'})
+        return_value=httpx.Response(
+            200, content=page, headers={"Content-Type": "text/html; charset=utf-8", "ETag": '"v1"'}
+        )
     )
     kb = await create_kb(client, org.headers)
-    r = await client.post(f"/api/knowledge/{kb['id']}/documents", json={"url": "https://help.example.com/parking"}, headers=org.headers)
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        json={"url": "https://help.example.com/parking"},
+        headers=org.headers,
+    )
     doc = r.json()
     assert await drain_queue() == {"ready": 1}
     assert route.call_count == 1
@@ -178,7 +206,13 @@ async def test_url_unchanged_content_hash_costs_nothing(client, app, org, drain_
         return_value=httpx.Response(200, content=page, headers={"Content-Type": "text/plain"})
     )
     kb = await create_kb(client, org.headers)
-    doc = (await client.post(f"/api/knowledge/{kb['id']}/documents", json={"url": "https://help.example.com/lockers", "title": "Lockers"}, headers=org.headers)).json()
+    doc = (
+        await client.post(
+            f"/api/knowledge/{kb['id']}/documents",
+            json={"url": "https://help.example.com/lockers", "title": "Lockers"},
+            headers=org.headers,
+        )
+    ).json()
     await drain_queue()
     ids_before = [c["ordinal"] for c in await _chunks(engine, doc["id"])]
     await client.post(f"/api/knowledge/{kb['id']}/documents/{doc['id']}/sync", headers=org.headers)
@@ -190,17 +224,32 @@ async def test_url_unchanged_content_hash_costs_nothing(client, app, org, drain_
 def _openai_settings(settings):
     from pydantic import SecretStr
 
-    return settings.model_copy(update={"openai_api_key": SecretStr("sk-test"), "openai_base_url": "https://api.openai.test/v1"})
+    return settings.model_copy(
+        update={"openai_api_key": SecretStr("sk-test"), "openai_base_url": "https://api.openai.test/v1"}
+    )
 
 
 def _embedding_response(request):
     body = json.loads(request.content)
-    data = [{"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535} for i, _ in enumerate(body["input"])]
-    return httpx.Response(200, json={"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+    data = [
+        {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535}
+        for i, _ in enumerate(body["input"])
+    ]
+    return httpx.Response(
+        200,
+        json={
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        },
+    )
 
 
 async def test_reindex_of_unchanged_content_makes_no_embedding_call(database_url, settings, org, engine):
-    app = create_app(_openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False)
+    app = create_app(
+        _openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False
+    )
     with respx.mock(assert_all_called=False) as mock:
         route = mock.post("https://api.openai.test/v1/embeddings").mock(side_effect=_embedding_response)
         async with AsyncTestClient(app=app) as c:
@@ -218,27 +267,39 @@ async def test_reindex_of_unchanged_content_makes_no_embedding_call(database_url
             ]
             # Re-index the same content (e.g. after a lost lease or a settings change).
             async with engine.begin() as conn:
-                await conn.execute(text("UPDATE documents SET status = 'pending' WHERE id = :d"), {"d": doc["id"]})
+                await conn.execute(
+                    text("UPDATE documents SET status = 'pending' WHERE id = :d"), {"d": doc["id"]}
+                )
             assert await drain(make_ingestor(app, engine)) == {"ready": 1}
             assert route.call_count == 1
             chunks = await _chunks(engine, doc["id"])
             assert {c["embedding_model"] for c in chunks} == {"openai:text-embedding-3-small:1536"}
 
 
-async def test_provider_outage_retries_then_fails_keeping_nothing_half_written(database_url, settings, org, engine):
-    app = create_app(_openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False)
+async def test_provider_outage_retries_then_fails_keeping_nothing_half_written(
+    database_url, settings, org, engine
+):
+    app = create_app(
+        _openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False
+    )
     with respx.mock(assert_all_called=False) as mock:
-        route = mock.post("https://api.openai.test/v1/embeddings").mock(return_value=httpx.Response(500, json={"error": {"message": "boom"}}))
+        route = mock.post("https://api.openai.test/v1/embeddings").mock(
+            return_value=httpx.Response(500, json={"error": {"message": "boom"}})
+        )
         async with AsyncTestClient(app=app) as c:
             app.state.embedder._sleep = _no_sleep  # the embedder's backoff, not the queue's
             kb = await create_kb(c, org.headers)
             doc = await create_text_doc(c, org.headers, kb["id"], content="Some text.")
             for attempt in range(1, 4):
                 async with engine.begin() as conn:  # skip the queue's backoff delay
-                    await conn.execute(text("UPDATE documents SET lease_expires_at = NULL WHERE id = :d"), {"d": doc["id"]})
+                    await conn.execute(
+                        text("UPDATE documents SET lease_expires_at = NULL WHERE id = :d"), {"d": doc["id"]}
+                    )
                 expected = "retry" if attempt < 3 else "failed"
                 assert await drain(make_ingestor(app, engine)) == {expected: 1}
-            got = (await c.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)).json()
+            got = (
+                await c.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)
+            ).json()
             assert got["status"] == "failed"
             assert got["attempts"] == 3
             assert got["error"].startswith("embedding failed: ")
@@ -254,7 +315,6 @@ async def _no_sleep(_seconds):
 async def test_expired_lease_is_taken_over_and_stale_worker_is_fenced(client, app, org, drain_queue, engine):
     """A worker that dies mid-document (its lease expires) does not stop the document,
     and if it comes back it cannot write: no duplicate chunks, exact count."""
-    from app.ingestion.pipeline import Ingestor
 
     kb = await create_kb(client, org.headers)
     doc = await create_text_doc(client, org.headers, kb["id"], content=MARKDOWN, content_type="markdown")
@@ -263,7 +323,10 @@ async def test_expired_lease_is_taken_over_and_stale_worker_is_fenced(client, ap
     # While the lease is live, nobody else takes the document.
     assert await make_ingestor(app, engine).claim(1) == []
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE documents SET lease_expires_at = now() - interval '1 second' WHERE id = :d"), {"d": doc["id"]})
+        await conn.execute(
+            text("UPDATE documents SET lease_expires_at = now() - interval '1 second' WHERE id = :d"),
+            {"d": doc["id"]},
+        )
     assert await drain_queue() == {"ready": 1}
     # The stale worker finishes late: its writes are refused.
     assert (await dead.process(claimed)).status == "lost"
@@ -277,7 +340,9 @@ async def test_worker_death_beyond_attempt_limit_fails_document(client, app, org
     doc = await create_text_doc(client, org.headers, kb["id"])
     async with engine.begin() as conn:
         await conn.execute(
-            text("UPDATE documents SET status = 'processing', attempts = 3, lease_owner = 'gone', lease_expires_at = now() - interval '1 s' WHERE id = :d"),
+            text(
+                "UPDATE documents SET status = 'processing', attempts = 3, lease_owner = 'gone', lease_expires_at = now() - interval '1 s' WHERE id = :d"
+            ),
             {"d": doc["id"]},
         )
     assert await drain_queue() == {}

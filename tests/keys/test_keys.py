@@ -8,7 +8,10 @@ from tests.helpers import bearer, create_key
 async def test_missing_header_is_401(client, org):
     r = await client.get("/api/knowledge")
     assert r.status_code == 401
-    assert r.json() == {"error": "unauthorized", "detail": "missing API key: send 'Authorization: Bearer <key>'"}
+    assert r.json() == {
+        "error": "unauthorized",
+        "detail": "missing API key: send 'Authorization: Bearer <key>'",
+    }
 
 
 async def test_unknown_key_is_401(client, org):
@@ -31,17 +34,25 @@ async def test_create_shows_key_once_and_stores_only_hash(client, org, engine):
     assert listing["total"] == 2
     assert all("key" not in k for k in listing["items"])
     async with engine.connect() as conn:
-        rows = (await conn.execute(text("SELECT key_hash, prefix FROM api_keys WHERE id = :i"), {"i": created["id"]})).one()
+        rows = (
+            await conn.execute(
+                text("SELECT key_hash, prefix FROM api_keys WHERE id = :i"), {"i": created["id"]}
+            )
+        ).one()
     assert bytes(rows.key_hash) == hashlib.sha256(created["key"].encode()).digest()
     async with engine.connect() as conn:
-        dump = (await conn.execute(text("SELECT string_agg(row_to_json(k)::text, '') FROM api_keys k"))).scalar_one()
+        dump = (
+            await conn.execute(text("SELECT string_agg(row_to_json(k)::text, '') FROM api_keys k"))
+        ).scalar_one()
     assert created["key"] not in dump
 
 
 async def test_query_key_cannot_manage(client, org):
     query = await create_key(client, org.headers, "query")
     for method, path in (("GET", "/api/knowledge"), ("POST", "/api/knowledge"), ("GET", "/api/keys")):
-        r = await client.request(method, path, json={"title": "x"} if method == "POST" else None, headers=bearer(query["key"]))
+        r = await client.request(
+            method, path, json={"title": "x"} if method == "POST" else None, headers=bearer(query["key"])
+        )
         assert r.status_code == 403, path
         assert r.json()["error"] == "forbidden"
     assert (await client.get("/api/knowledge", headers=org.headers)).json()["total"] == 0

@@ -6,7 +6,9 @@ from tests.helpers import create_kb, create_text_doc
 
 
 async def test_create_returns_201_with_defaults(client, org):
-    r = await client.post("/api/knowledge", json={"title": "  Billing  ", "description": "Invoices"}, headers=org.headers)
+    r = await client.post(
+        "/api/knowledge", json={"title": "  Billing  ", "description": "Invoices"}, headers=org.headers
+    )
     assert r.status_code == 201
     body = r.json()
     assert body["title"] == "Billing"
@@ -23,7 +25,9 @@ async def test_create_returns_201_with_defaults(client, org):
 async def test_list_is_paginated_with_counts_and_agents(client, org):
     kbs = [await create_kb(client, org.headers, f"KB {i}") for i in range(3)]
     agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kbs[1]['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    await client.put(
+        f"/api/knowledge/{kbs[1]['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers
+    )
     await create_text_doc(client, org.headers, kbs[1]["id"])
 
     r = await client.get("/api/knowledge?limit=2&offset=1", headers=org.headers)
@@ -139,7 +143,9 @@ async def test_unknown_language_is_422(client, org):
 
 async def test_overlap_above_half_is_422(client, org):
     r = await client.post(
-        "/api/knowledge", json={"title": "t", "chunk_tokens": 200, "chunk_overlap_tokens": 150}, headers=org.headers
+        "/api/knowledge",
+        json={"title": "t", "chunk_tokens": 200, "chunk_overlap_tokens": 150},
+        headers=org.headers,
     )
     assert r.status_code == 422
 
@@ -147,7 +153,9 @@ async def test_overlap_above_half_is_422(client, org):
 async def test_replace_agents(client, org):
     kb = await create_kb(client, org.headers)
     a, b, c = (str(uuid.uuid4()) for _ in range(3))
-    r = await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [a, b, a]}, headers=org.headers)
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [a, b, a]}, headers=org.headers
+    )
     assert r.status_code == 200
     assert r.json()["agent_ids"] == sorted([a, b])
     r = await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [c]}, headers=org.headers)
@@ -161,10 +169,14 @@ async def test_malformed_agent_id_is_422_and_changes_nothing(client, org):
     kb = await create_kb(client, org.headers)
     agent = str(uuid.uuid4())
     await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
-    r = await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": ["nope"]}, headers=org.headers)
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": ["nope"]}, headers=org.headers
+    )
     assert r.status_code == 422
     assert r.json()["fields"][0]["field"] == "agent_ids.0"
-    assert (await client.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()["agent_ids"] == [agent]
+    assert (await client.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()["agent_ids"] == [
+        agent
+    ]
 
 
 async def test_agent_knowledge_lists_only_assigned(client, org):

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from litestar import Controller, Response, get, post
+from litestar.background_tasks import BackgroundTask
+from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.status_codes import HTTP_200_OK
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth import Principal, admin_only
+from app.errors import Forbidden
+from app.http import Limit, Offset
+from app.query.insights import InsightsService
+from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse
+from app.query.service import QueryService
+from app.query.tool import ToolFormat
+from app.query.tooling import ToolService
+from app.schemas import Page
+
+
+class QueryController(Controller):
+    path = "/api/agents"
+    tags = ["query"]
+
+    @post(
+        "/{agent_id:str}/query_knowledge",
+        status_code=HTTP_200_OK,
+        summary="Answer a caller's question from the agent's knowledge (the voice model's tool)",
+        description=(
+            "Callable with a `query` or `admin` key of the agent's organisation. Always answers 200 with a "
+            "speakable `answer` and a `status`: `answered`, `not_found` (nothing relevant is known) or "
+            "`unavailable` (the service could not answer in time). `debug=true` (admin keys only) adds the "
+            "exact messages sent to the model, every candidate with its ranks and the confidence computation."
+        ),
+    )
+    async def query_knowledge(
+        self,
+        state: State,
+        agent_id: FromPath[uuid.UUID],
+        data: JSONBody[QueryRequest],
+        principal: NamedDependency[Principal],
+        debug: Annotated[bool, QueryParameter(description="Admin keys only.")] = False,
+    ) -> Response[QueryResponse]:
+        if (debug or data.variant) and not principal.is_admin:
+            raise Forbidden("debug mode and prompt variants need an 'admin' key")
+        service: QueryService = state.query_service
+        outcome = await service.query(
+            org_id=principal.org_id,
+            agent_id=agent_id,
+            question=data.query,
+            variant=data.variant,
+            debug=debug,
+        )
+        return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
+
+    @get("/{agent_id:str}/tool", summary="The query_knowledge tool declaration and agent instructions")
+    async def tool(
+        self,
+        state: State,
+        agent_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+        format: Annotated[
+            Literal["openai-realtime", "openai-chat", "gemini"], QueryParameter()
+        ] = "openai-realtime",
+    ) -> dict[str, Any]:
+        fmt: ToolFormat = format
+        return await ToolService(session, principal.org_id, state.prompts).tool(agent_id, fmt)
+
+    @get("/{agent_id:str}/queries", guards=[admin_only], summary="The agent's logged queries, newest first")
+    async def queries(
+        self,
+        agent_id: FromPath[uuid.UUID],
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+        status: Annotated[Literal["answered", "not_found", "unavailable"] | None, QueryParameter()] = None,
+        since: Annotated[datetime | None, QueryParameter()] = None,
+        until: Annotated[datetime | None, QueryParameter()] = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
+    ) -> Page[QueryLogRead]:
+        return await InsightsService(session, principal.org_id).queries(
+            agent_id, status=status, since=since, until=until, limit=limit, offset=offset
+        )
+
+
+class KnowledgeGapController(Controller):
+    path = "/api/knowledge-gaps"
+    tags = ["query"]
+    guards = [admin_only]
+
+    @get("/", summary="Questions that ended not_found or with low confidence, most frequent first")
+    async def gaps(
+        self,
+        state: State,
+        session: NamedDependency[AsyncSession],
+        principal: NamedDependency[Principal],
+        agent_id: Annotated[uuid.UUID | None, QueryParameter()] = None,
+        since: Annotated[datetime | None, QueryParameter()] = None,
+        limit: Limit = 50,
+    ) -> list[KnowledgeGap]:
+        return await InsightsService(session, principal.org_id).gaps(
+            agent_id=agent_id,
+            since=since,
+            limit=limit,
+            low_confidence=state.settings.query.min_confidence + 0.15,
+        )

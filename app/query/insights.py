@@ -1,0 +1,104 @@
+"""What admins learn from the query log: recent calls and the knowledge gaps."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.query.schemas import KnowledgeGap, QueryLogRead
+from app.schemas import Page
+
+
+class QueryLogRepository:
+    """SQL over query_log; every statement is bound to the organisation here."""
+
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
+        self.session = session
+        self.org_id = org_id
+
+    async def page(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        status: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[dict[str, Any]], int]:
+        where = (
+            "org_id = :org AND agent_id = :agent AND (CAST(:status AS text) IS NULL OR status = :status)"
+            " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
+            " AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)"
+        )
+        params = {"org": self.org_id, "agent": agent_id, "status": status, "since": since, "until": until}
+        rows = await self.session.execute(
+            text(
+                "SELECT id, agent_id, query, status, confidence, answer, chunks, prompt_variant,"
+                " prompt_version, model, timings, cached, degraded, created_at"
+                f" FROM query_log WHERE {where}"
+                " ORDER BY created_at DESC, id LIMIT :limit OFFSET :offset"
+            ),
+            {**params, "limit": limit, "offset": offset},
+        )
+        total = await self.session.scalar(text(f"SELECT count(*) FROM query_log WHERE {where}"), params)
+        return [dict(r._mapping) for r in rows], int(total or 0)
+
+    async def gaps(
+        self, *, agent_id: uuid.UUID | None, since: datetime | None, limit: int, low_confidence: float
+    ) -> list[dict[str, Any]]:
+        rows = await self.session.execute(
+            text(
+                "SELECT min(query) AS question, count(*) AS count, max(created_at) AS last_asked,"
+                " array_agg(DISTINCT agent_id) AS agent_ids, array_agg(DISTINCT status) AS statuses,"
+                " max(confidence) AS max_confidence"
+                " FROM query_log"
+                " WHERE org_id = :org"
+                " AND (status = 'not_found' OR (status = 'answered' AND confidence < :low))"
+                " AND NOT cached"
+                " AND (CAST(:agent AS uuid) IS NULL OR agent_id = :agent)"
+                " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
+                " GROUP BY normalized_query ORDER BY count(*) DESC, max(created_at) DESC LIMIT :limit"
+            ),
+            {"org": self.org_id, "agent": agent_id, "since": since, "limit": limit, "low": low_confidence},
+        )
+        return [dict(r._mapping) for r in rows]
+
+
+class InsightsService:
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
+        self.repo = QueryLogRepository(session, org_id)
+
+    async def queries(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        status: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        offset: int,
+    ) -> Page[QueryLogRead]:
+        rows, total = await self.repo.page(
+            agent_id, status=status, since=since, until=until, limit=limit, offset=offset
+        )
+        return Page(
+            items=[QueryLogRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset
+        )
+
+    async def gaps(
+        self, *, agent_id: uuid.UUID | None, since: datetime | None, limit: int, low_confidence: float
+    ) -> list[KnowledgeGap]:
+        rows = await self.repo.gaps(
+            agent_id=agent_id, since=since, limit=limit, low_confidence=low_confidence
+        )
+        return [
+            KnowledgeGap.model_validate(
+                {**r, "agent_ids": sorted(r["agent_ids"]), "statuses": sorted(r["statuses"])}
+            )
+            for r in rows
+        ]

@@ -1,0 +1,113 @@
+"""SQL of the query path. Every statement is scoped by organisation and agent through
+the agent's assignments; they run on raw asyncpg connections because they are the hot
+path: one round trip for the agent's knowledge bases and the answer cache, one for
+hybrid retrieval.
+"""
+
+from __future__ import annotations
+
+# The agent's KBs (id, content version, language, size) and, in the same round trip, the
+# cached answer whose key binds agent, question, prompt version, model and the content
+# version of every KB the agent reads. Any change to those KBs changes the key.
+AGENT_CONTEXT_SQL = """
+WITH kbs AS (
+    SELECT kb.id, kb.content_version, kb.language, kb.chunk_count
+    FROM agent_assignments a JOIN knowledge_bases kb ON kb.id = a.kb_id
+    WHERE a.org_id = $1 AND a.agent_id = $2 AND kb.org_id = $1
+), cache_key AS (
+    SELECT sha256(convert_to(
+        $3 || '|' || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), ''), 'UTF8'
+    )) AS k FROM kbs
+)
+SELECT
+    coalesce((SELECT array_agg(id ORDER BY id) FROM kbs), '{}') AS kb_ids,
+    coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
+    (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
+    (SELECT k FROM cache_key) AS cache_key,
+    (SELECT response FROM answer_cache c, cache_key
+      WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
+"""
+
+# Hybrid retrieval: the nearest chunks by cosine distance and the best full-text matches,
+# fused by reciprocal rank fusion ($3 selects chunks of the current embedding model; $9 is
+# the same key, or a key that matches nothing when the question could not be embedded,
+# which leaves full-text search alone). The full-text query ORs the question's lexemes (a
+# spoken question rarely contains every word of the answer), quoting each lexeme so it
+# is not stemmed twice. {vector_candidates} is one of the VECTOR_* fragments below.
+HYBRID_SQL = """
+WITH vec AS (
+    {vector_candidates}
+), vec_ranked AS (
+    SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
+), q AS (
+    SELECT coalesce(
+        nullif(array_to_string(array(
+            SELECT quote_literal(lexeme)
+            FROM unnest(tsvector_to_array(to_tsvector($5::text::regconfig, $4))) AS lexeme
+        ), ' | '), '')::tsquery,
+        ''::tsquery) AS query
+), txt AS (
+    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS rank
+    FROM chunks c, q
+    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $3 AND c.tsv @@ q.query
+    ORDER BY rank DESC, c.id
+    LIMIT $6
+), txt_ranked AS (
+    SELECT id, rank, row_number() OVER (ORDER BY rank DESC, id) AS r FROM txt
+), fused AS (
+    SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
+           1 - v.dist AS similarity, t.rank AS text_score,
+           coalesce(1.0 / ($7 + v.r), 0) + coalesce(1.0 / ($7 + t.r), 0) AS score
+    FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
+    ORDER BY score DESC, id
+    LIMIT $8
+)
+SELECT f.id, f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
+       c.text, c.section, c.page, c.document_id, d.title
+FROM fused f
+JOIN chunks c ON c.id = f.id
+JOIN documents d ON d.id = c.document_id
+ORDER BY f.score DESC, f.id
+"""
+
+# Exact search: the KB b-tree yields the agent's rows and every one is compared. The
+# plain column expression cannot use the HNSW expression index, which keeps the planner
+# from choosing a filtered ANN scan that may return too few rows (FIELD-NOTES).
+VECTOR_EXACT = """
+    SELECT c.id, c.embedding <=> $1::text::vector AS dist
+    FROM chunks c
+    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $9
+    ORDER BY dist, c.id
+    LIMIT $6
+"""
+
+# Approximate search through the HNSW expression index for the dimension in use. With
+# pgvector >= 0.8 the caller enables iterative index scans so the KB filter cannot starve
+# the result; below 0.8 it raises ef_search and over-fetches (documented as approximate).
+VECTOR_HNSW = """
+    SELECT c.id, c.embedding::vector({dim}) <=> $1::text::vector({dim}) AS dist
+    FROM chunks c
+    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $9
+    ORDER BY c.embedding::vector({dim}) <=> $1::text::vector({dim})
+    LIMIT $6
+"""
+
+PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+
+HNSW_INDEX_SQL = """
+CREATE INDEX IF NOT EXISTS ix_chunks_hnsw_{dim} ON chunks
+USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}
+"""
+
+CACHE_PUT_SQL = """
+INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)
+VALUES ($1, $2, $3, $4::jsonb, now() + make_interval(secs => $5))
+ON CONFLICT (cache_key) DO UPDATE SET response = excluded.response, expires_at = excluded.expires_at,
+    created_at = now()
+"""
+
+LOG_SQL = """
+INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, confidence, chunks, answer,
+                       prompt_variant, prompt_version, model, timings, cached, degraded)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15)
+"""

@@ -1,0 +1,121 @@
+"""Hybrid retrieval over an agent's knowledge bases, correct under tenant filtering.
+
+pgvector's HNSW index filters *after* scanning ``ef_search`` candidates, so a small KB
+among many can come back with fewer than top-k rows, even none (FIELD-NOTES). The plan is
+chosen per request from the agent's chunk count:
+
+* ``exact``: up to ``exact_search_max_chunks`` chunks, compare every chunk of the agent's
+  KBs (b-tree on kb_id). Always complete; tens of milliseconds at most at that size.
+* ``iterative``: larger, on pgvector >= 0.8: HNSW with ``hnsw.iterative_scan`` so the scan
+  continues until enough rows pass the filter.
+* ``hnsw``: larger, on older pgvector: HNSW with ``ef_search`` raised to its maximum and
+  the filter applied after; approximate (documented in docs/OPERATIONS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.query import repository as sql
+
+MIN_ITERATIVE = (0, 8, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    chunk_id: int
+    document_id: uuid.UUID
+    title: str
+    section: str | None
+    page: int | None
+    text: str
+    vector_rank: int | None
+    text_rank: int | None
+    similarity: float | None
+    text_score: float | None
+    score: float
+
+
+def parse_version(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return (0,)
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+class Retriever:
+    def __init__(
+        self, *, dimensions: int, pgvector_version: tuple[int, ...], exact_max_chunks: int, rrf_k: int
+    ) -> None:
+        self.dimensions = dimensions
+        self.iterative = pgvector_version >= MIN_ITERATIVE
+        self.exact_max_chunks = exact_max_chunks
+        self.rrf_k = rrf_k
+        # Statements are built once; asyncpg caches their preparation per connection.
+        self._exact = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_EXACT)
+        self._hnsw = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
+
+    def plan(self, chunk_total: int) -> str:
+        if chunk_total <= self.exact_max_chunks:
+            return "exact"
+        return "iterative" if self.iterative else "hnsw"
+
+    async def search(
+        self,
+        conn: Any,
+        *,
+        vector: Sequence[float] | None,
+        kb_ids: Sequence[uuid.UUID],
+        model_key: str,
+        question: str,
+        language: str,
+        chunk_total: int,
+        candidates: int,
+        top_k: int,
+    ) -> tuple[list[Candidate], str]:
+        plan = self.plan(chunk_total)
+        if vector is None:
+            # No embedding (provider down or too slow): full-text search alone still answers.
+            vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
+        else:
+            vector_key = model_key
+        args = (
+            json.dumps(list(vector), separators=(",", ":")),
+            list(kb_ids),
+            model_key,
+            question,
+            language,
+            candidates,
+            self.rrf_k,
+            top_k,
+            vector_key,
+        )
+        if plan == "exact":
+            rows = await conn.fetch(self._exact, *args)
+        else:
+            async with conn.transaction():
+                if plan == "iterative":
+                    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    await conn.execute("SET LOCAL hnsw.ef_search = 100")
+                else:
+                    await conn.execute("SET LOCAL hnsw.ef_search = 1000")
+                rows = await conn.fetch(self._hnsw, *args)
+        return [
+            Candidate(
+                chunk_id=r["id"],
+                document_id=r["document_id"],
+                title=r["title"],
+                section=r["section"],
+                page=r["page"],
+                text=r["text"],
+                vector_rank=r["vector_rank"],
+                text_rank=r["text_rank"],
+                similarity=float(r["similarity"]) if r["similarity"] is not None else None,
+                text_score=float(r["text_score"]) if r["text_score"] is not None else None,
+                score=float(r["score"]),
+            )
+            for r in rows
+        ], plan

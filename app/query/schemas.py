@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from app.schemas import Input
+
+Status = Literal["answered", "not_found", "unavailable"]
+
+
+class QueryRequest(Input):
+    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+    variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None = Field(
+        None, description="Prompt variant to use (debug mode only)."
+    )
+
+
+class Source(BaseModel):
+    document_id: uuid.UUID
+    title: str
+    section: str | None
+    page: int | None
+    chunk_id: int
+    score: float
+
+
+class Timings(BaseModel):
+    embed: float
+    search: float
+    llm: float
+    total: float
+
+
+class QueryResponse(BaseModel):
+    answer: str
+    status: Status
+    confidence: float
+    sources: list[Source]
+    query_id: uuid.UUID
+    cached: bool
+    degraded: bool
+    timings_ms: Timings
+    debug: dict[str, Any] | None = None
+
+
+class QueryLogRead(BaseModel):
+    id: uuid.UUID
+    agent_id: uuid.UUID
+    query: str
+    status: str
+    confidence: float
+    answer: str
+    chunks: list[dict[str, Any]]
+    prompt_variant: str | None
+    prompt_version: str | None
+    model: str | None
+    timings: dict[str, float]
+    cached: bool
+    degraded: bool
+    created_at: datetime
+
+
+class KnowledgeGap(BaseModel):
+    question: str
+    count: int
+    last_asked: datetime
+    agent_ids: list[uuid.UUID]
+    statuses: list[str]
+    max_confidence: float

@@ -1,0 +1,428 @@
+"""query_knowledge: the voice model's tool. Written for speed on purpose: raw asyncpg,
+two round trips to the database, nothing recomputed that can be computed once, and a
+deadline over the whole request so a caller never hears silence for long."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import unicodedata
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.answering.extractive import Passage, extractive_answer
+from app.answering.llm import ChatAnswerer, LLMError
+from app.answering.speech import make_speakable
+from app.config import QuerySettings
+from app.db.engine import raw_connection
+from app.embeddings.base import Embedder, EmbeddingError
+from app.embeddings.lexical import lexical_terms
+from app.errors import AppError, NotFound
+from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
+from app.query import repository as sql
+from app.query.retrieval import Candidate, Retriever
+
+log = logging.getLogger(__name__)
+
+NOT_FOUND_MARK = "NOT_FOUND"
+_SPACES = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s?!.,;:]+$")
+
+# Cosine similarity ranges (irrelevant .. clearly relevant) per embedder family, used to
+# put the top vector hit on a 0..1 scale before it enters the confidence.
+_SIMILARITY_RANGE = {"lexical": (0.03, 0.40), "openai": (0.15, 0.60), "local": (0.10, 0.65)}
+
+
+def normalise_question(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return _TRAILING.sub("", _SPACES.sub(" ", text).strip())
+
+
+@dataclass(slots=True)
+class QueryOutcome:
+    """What the endpoint returns, plus the work to do after the response is sent."""
+
+    response: dict[str, Any]
+    finish: Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Trace:
+    t0: float = field(default_factory=time.perf_counter)
+    embed: float = 0.0
+    search: float = 0.0
+    llm: float = 0.0
+
+    def timings(self) -> dict[str, float]:
+        total = (time.perf_counter() - self.t0) * 1000
+        return {
+            "embed": round(self.embed, 2),
+            "search": round(self.search, 2),
+            "llm": round(self.llm, 2),
+            "total": round(total, 2),
+        }
+
+
+class EmbeddingLRU:
+    """Query embeddings by (model, normalised text); callers repeat themselves."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> list[float] | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: tuple[str, str], value: list[float]) -> None:
+        self._items[key] = value
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+class QueryService:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        embedder: Embedder,
+        retriever: Retriever,
+        prompts: PromptLibrary,
+        llm: ChatAnswerer | None,
+        settings: QuerySettings,
+        embed_timeout_s: float,
+    ) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.retriever = retriever
+        self.prompts = prompts
+        self.llm = llm
+        self.settings = settings
+        self.embed_timeout_s = embed_timeout_s
+        self.embed_cache = EmbeddingLRU()
+        family = embedder.model_key.split(":", 1)[0].split("-", 1)[0]
+        self.sim_range = _SIMILARITY_RANGE.get(family, (0.15, 0.6))
+
+    def answerer_name(self, prompt: PromptSet) -> str:
+        return (prompt.model.model or self.settings.llm_model) if self.llm else "extractive"
+
+    async def query(
+        self,
+        *,
+        org_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        question: str,
+        variant: str | None = None,
+        debug: bool = False,
+    ) -> QueryOutcome:
+        trace = _Trace()
+        query_id = uuid.uuid4()
+        prompt = self.prompts.get(variant or self.settings.prompt_variant)
+        normalised = normalise_question(question)
+        model = self.answerer_name(prompt)
+        state: dict[str, Any] = {"chunks": [], "cache_key": None, "debug": {} if debug else None}
+        try:
+            async with asyncio.timeout(self.settings.deadline_s):
+                response = await self._answer(
+                    org_id, agent_id, question, normalised, prompt, model, trace, state
+                )
+        except AppError:
+            raise
+        except (TimeoutError, OSError, EmbeddingError) as exc:
+            log.warning("query %s could not be answered: %s", query_id, type(exc).__name__)
+            response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
+        except Exception as exc:
+            # Database errors and anything unforeseen: a spoken apology, never a 500.
+            log.exception("query %s failed", query_id, exc_info=exc)
+            response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
+        response["query_id"] = str(query_id)
+        response["timings_ms"] = trace.timings()
+        if debug:
+            response["debug"] = state["debug"]
+        return QueryOutcome(
+            response,
+            lambda: self._finish(org_id, agent_id, question, normalised, prompt, model, response, state),
+        )
+
+    async def _answer(
+        self,
+        org_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        question: str,
+        normalised: str,
+        prompt: PromptSet,
+        model: str,
+        trace: _Trace,
+        state: dict[str, Any],
+    ) -> dict[str, Any]:
+        key_material = f"{agent_id}|{normalised}|{prompt.version}|{model}|{self.embedder.model_key}"
+        t = time.perf_counter()
+        async with raw_connection(self.engine) as conn:
+            ctx = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, org_id, agent_id, key_material)
+            trace.search += (time.perf_counter() - t) * 1000
+            state["cache_key"] = ctx["cache_key"]
+            if not ctx["kb_ids"]:
+                # Agents exist here only through assignments: none in this organisation
+                # means the agent is unknown to it (another organisation's agent included).
+                raise NotFound("agent not found: no knowledge base of this organisation is assigned to it")
+            if ctx["chunk_total"] == 0:
+                return self._reply("not_found", prompt.not_found_reply, 0.0, [])
+            if ctx["cached"] is not None and state["debug"] is None:
+                cached: dict[str, Any] = json.loads(ctx["cached"])
+                cached["cached"] = True
+                state["from_cache"] = True
+                return cached
+
+            vector = await self._embed(normalised, trace)
+            t = time.perf_counter()
+            candidates, plan = await self.retriever.search(
+                conn,
+                vector=vector,
+                kb_ids=ctx["kb_ids"],
+                model_key=self.embedder.model_key,
+                question=question,
+                language=ctx["language"] or "english",
+                chunk_total=ctx["chunk_total"],
+                candidates=self.settings.candidates,
+                top_k=self.settings.top_k,
+            )
+            trace.search += (time.perf_counter() - t) * 1000
+        state["chunks"] = [
+            {
+                "chunk_id": c.chunk_id,
+                "score": round(c.score, 5),
+                "vector_rank": c.vector_rank,
+                "text_rank": c.text_rank,
+            }
+            for c in candidates
+        ]
+        confidence, parts = self.confidence(question, candidates)
+        if state["debug"] is not None:
+            state["debug"].update(
+                plan=plan,
+                embedded=vector is not None,
+                candidates=[_debug_candidate(c) for c in candidates],
+                confidence=parts,
+            )
+        sources = [_source(c) for c in candidates]
+        if not candidates or confidence < self.settings.min_confidence:
+            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
+        if self.llm is None:
+            return self._extractive(question, candidates, confidence, sources, prompt)
+        return await self._generate(question, candidates, confidence, sources, prompt, model, trace, state)
+
+    async def _embed(self, normalised: str, trace: _Trace) -> list[float] | None:
+        key = (self.embedder.model_key, normalised)
+        vector = self.embed_cache.get(key)
+        if vector is not None:
+            return vector
+        t = time.perf_counter()
+        try:
+            vector = await self.embedder.embed_query(normalised, timeout=self.embed_timeout_s)
+        except EmbeddingError as exc:
+            log.warning("query embedding failed, using full-text search only: %s", exc)
+            return None
+        finally:
+            trace.embed += (time.perf_counter() - t) * 1000
+        self.embed_cache.put(key, vector)
+        return vector
+
+    def confidence(self, question: str, candidates: list[Candidate]) -> tuple[float, dict[str, float]]:
+        """0..1 from retrieval alone: how much of the question the best chunks cover, and
+        how close the best vector hit is (on the embedder's own scale)."""
+        if not candidates:
+            return 0.0, {"coverage": 0.0, "similarity": 0.0, "confidence": 0.0}
+        terms = set(lexical_terms(question))
+        coverage = 0.0
+        if terms:
+            for c in candidates[:3]:
+                found = set(lexical_terms(f"{c.title} {c.section or ''} {c.text}"))
+                coverage = max(coverage, len(terms & found) / len(terms))
+        best_sim = max((c.similarity for c in candidates if c.similarity is not None), default=None)
+        lo, hi = self.sim_range
+        if best_sim is None:
+            value = coverage
+            sim_scaled = 0.0
+        else:
+            sim_scaled = min(1.0, max(0.0, (best_sim - lo) / (hi - lo)))
+            value = 0.5 * coverage + 0.5 * sim_scaled
+        value = round(value, 4)
+        return value, {
+            "coverage": round(coverage, 4),
+            "similarity": round(sim_scaled, 4),
+            "confidence": value,
+        }
+
+    def _extractive(
+        self,
+        question: str,
+        candidates: list[Candidate],
+        confidence: float,
+        sources: list[dict[str, Any]],
+        prompt: PromptSet,
+    ) -> dict[str, Any]:
+        passages = [Passage(text=c.text, title=c.title, score=c.score) for c in candidates[:3]]
+        result = extractive_answer(question, passages, max_words=self.settings.max_answer_words)
+        if result is None or result.support < self.settings.min_support:
+            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
+        return self._reply("answered", result.text, confidence, sources)
+
+    async def _generate(
+        self,
+        question: str,
+        candidates: list[Candidate],
+        confidence: float,
+        sources: list[dict[str, Any]],
+        prompt: PromptSet,
+        model: str,
+        trace: _Trace,
+        state: dict[str, Any],
+    ) -> dict[str, Any]:
+        assert self.llm is not None
+        items = [
+            KnowledgeItem(title=c.title, section=c.section, page=c.page, text=c.text) for c in candidates
+        ]
+        messages = prompt.messages(question=question, items=items, max_words=self.settings.max_answer_words)
+        if state["debug"] is not None:
+            state["debug"]["messages"] = messages
+            state["debug"]["model"] = model
+        elapsed = time.perf_counter() - trace.t0
+        # Keep a slice of the deadline for the fallback answer and the response itself.
+        budget = self.settings.deadline_s - elapsed - 0.1
+        t = time.perf_counter()
+        try:
+            result = await self.llm.complete(
+                messages,
+                model=model,
+                temperature=prompt.model.temperature,
+                max_tokens=prompt.model.max_tokens or self.settings.llm_max_tokens,
+                timeout=budget,
+            )
+        except LLMError as exc:
+            log.warning("answering model failed (%s); answering from the top chunk", exc.reason)
+            state["llm_error"] = exc.reason
+            return self._fallback(question, candidates, confidence, sources, prompt)
+        finally:
+            trace.llm += (time.perf_counter() - t) * 1000
+        state["tokens"] = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
+        text = result.text.strip()
+        if NOT_FOUND_MARK in text or not text:
+            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
+        spoken = make_speakable(text, max_words=self.settings.max_answer_words)
+        return self._reply("answered", spoken or prompt.not_found_reply, confidence, sources)
+
+    def _fallback(
+        self,
+        question: str,
+        candidates: list[Candidate],
+        confidence: float,
+        sources: list[dict[str, Any]],
+        prompt: PromptSet,
+    ) -> dict[str, Any]:
+        top = candidates[0]
+        result = extractive_answer(
+            question,
+            [Passage(text=top.text, title=top.title, score=top.score)],
+            max_words=self.settings.max_answer_words,
+        )
+        text = result.text if result else make_speakable(top.text, max_words=self.settings.max_answer_words)
+        reply = self._reply("answered", text or prompt.unavailable_reply, confidence, sources)
+        reply["degraded"] = True
+        return reply
+
+    @staticmethod
+    def _reply(status: str, answer: str, confidence: float, sources: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "answer": answer,
+            "status": status,
+            "confidence": confidence,
+            "sources": sources,
+            "cached": False,
+            "degraded": False,
+        }
+
+    async def _finish(
+        self,
+        org_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        question: str,
+        normalised: str,
+        prompt: PromptSet,
+        model: str,
+        response: dict[str, Any],
+        state: dict[str, Any],
+    ) -> None:
+        """After the response is sent: store the answer in the cache and log the call."""
+        try:
+            async with raw_connection(self.engine) as conn:
+                cacheable = (
+                    response["status"] in ("answered", "not_found")
+                    and not response["degraded"]
+                    and not response["cached"]
+                    and state["cache_key"] is not None
+                    and self.settings.answer_cache_ttl_s > 0
+                )
+                if cacheable:
+                    stored = {
+                        k: response[k] for k in ("answer", "status", "confidence", "sources", "degraded")
+                    }
+                    await conn.execute(
+                        sql.CACHE_PUT_SQL,
+                        state["cache_key"],
+                        org_id,
+                        agent_id,
+                        json.dumps(stored),
+                        self.settings.answer_cache_ttl_s,
+                    )
+                await conn.execute(
+                    sql.LOG_SQL,
+                    uuid.UUID(response["query_id"]),
+                    org_id,
+                    agent_id,
+                    question,
+                    normalised,
+                    response["status"],
+                    response["confidence"],
+                    json.dumps(state["chunks"]),
+                    response["answer"],
+                    prompt.variant,
+                    prompt.version,
+                    model,
+                    json.dumps(response["timings_ms"]),
+                    response["cached"],
+                    response["degraded"],
+                )
+        except Exception:
+            log.warning("could not record query %s", response.get("query_id"), exc_info=True)
+
+
+def _source(c: Candidate) -> dict[str, Any]:
+    return {
+        "document_id": str(c.document_id),
+        "title": c.title,
+        "section": c.section,
+        "page": c.page,
+        "chunk_id": c.chunk_id,
+        "score": round(c.score, 5),
+    }
+
+
+def _debug_candidate(c: Candidate) -> dict[str, Any]:
+    return {
+        **_source(c),
+        "vector_rank": c.vector_rank,
+        "text_rank": c.text_rank,
+        "similarity": c.similarity,
+        "text_score": c.text_score,
+        "text": c.text,
+    }

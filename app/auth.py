@@ -1,22 +1,31 @@
-"""Bearer API-key authentication and role guards (HTTP layer)."""
+"""Bearer API-key authentication, per-organisation rate limits, and role guards."""
 
 from __future__ import annotations
 
+import math
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from litestar.connection import ASGIConnection
+from litestar.datastructures import MutableScopeHeaders
+from litestar.enums import ScopeType
 from litestar.handlers.base import BaseRouteHandler
-from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
-from sqlalchemy.ext.asyncio import AsyncEngine
+from litestar.middleware import ASGIMiddleware
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.config import LimitSettings
 from app.db.engine import raw_connection
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, TooManyRequests, Unauthorized
 from app.keys.repository import AUTHENTICATE_SQL
 from app.keys.service import hash_key
+from app.observability.logging import org_id_var
+from app.observability.metrics import RATE_LIMITED
 
 PUBLIC_PATHS = {"/health", "/ready", "/metrics"}
+WINDOW_S = 60
+_QUERY_PATH = re.compile(r"^/api/agents/[^/]+/query_knowledge$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,24 +39,69 @@ class Principal:
         return self.role == "admin"
 
 
-class ApiKeyAuthMiddleware(AbstractAuthenticationMiddleware):
-    async def authenticate_request(
-        self, connection: ASGIConnection[Any, Any, Any, Any]
-    ) -> AuthenticationResult:
-        header = connection.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
+def budget_for(path: str, limits: LimitSettings) -> tuple[str, int]:
+    """Calls from the voice runtime and management calls have separate budgets, so a bulk
+    upload script cannot starve live calls (and the reverse)."""
+    if _QUERY_PATH.match(path):
+        return "query", limits.query_per_minute
+    return "manage", limits.manage_per_minute
+
+
+def _is_public(scope: Scope) -> bool:
+    path: str = scope["path"]
+    return path in PUBLIC_PATHS or path.startswith("/schema")
+
+
+class ApiKeyAuthMiddleware(ASGIMiddleware):
+    """Authenticates the key, counts the request against its organisation's budget (one
+    statement), and adds ``RateLimit-*`` headers to the response."""
+
+    scopes = (ScopeType.HTTP,)
+    should_bypass_for_scope = staticmethod(_is_public)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        state = scope["app"].state
+        headers = dict(scope["headers"])
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         if len(token) > 200:
             raise Unauthorized("unknown or revoked API key")
-        engine: AsyncEngine = connection.app.state.engine
-        async with raw_connection(engine) as conn:
-            row = await conn.fetchrow(AUTHENTICATE_SQL, hash_key(token))
+        budget, limit = budget_for(scope["path"], state.settings.limits)
+        async with raw_connection(state.engine) as conn:
+            row = await conn.fetchrow(AUTHENTICATE_SQL, hash_key(token), budget, WINDOW_S, limit > 0)
         if row is None:
             raise Unauthorized("unknown or revoked API key")
         principal = Principal(key_id=row["id"], org_id=row["org_id"], role=row["role"])
-        return AuthenticationResult(user=principal, auth=principal)
+        scope["user"] = scope["auth"] = principal
+        org_id_var.set(str(principal.org_id))
+
+        rate_headers: dict[str, str] = {}
+        if limit > 0 and row["count"] is not None:
+            reset = max(1, math.ceil(row["window_start"] + WINDOW_S - row["now"]))
+            remaining = max(0, limit - row["count"])
+            rate_headers = {
+                "RateLimit-Limit": str(limit),
+                "RateLimit-Remaining": str(remaining),
+                "RateLimit-Reset": str(reset),
+                "RateLimit-Policy": f"{limit};w={WINDOW_S}",
+            }
+            if row["count"] > limit:
+                RATE_LIMITED.labels(budget).inc()
+                raise TooManyRequests(
+                    f"rate limit of {limit} {budget} requests per minute reached; retry in {reset} s",
+                    headers={**rate_headers, "Retry-After": str(reset)},
+                )
+
+        async def send_with_limits(message: Message) -> None:
+            if message["type"] == "http.response.start" and rate_headers:
+                response_headers = MutableScopeHeaders.from_message(message)
+                for name, value in rate_headers.items():
+                    response_headers[name] = value
+            await send(message)
+
+        await next_app(scope, receive, send_with_limits)
 
 
 def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

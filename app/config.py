@@ -30,6 +30,19 @@ class DatabaseSettings(BaseModel):
 
 
 class LimitSettings(BaseModel):
+    query_per_minute: int = Field(
+        1200, ge=0, description="query_knowledge calls per organisation per minute (0 = no limit)."
+    )
+    manage_per_minute: int = Field(
+        300, ge=0, description="Management calls per organisation per minute (0 = no limit)."
+    )
+    documents_per_kb: int = Field(10_000, ge=1, description="Most documents one knowledge base may hold.")
+    org_storage_bytes: int = Field(
+        2 * 1024**3, ge=1024, description="Most bytes of documents one organisation may store."
+    )
+    embedding_tokens_per_day: int = Field(
+        20_000_000, ge=0, description="Embedding tokens per organisation per UTC day (0 = no limit)."
+    )
     max_upload_bytes: int = Field(
         20 * 1024 * 1024, ge=1024, description="Largest document (upload or JSON body); 413 beyond."
     )

@@ -14,13 +14,13 @@ import openai
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from app.answering.llm import ChatAnswerer
-from app.auth import PUBLIC_PATHS, ApiKeyAuthMiddleware
+from app.auth import ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
 from app.db.embedded import resolve_database_url
 from app.db.engine import make_engine, make_sessionmaker
@@ -34,6 +34,7 @@ from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
 from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
+from app.observability.middleware import request_id_middleware
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import prepare_vector_search
@@ -57,6 +58,8 @@ def create_app(
     this process (default: when ``INGESTION__WORKERS`` > 0).
     """
     settings = settings or get_settings()
+    # Paths are grouped by route template so ids do not explode the label space.
+    prometheus = PrometheusConfig(app_name="voice-knowledge", prefix="vk_http", group_path=True)
     # Loaded and checked once, before anything starts: a broken template stops the service.
     prompts = PromptLibrary.load(settings.prompts_dir)
 
@@ -65,7 +68,9 @@ def create_app(
         state = app.state
         url = database_url
         if url is None:
-            url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.db.embedded_dir)
+            url = await asyncio.to_thread(
+                resolve_database_url, settings.database_url, settings.db.embedded_dir
+            )
         state.engine = make_engine(url, settings)
         state.sessionmaker = make_sessionmaker(state.engine)
         state.openai = make_openai_client(settings)
@@ -131,16 +136,16 @@ def create_app(
             ApiKeyController,
             QueryController,
             KnowledgeGapController,
+            PrometheusController,
         ],
         dependencies={
             "session": Provide(provide_session),
             "principal": Provide(provide_principal, sync_to_thread=False),
         },
         middleware=[
-            DefineMiddleware(
-                ApiKeyAuthMiddleware,
-                exclude=[rf"^{p}$" for p in PUBLIC_PATHS] + [r"^/schema"],
-            )
+            request_id_middleware,
+            prometheus.middleware,
+            ApiKeyAuthMiddleware(),
         ],
         exception_handlers=HANDLERS,
         lifespan=[lifespan],

@@ -233,14 +233,14 @@ class Resources:
         return self.tmp / "postgres"
 
     def close(self) -> None:
-        steps = (("service", self._stop_service), ("postgres", lambda: stop_postgres(self.pgdir)))
+        steps = (("service", self.stop_service), ("postgres", lambda: stop_postgres(self.pgdir)))
         for name, step in (*steps, ("stub", self._stop_stub), ("temp folder", self._remove_tmp)):
             try:
                 step()
             except Exception as exc:
                 print(f"warning: could not stop {name}: {exc}", file=sys.stderr)
 
-    def _stop_service(self) -> None:
+    def stop_service(self) -> None:
         process = self.service
         if process is None or process.poll() is not None:
             return
@@ -305,12 +305,19 @@ def create_org(repo: Path, env: dict[str, str], log: Path) -> str:
     return match.group(1)
 
 
-def start_service(repo: Path, env: dict[str, str], port: int, resources: Resources) -> str:
+def start_service(
+    repo: Path, env: dict[str, str], port: int, resources: Resources, *, instrument: bool
+) -> str:
     log = resources.tmp / "service.log"
     out = log.open("wb")
     resources.log_files.append(out)
+    command = vk_command("serve", "--port", str(port), "--host", "127.0.0.1")
+    if instrument:
+        # Same CLI, started through the timing wrapper; PYTHONPATH makes it load --repo's `app`.
+        command = [sys.executable, str(BENCH_DIR / "instrumented_serve.py"), *command[3:]]
+        env = {**env, "PYTHONPATH": str(repo), "VK_BENCH_TIMINGS": str(resources.tmp / "timings.json")}
     resources.service = subprocess.Popen(
-        vk_command("serve", "--port", str(port), "--host", "127.0.0.1"),
+        command,
         cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
         # Own session: Ctrl-C reaches the benchmark only, which stops the service in order.
         start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
@@ -374,11 +381,23 @@ def _cpu_seconds(pid: int | None, *, with_children: bool = False) -> float:
     return total
 
 
+def _main_thread_cpu(pid: int | None) -> float:
+    """CPU of the service's main thread, which runs the event loop (its thread id is the pid)."""
+    if pid is None:
+        return 0.0
+    with contextlib.suppress(psutil.Error):
+        for thread in psutil.Process(pid).threads():
+            if thread.id == pid:
+                return thread.user_time + thread.system_time
+    return 0.0
+
+
 def cpu_snapshot(service_pid: int | None, pgdir: Path, stub_pid: int | None) -> dict[str, float]:
     info = postmaster_info(pgdir)
     machine = psutil.cpu_times()
     return {
         "service": _cpu_seconds(service_pid),
+        "service_loop_thread": _main_thread_cpu(service_pid),
         "postgres": _cpu_seconds(info["pid"] if info else None, with_children=True),
         "stub": _cpu_seconds(stub_pid),
         "machine_busy": machine.user + machine.system + machine.nice + getattr(machine, "irq", 0.0)
@@ -521,7 +540,10 @@ async def run_ingestion(
         steady = ((len(ready_at) * 9) // 10 - len(ready_at) // 10) / (hi - lo) if hi > lo else None
     megabytes = sum(len(body.encode()) for _, body in docs) / 1e6
     window = (all_done_s or observed_s or args.timeout_s) or 1.0
-    cpu = {k: round(cpu_after[k] - cpu_before[k], 2) for k in ("service", "postgres", "stub")}
+    cpu = {
+        k: round(cpu_after[k] - cpu_before[k], 2)
+        for k in ("service", "service_loop_thread", "postgres", "stub")
+    }
     machine_total = cpu_after["machine_total"] - cpu_before["machine_total"]
     cpu["machine_busy_pct"] = round(
         100 * (cpu_after["machine_busy"] - cpu_before["machine_busy"]) / machine_total, 1
@@ -640,13 +662,29 @@ def print_report(result: dict[str, Any]) -> None:
     cpu = run["cpu_seconds"]
     _line(
         "CPU seconds",
-        f"service {cpu['service']}, postgres {cpu['postgres']}, stub {cpu['stub']} "
+        f"service {cpu['service']} (event-loop thread {cpu['service_loop_thread']}), "
+        f"postgres {cpu['postgres']}, stub {cpu['stub']} "
         f"in {cpu['window_s']} s; machine busy {cpu['machine_busy_pct']} %",
     )
     _line(
         "failures",
         f"{run['failed']} failed, {run['unfinished']} unfinished, {run['post_errors']} POST errors",
     )
+    if timings := result.get("service_timings"):
+        loop = timings["event_loop"]
+        _line(
+            "event loop",
+            f"Python code in {loop['python_fraction']:.0%} of samples; lag p50 {loop['lag_ms']['p50']} ms, "
+            f"p99 {loop['lag_ms']['p99']} ms, max {loop['lag_ms']['max']} ms",
+        )
+        for name, stage in timings["stages"].items():
+            print(
+                f"  {name:<28} {stage['calls']:>6} calls  mean {stage['mean_ms']:>8} ms  "
+                f"max {stage['max_ms']:>8} ms  total {stage['total_s']:>8} s"
+            )
+        print("  event-loop thread, busy samples by innermost app/ frame:")
+        for frame, share in loop["top_app_frame"][:12]:
+            print(f"    {share:>6.1%}  {frame}")
     for reason, count in run["failure_reasons"].items():
         print(f"  {count} x {reason}")
     for example in run["post_error_examples"]:
@@ -682,6 +720,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--service-log", type=Path, help="copy the service's log here at the end")
     parser.add_argument(
         "--skip-chunking", action="store_true", help="skip the in-process chunking measurement"
+    )
+    parser.add_argument(
+        "--instrument",
+        action="store_true",
+        help="time the service's ingestion stages (bench/instrumented_serve.py)",
     )
     parser.add_argument("--keep-tmp", action="store_true", help="keep the temporary folder (debugging)")
     args = parser.parse_args(argv)
@@ -723,11 +766,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stub on {resources.stub.base_url}; embedded PostgreSQL in {resources.pgdir}", flush=True)
         env = service_env(resources.pgdir, resources.stub, args)
         key = create_org(args.repo, env, resources.tmp / "create-org.log")
-        base = start_service(args.repo, env, free_port(), resources)
+        base = start_service(args.repo, env, free_port(), resources, instrument=args.instrument)
         result["postgres"] = postgres_versions(resources.pgdir)
         print(f"service on {base} (workers {args.workers}); posting {args.docs} documents", flush=True)
         result["ingestion"] = asyncio.run(run_ingestion(base, key, docs, args, resources))
         run = result["ingestion"]
+        if args.instrument:
+            resources.stop_service()  # the wrapper writes its timings on exit
+            timings = resources.tmp / "timings.json"
+            if timings.exists():
+                result["service_timings"] = json.loads(timings.read_text())
         if run["timed_out"] or run["failed"] or run["post_errors"]:
             status = 1
     except (BenchError, httpx.HTTPError) as exc:

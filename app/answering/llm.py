@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import openai
+from openai.types.chat import ChatCompletion
 
 
 class LLMError(Exception):
@@ -43,13 +45,18 @@ class ChatAnswerer:
         if timeout <= 0.05:
             raise LLMError("no time left for the model")
         try:
-            response = await self.client.with_options(timeout=timeout, max_retries=0).chat.completions.create(
-                model=model,
-                messages=messages,  # type: ignore[arg-type]
-                temperature=temperature,
-                max_tokens=max_tokens,
-            )
-        except openai.APITimeoutError as exc:
+            # httpx's timeout bounds each read, not the whole call: a server trickling
+            # bytes could outlive it, so the total is bounded here as well.
+            async with asyncio.timeout(timeout):
+                response = await self.client.with_options(
+                    timeout=timeout, max_retries=0
+                ).chat.completions.create(
+                    model=model,
+                    messages=messages,  # type: ignore[arg-type]
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                )
+        except (openai.APITimeoutError, TimeoutError) as exc:
             raise LLMError("the model did not answer in time") from exc
         except openai.APIStatusError as exc:
             raise LLMError(f"the model answered HTTP {exc.status_code}") from exc
@@ -57,6 +64,8 @@ class ChatAnswerer:
             raise LLMError(f"the model call failed: {type(exc).__name__}") from exc
         except (ValueError, TypeError) as exc:  # malformed JSON from a broken server
             raise LLMError("the model returned a malformed response") from exc
+        if not isinstance(response, ChatCompletion):  # a non-JSON body comes back as text
+            raise LLMError("the model returned a malformed response")
         if not response.choices or response.choices[0].message.content is None:
             raise LLMError("the model returned no text")
         usage = response.usage

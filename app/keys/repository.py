@@ -59,7 +59,9 @@ class ApiKeyRepository:
 
 
 # Authentication runs on every request, the hot path included: one statement over the
-# raw asyncpg connection that finds the key and, at most once a minute, stamps its use.
+# raw asyncpg connection finds the key, stamps its use at most once a minute, and counts
+# the request against the organisation's budget ($2) in a fixed window of $3 seconds.
+# The counters live in PostgreSQL so the limit holds across processes and replicas.
 AUTHENTICATE_SQL = """
 WITH k AS (
     SELECT id, org_id, role, last_used_at FROM api_keys
@@ -70,6 +72,16 @@ WITH k AS (
     WHERE api_keys.id = k.id
       AND (k.last_used_at IS NULL OR k.last_used_at < now() - interval '60 seconds')
     RETURNING 1
+), hit AS (
+    INSERT INTO rate_counters (bucket, window_start, count)
+    SELECT k.org_id::text || ':' || $2, to_timestamp(floor(extract(epoch FROM now()) / $3) * $3), 1
+    FROM k
+    WHERE $4
+    ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + 1
+    RETURNING count, extract(epoch FROM window_start)::float8 AS window_start
 )
-SELECT id, org_id, role FROM k
+SELECT k.id, k.org_id, k.role, hit.count, hit.window_start, extract(epoch FROM now())::float8 AS now
+FROM k LEFT JOIN hit ON true
 """
+
+PRUNE_RATE_COUNTERS_SQL = "DELETE FROM rate_counters WHERE window_start < now() - interval '1 hour'"

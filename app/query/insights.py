@@ -59,7 +59,6 @@ class QueryLogRepository:
                 " FROM query_log"
                 " WHERE org_id = :org"
                 " AND (status = 'not_found' OR (status = 'answered' AND confidence < :low))"
-                " AND NOT cached"
                 " AND (CAST(:agent AS uuid) IS NULL OR agent_id = :agent)"
                 " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
                 " GROUP BY normalized_query ORDER BY count(*) DESC, max(created_at) DESC LIMIT :limit"

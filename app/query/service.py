@@ -14,6 +14,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -151,7 +152,8 @@ class QueryService:
             response["debug"] = state["debug"]
         return QueryOutcome(
             response,
-            lambda: self._finish(org_id, agent_id, question, normalised, prompt, model, response, state),
+            # A partial of the coroutine function, not a lambda, so Litestar awaits it.
+            partial(self._finish, org_id, agent_id, question, normalised, prompt, model, response, state),
         )
 
     async def _answer(
@@ -178,7 +180,9 @@ class QueryService:
             if ctx["chunk_total"] == 0:
                 return self._reply("not_found", prompt.not_found_reply, 0.0, [])
             if ctx["cached"] is not None and state["debug"] is None:
-                cached: dict[str, Any] = json.loads(ctx["cached"])
+                # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
+                raw = ctx["cached"]
+                cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
                 cached["cached"] = True
                 state["from_cache"] = True
                 return cached

@@ -142,7 +142,7 @@ def upgrade() -> None:
         chunks jsonb NOT NULL DEFAULT '[]',
         answer text NOT NULL,
         prompt_variant varchar(100),
-        prompt_version varchar(100),
+        prompt_version text,
         model varchar(200),
         timings jsonb NOT NULL DEFAULT '{}',
         cached boolean NOT NULL DEFAULT false,

@@ -8,6 +8,9 @@ import pytest
 from app.db.migrate import downgrade, upgrade
 
 EXPECTED = {
+    "rate_counters",
+    "usage_daily",
+    "agents",
     "organisations",
     "api_keys",
     "knowledge_bases",

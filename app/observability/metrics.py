@@ -1,0 +1,42 @@
+"""Prometheus metrics of the service's own work (HTTP metrics come from Litestar's
+Prometheus middleware). Names are prefixed ``vk_``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+
+QUERY_STAGE_MS = Histogram(
+    "vk_query_stage_milliseconds",
+    "query_knowledge time per stage (embed, search, llm, total), in milliseconds.",
+    ["stage"],
+    buckets=_STAGE_BUCKETS,
+)
+QUERY_OUTCOMES = Counter(
+    "vk_query_outcomes_total",
+    "query_knowledge outcomes: answered / not_found / unavailable, and cached / degraded.",
+    ["outcome"],
+)
+INGESTION_JOBS = Counter(
+    "vk_ingestion_jobs_total",
+    "Documents processed, by outcome (ready, unchanged, failed, retry, lost).",
+    ["outcome"],
+)
+INGESTION_QUEUE = Gauge("vk_ingestion_queue_documents", "Documents per status, as last counted.", ["status"])
+PROVIDER_ERRORS = Counter(
+    "vk_provider_errors_total", "Failed calls to model providers, by kind (embedding, chat).", ["kind"]
+)
+RATE_LIMITED = Counter("vk_rate_limited_total", "Requests refused by a rate limit, by budget.", ["budget"])
+
+
+def observe_query(response: dict[str, object]) -> None:
+    timings = response.get("timings_ms")
+    if isinstance(timings, dict):
+        for stage, value in timings.items():
+            QUERY_STAGE_MS.labels(stage).observe(float(value))
+    QUERY_OUTCOMES.labels(str(response.get("status"))).inc()
+    if response.get("cached"):
+        QUERY_OUTCOMES.labels("cached").inc()
+    if response.get("degraded"):
+        QUERY_OUTCOMES.labels("degraded").inc()

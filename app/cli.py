@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Annotated
 
 import typer
 
 from app.config import get_settings
 from app.db.embedded import resolve_database_url
+from app.observability.logging import configure_logging
 
 cli = typer.Typer(no_args_is_help=True, add_completion=False, help="Voice knowledge service.")
 
@@ -35,12 +35,13 @@ def serve(
     url = _database_url()
     if migrate:
         migrations.upgrade(url)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.log_level)
     uvicorn.run(
         create_app(settings, database_url=url),
         host=host or settings.host,
         port=port or settings.port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # keep the JSON logging configured above
         timeout_graceful_shutdown=30,
     )
 
@@ -109,7 +110,7 @@ def worker(
     from app.main import make_openai_client
 
     settings = get_settings()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.log_level)
     url = _database_url()
 
     async def run() -> None:
@@ -119,7 +120,12 @@ def worker(
             max_bytes=settings.ingestion.fetch_max_bytes, timeout_s=settings.ingestion.fetch_timeout_s
         )
         ingestor = Ingestor(
-            engine, build_embedder(settings, client), fetcher, settings.ingestion, worker_id()
+            engine,
+            build_embedder(settings, client),
+            fetcher,
+            settings.ingestion,
+            worker_id(),
+            quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
         )
         try:
             if once:

@@ -64,7 +64,9 @@ class TooManyRequests(AppError):
 
 
 class QuotaExceeded(AppError):
-    status_code = 429
+    """A stored-size or count quota: waiting does not help, so 403 rather than 429."""
+
+    status_code = 403
     code = "quota_exceeded"
 
 

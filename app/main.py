@@ -19,6 +19,7 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
+from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
 from app.auth import ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
@@ -81,7 +82,12 @@ def create_app(
             timeout_s=settings.ingestion.fetch_timeout_s,
         )
         state.ingestor = Ingestor(
-            state.engine, state.embedder, state.fetcher, settings.ingestion, worker_id()
+            state.engine,
+            state.embedder,
+            state.fetcher,
+            settings.ingestion,
+            worker_id(),
+            quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
         )
         pgvector_version = await prepare_vector_search(state.engine, state.embedder.dimensions)
         state.query_service = QueryService(
@@ -135,6 +141,7 @@ def create_app(
             AgentKnowledgeController,
             ApiKeyController,
             QueryController,
+            AgentSettingsController,
             KnowledgeGapController,
             PrometheusController,
         ],

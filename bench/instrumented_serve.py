@@ -21,6 +21,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+_STDLIB = re.compile(r"^.*/lib/python3\.\d+/")
 SAMPLE_INTERVAL_S = 0.005
 LAG_INTERVAL_S = 0.01
 # With uvloop (litestar[standard] installs it) the loop itself is C code: a sample whose
@@ -140,13 +142,15 @@ def _timed_connection(module: Any) -> None:
 
 
 def _frame_name(frame: Any) -> str:
+    """``file:function`` with the file relative to site-packages, the stdlib or the repository."""
     code = frame.f_code
     path = code.co_filename
-    for marker in ("/site-packages/", "/app/", "/lib/python3"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            path = ("app/" + path) if marker == "/app/" else path
-            break
+    if "/site-packages/" in path:
+        path = path.split("/site-packages/", 1)[1]
+    elif "/app/" in path:
+        path = "app/" + path.split("/app/", 1)[1]
+    else:
+        path = _STDLIB.sub("", path)
     return f"{path}:{code.co_name}"
 
 
@@ -157,7 +161,7 @@ def _sampler(main_id: int, stop: threading.Event) -> None:
         if frame is None or TIMINGS.first_claim is None:
             continue  # start-up (imports, migrations) is not what is being measured
         TIMINGS.loop_samples += 1
-        if _frame_name(frame).split("3.11/")[-1] in LOOP_FRAMES:
+        if _frame_name(frame) in LOOP_FRAMES:
             TIMINGS.loop_idle += 1
             continue
         TIMINGS.loop_leaf[_frame_name(frame)] += 1

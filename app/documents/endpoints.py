@@ -33,6 +33,7 @@ def _service(state: State, session: AsyncSession, principal: Principal) -> Docum
         validate_url=state.validate_url,
         on_enqueued=state.wake_workers,
         default_sync_interval_s=state.settings.ingestion.url_resync_s,
+        limits=state.settings.limits,
     )
 
 

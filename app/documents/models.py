@@ -31,6 +31,7 @@ class Document(SQLModel, table=True):
     original: bytes | None = Field(default=None, sa_column=deferred(Column(LargeBinary, nullable=True)))  # type: ignore[call-overload]
     text: str | None = Field(default=None, sa_column=deferred(Column(Text, nullable=True)))  # type: ignore[call-overload]
     content_hash: str | None = Field(default=None, max_length=64)
+    size_bytes: int = 0
     status: str = Field(default="pending", max_length=16)
     error: str | None = Field(default=None, max_length=2000)
     chunk_count: int = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import undefer
 from sqlalchemy.sql import Select
@@ -37,6 +37,19 @@ class DocumentRepository:
             stmt = stmt.with_for_update()
         result: Document | None = await self.session.scalar(stmt)
         return result
+
+    async def count_in_kb(self, kb_id: uuid.UUID) -> int:
+        return int(
+            await self.session.scalar(self._scoped(select(func.count()).select_from(Document), kb_id)) or 0
+        )
+
+    async def stored_bytes(self) -> int:
+        total = await self.session.scalar(
+            select(func.coalesce(func.sum(Document.size_bytes), 0)).where(  # type: ignore[arg-type]
+                Document.org_id == self.org_id  # type: ignore[arg-type]
+            )
+        )
+        return int(total or 0)
 
     def add(self, doc: Document) -> None:
         doc.org_id = self.org_id

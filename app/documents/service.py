@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import LimitSettings
 from app.db.base import utcnow
 from app.documents.models import Document
 from app.documents.repository import DocumentRepository
@@ -22,7 +23,7 @@ from app.documents.schemas import (
     DocumentUpdate,
     Progress,
 )
-from app.errors import BadRequest, NotFound, UnsupportedMediaType
+from app.errors import BadRequest, NotFound, QuotaExceeded, UnsupportedMediaType
 from app.ingestion.extract import UnsupportedType, sniff_kind
 from app.ingestion.fetch import BlockedURL, github_raw_url
 from app.knowledge.repository import KnowledgeRepository
@@ -67,7 +68,9 @@ class DocumentService:
         validate_url: UrlValidator,
         on_enqueued: Callable[[], None] | None = None,
         default_sync_interval_s: int = 0,
+        limits: LimitSettings | None = None,
     ) -> None:
+        self.limits = limits or LimitSettings()
         self.session = session
         self.repo = DocumentRepository(session, org_id)
         self.kbs = KnowledgeRepository(session, org_id)
@@ -79,7 +82,20 @@ class DocumentService:
         if not await self.kbs.exists(kb_id):
             raise NotFound("knowledge base not found")
 
+    async def _check_quota(self, kb_id: uuid.UUID, new_bytes: int, *, new_document: bool) -> None:
+        if new_document and await self.repo.count_in_kb(kb_id) >= self.limits.documents_per_kb:
+            raise QuotaExceeded(
+                f"this knowledge base holds the maximum of {self.limits.documents_per_kb} documents"
+            )
+        if new_bytes and await self.repo.stored_bytes() + new_bytes > self.limits.org_storage_bytes:
+            raise QuotaExceeded(
+                f"the organisation's storage quota of {self.limits.org_storage_bytes // 1024**2} MB"
+                " would be exceeded"
+            )
+
     async def _queued(self, doc: Document) -> DocumentRead:
+        doc.size_bytes = len(doc.original or b"")
+        await self._check_quota(doc.kb_id, doc.size_bytes, new_document=True)
         self.repo.add(doc)
         await self.session.commit()
         if self.on_enqueued:
@@ -174,7 +190,9 @@ class DocumentService:
             raw = data.content.encode()
             kind = data.content_type or (doc.source_kind if doc.source_kind != "pdf" else "text")
             if content_hash(raw) != doc.content_hash or kind != doc.source_kind:
+                await self._check_quota(kb_id, max(0, len(raw) - doc.size_bytes), new_document=False)
                 doc.original, doc.content_hash, doc.source_kind = raw, content_hash(raw), kind
+                doc.size_bytes = len(raw)
                 requeue = True
         elif data.content_type is not None:
             raise BadRequest("content_type can only change together with content")

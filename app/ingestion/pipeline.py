@@ -21,6 +21,8 @@ from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
 from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated
 from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
+from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
+from app.observability.metrics import INGESTION_JOBS, INGESTION_QUEUE, PROVIDER_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,10 @@ EMBED_SLICE = 256  # texts per progress step; the embedder batches further withi
 
 class LeaseLost(Exception):
     """Another worker took this document over; drop the work without writing."""
+
+
+class QuotaWait(Exception):
+    """The organisation's daily embedding quota is spent: wait for the next UTC day."""
 
 
 class Retryable(Exception):
@@ -62,7 +68,10 @@ class Ingestor:
         fetcher: Fetcher,
         settings: IngestionSettings,
         owner: str,
+        *,
+        quota_tokens_per_day: int = 0,
     ) -> None:
+        self.quota_tokens_per_day = quota_tokens_per_day
         self.engine = engine
         self.embedder = embedder
         self.fetcher = fetcher
@@ -84,11 +93,19 @@ class Ingestor:
         async with raw_connection(self.engine) as conn:
             await conn.execute(sql.GIVE_UP_SQL, self.settings.max_attempts)
             await conn.execute(sql.DUE_SYNC_SQL)
+            await conn.execute(PRUNE_RATE_COUNTERS_SQL)
+            for row in await conn.fetch(sql.QUEUE_DEPTH_SQL):
+                INGESTION_QUEUE.labels(row["status"]).set(row["n"])
             if embedder_key:
                 await conn.execute(sql.STALE_MODEL_SQL, embedder_key)
 
     async def process(self, doc: ClaimedDocument) -> Outcome:
         """Run one claimed document to an outcome; never raises for a bad document."""
+        outcome = await self._process_with_lease(doc)
+        INGESTION_JOBS.labels(outcome.status).inc()
+        return outcome
+
+    async def _process_with_lease(self, doc: ClaimedDocument) -> Outcome:
         heartbeat = asyncio.create_task(self._heartbeat(doc, asyncio.current_task()))
         try:
             return await self._process(doc)
@@ -103,6 +120,10 @@ class Ingestor:
             return await self._fail(doc, str(exc))
         except Retryable as exc:
             return await self._retry_or_fail(doc, str(exc))
+        except QuotaWait as exc:
+            async with raw_connection(self.engine) as conn:
+                await conn.execute(sql.WAIT_QUOTA_SQL, doc.id, self.owner, str(exc))
+            return Outcome("retry", str(exc))
         except Exception as exc:
             # The worker must outlive any document; unknown errors count as attempts.
             log.exception("unexpected error while processing document %s", doc.id)
@@ -210,11 +231,26 @@ class Ingestor:
             await conn.execute(sql.PROGRESS_SQL, doc.id, self.owner, len(cached), len(chunks))
         missing = [i for i, h in enumerate(hashes) if h not in cached]
         done = len(chunks) - len(missing)
+        if missing and self.quota_tokens_per_day > 0:
+            tokens = sum(len(self.encoding.encode_ordinary(chunks[i].embed_text)) for i in missing)
+            if tokens > self.quota_tokens_per_day:
+                raise ExtractionError(
+                    f"the document needs {tokens} embedding tokens, more than the daily quota of"
+                    f" {self.quota_tokens_per_day}"
+                )
+            async with raw_connection(self.engine) as conn:
+                used = await conn.fetchval(sql.USAGE_SQL, doc.org_id, tokens, self.quota_tokens_per_day)
+            if used is None:
+                raise QuotaWait(
+                    f"the organisation's daily embedding quota ({self.quota_tokens_per_day} tokens)"
+                    " is used up; the document will be indexed after midnight UTC"
+                )
         for start in range(0, len(missing), EMBED_SLICE):
             part = missing[start : start + EMBED_SLICE]
             try:
                 vectors = await self.embedder.embed_documents([chunks[i].embed_text for i in part])
             except EmbeddingError as exc:
+                PROVIDER_ERRORS.labels("embedding").inc()
                 if exc.retryable:
                     raise Retryable(f"embedding failed: {exc}") from exc
                 raise ExtractionError(f"embedding failed: {exc}") from exc

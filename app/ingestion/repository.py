@@ -88,6 +88,7 @@ FINISH_READY_SQL = """
 UPDATE documents
 SET status = 'ready', error = NULL, chunk_count = $3, text = $4, title = $5, pages_total = $6,
     pages_skipped = $7, content_hash = $8, original = coalesce($9, original), source_kind = $10,
+    size_bytes = coalesce(octet_length($9), size_bytes),
     etag = $11, last_modified = $12, indexed_at = now(), updated_at = now(),
     progress_done = $3, progress_total = $3, lease_owner = NULL, lease_expires_at = NULL,
     next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
@@ -122,6 +123,24 @@ RETRY_LATER_SQL = """
 UPDATE documents
 SET status = 'pending', error = $3, lease_owner = NULL,
     lease_expires_at = now() + make_interval(secs => $4), updated_at = now()
+WHERE id = $1 AND lease_owner = $2
+"""
+
+# Counts embedding tokens against the organisation's daily quota; no row back = over quota.
+USAGE_SQL = """
+INSERT INTO usage_daily AS u (org_id, day, embedding_tokens)
+SELECT $1::uuid, (now() AT TIME ZONE 'UTC')::date, $2::bigint WHERE $2::bigint <= $3::bigint
+ON CONFLICT (org_id, day) DO UPDATE SET embedding_tokens = u.embedding_tokens + excluded.embedding_tokens
+WHERE u.embedding_tokens + excluded.embedding_tokens <= $3::bigint
+RETURNING embedding_tokens
+"""
+
+# Waiting for tomorrow's quota is not a failed attempt.
+WAIT_QUOTA_SQL = """
+UPDATE documents
+SET status = 'pending', error = $3, lease_owner = NULL, attempts = greatest(attempts - 1, 0),
+    lease_expires_at = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
+    updated_at = now()
 WHERE id = $1 AND lease_owner = $2
 """
 

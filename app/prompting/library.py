@@ -1,36 +1,54 @@
-"""Prompts as versioned files: loaded once, checked at start-up, rendered cheaply."""
+"""Prompt files: loaded and checked once at start-up, rendered cheaply on the live-call path.
+
+Every text said to a model or to a caller lives in a file under `prompts/` so prompt
+engineers can tune it without touching code. A file is TOML front matter between `+++`
+lines followed by a `string.Template` body. `prompts/default/` holds every file; each
+folder under `prompts/variants/` overrides some of them for A/B comparison, and the rest
+falls back to the default files. See `prompts/README.md` for the rules the files follow.
+
+All checking happens in `PromptLibrary.load`, so a broken prompt stops the service from
+starting instead of failing in the middle of a call.
+"""
 
 from __future__ import annotations
 
+import html
 import re
 import tomllib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from typing import Any
 
-_VARIANT = re.compile(r"^[a-z0-9_-]{1,50}$")
+__all__ = [
+    "KnowledgeItem",
+    "ModelSettings",
+    "PromptError",
+    "PromptLibrary",
+    "PromptSet",
+    "render_knowledge",
+]
 
-# file name -> (allowed variables, required variables)
-FILES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "grounding.system": (frozenset({"max_words"}), frozenset({"max_words"})),
-    "grounding.user": (frozenset({"question", "knowledge"}), frozenset({"question", "knowledge"})),
-    "tool.description": (frozenset({"knowledge_summary"}), frozenset({"knowledge_summary"})),
-    "tool.query_parameter": (frozenset(), frozenset()),
-    "agent.instructions": (frozenset({"knowledge_summary"}), frozenset({"knowledge_summary"})),
-    "reply.not_found": (frozenset(), frozenset()),
-    "reply.unavailable": (frozenset(), frozenset()),
-}
-_MODEL_KEYS = {"version", "model", "temperature", "max_tokens"}
+DEFAULT_VARIANT = "default"
+_VARIANT_NAME = re.compile(r"[a-z0-9_-]{1,50}")
+# Versions are joined into one string with ":", "=" and ",", so they may not contain them.
+_VERSION = re.compile(r"[A-Za-z0-9._-]{1,40}")
+_FENCE = re.compile(r"^\+\+\+[ \t]*$", re.MULTILINE)
+_SPACES = re.compile(r"\s+")
+# Same bounds as the service's own answer token cap (QuerySettings.llm_max_tokens).
+_MAX_TOKENS_RANGE = (16, 4000)
+_TEMPERATURE_RANGE = (0.0, 2.0)
 
 
 class PromptError(Exception):
-    """A prompt file is malformed; the message names the file and what is wrong."""
+    """A prompt file is missing or broken; the message names the file and what is wrong."""
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
+    """How the answering model is called; `model=None` means the service's default model."""
+
     model: str | None
     temperature: float
     max_tokens: int
@@ -38,153 +56,341 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True)
 class KnowledgeItem:
+    """One retrieved chunk as the answering model sees it."""
+
     title: str
     section: str | None
     page: int | None
     text: str
 
 
-def _escape_text(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+@dataclass(frozen=True, slots=True)
+class _FileSpec:
+    name: str
+    required: frozenset[str]
+    allowed: frozenset[str]
+    drives_model: bool = False
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.md"
 
 
-def _escape_attr(text: str) -> str:
-    return _escape_text(text).replace('"', "&quot;").replace("\n", " ")
+def _spec(name: str, *required: str, drives_model: bool = False) -> _FileSpec:
+    # Every variable a file may use is currently also required; the two sets stay separate
+    # so an optional variable can be added without changing the checks.
+    names = frozenset(required)
+    return _FileSpec(name, names, names, drives_model)
+
+
+# The order here is the order of the combined version string: keep it stable.
+_FILES: tuple[_FileSpec, ...] = (
+    _spec("grounding.system", "max_words", drives_model=True),
+    _spec("grounding.user", "question", "knowledge"),
+    _spec("tool.description", "knowledge_summary"),
+    _spec("tool.query_parameter"),
+    _spec("agent.instructions", "knowledge_summary"),
+    _spec("reply.not_found"),
+    _spec("reply.unavailable"),
+)
+_SPECS = {spec.filename: spec for spec in _FILES}
+_BASE_KEYS = ("version",)
+_MODEL_KEYS = ("version", "model", "temperature", "max_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class _PromptFile:
+    path: Path
+    version: str
+    template: Template
+    settings: ModelSettings | None
+
+
+def _escape_text(value: str) -> str:
+    # &, < and > only: enough that data can neither close nor forge a tag, while quotes
+    # and apostrophes in ordinary prose stay readable for the model.
+    return html.escape(value, quote=False)
+
+
+def _escape_attribute(value: str) -> str:
+    # Attributes are one line; quotes are escaped so a value cannot end the attribute.
+    return html.escape(_SPACES.sub(" ", value).strip(), quote=True)
 
 
 def render_knowledge(items: Sequence[KnowledgeItem]) -> str:
-    """The knowledge as one delimited data block. Text and attributes are escaped so a
-    chunk cannot close or forge the delimiters (a prompt-injection defence)."""
+    """The retrieved chunks as one delimited data block for the user message.
+
+    Titles, sections and chunk text are escaped, so a chunk that contains
+    `</source></knowledge>` followed by instructions stays inside its own source element:
+    the block always has exactly one closing `</knowledge>` tag. This is one layer of the
+    prompt-injection defence; the system prompt tells the model to treat the block as data.
+    """
     parts = ["<knowledge>"]
-    for n, item in enumerate(items, 1):
-        attrs = f'n="{n}" title="{_escape_attr(item.title)}"'
+    for n, item in enumerate(items, start=1):
+        attributes = f'n="{n}" title="{_escape_attribute(item.title)}"'
         if item.section:
-            attrs += f' section="{_escape_attr(item.section)}"'
+            attributes += f' section="{_escape_attribute(item.section)}"'
         if item.page is not None:
-            attrs += f' page="{item.page}"'
-        parts.append(f"<source {attrs}>\n{_escape_text(item.text)}\n</source>")
+            attributes += f' page="{item.page:d}"'
+        parts.append(f"<source {attributes}>\n{_escape_text(item.text.strip())}\n</source>")
     parts.append("</knowledge>")
     return "\n".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
-class _File:
-    path: Path
-    version: str
-    meta: dict[str, Any]
-    template: Template
-
-
-def _parse(path: Path) -> _File:
-    name = path.name.removesuffix(".md")
-    raw = path.read_text(encoding="utf-8")
-    if not raw.startswith("+++\n"):
-        raise PromptError(f"{path}: missing TOML front matter between '+++' lines")
-    end = raw.find("\n+++\n", 3)
-    if end < 0:
-        raise PromptError(f"{path}: front matter is not closed by a '+++' line")
-    try:
-        meta = tomllib.loads(raw[4:end])
-    except tomllib.TOMLDecodeError as exc:
-        raise PromptError(f"{path}: bad front matter: {exc}") from exc
-    version = meta.get("version")
-    if not isinstance(version, str) or not version:
-        raise PromptError(f'{path}: front matter needs version = "..."')
-    unknown_keys = set(meta) - (_MODEL_KEYS if name == "grounding.system" else {"version"})
-    if unknown_keys:
-        raise PromptError(f"{path}: unknown front matter key(s): {', '.join(sorted(unknown_keys))}")
-    template = Template(raw[end + 5 :].strip())
-    if not template.is_valid():
-        raise PromptError(f"{path}: invalid '$' placeholder (write $$ for a dollar sign)")
-    allowed, required = FILES[name]
-    used = set(template.get_identifiers())
-    if used - allowed:
-        raise PromptError(f"{path}: unknown variable ${sorted(used - allowed)[0]}")
-    if required - used:
-        raise PromptError(f"{path}: missing required variable ${sorted(required - used)[0]}")
-    return _File(path, version, meta, template)
-
-
 class PromptSet:
-    """One variant's prompts, resolved against the default files."""
+    """The prompts of one variant, ready to render.
 
-    def __init__(self, variant: str, files: dict[str, _File]) -> None:
-        self.variant = variant
-        self._files = files
-        self.version = f"{variant}:" + ",".join(f"{n}={files[n].version}" for n in FILES)
-        system = files["grounding.system"].meta
-        self.model = ModelSettings(
-            model=system.get("model"),
-            temperature=float(system.get("temperature", 0.0)),
-            max_tokens=int(system.get("max_tokens", 0)),
-        )
-        self.not_found_reply = files["reply.not_found"].template.template
-        self.unavailable_reply = files["reply.unavailable"].template.template
-        self.query_parameter_description = files["tool.query_parameter"].template.template
-        self._system = files["grounding.system"].template
-        self._user = files["grounding.user"].template
-        self._system_cache: dict[int, str] = {}
+    `version` combines the version of every file the set uses, so it can key answer
+    caches and label query logs: it changes whenever any of those files' versions change.
+    """
+
+    variant: str
+    version: str
+    model: ModelSettings
+    not_found_reply: str
+    unavailable_reply: str
+    query_parameter_description: str
+    _system: Template = field(repr=False)
+    _user: Template = field(repr=False)
+    _tool_description: Template = field(repr=False)
+    _agent_instructions: Template = field(repr=False)
 
     def system_message(self, *, max_words: int) -> str:
-        cached = self._system_cache.get(max_words)
-        if cached is None:
-            cached = self._system_cache[max_words] = self._system.substitute(max_words=max_words)
-        return cached
+        """The answering model's system prompt."""
+        return self._system.substitute(max_words=str(max_words))
 
     def user_message(self, *, question: str, items: Sequence[KnowledgeItem]) -> str:
-        return self._user.substitute(question=question, knowledge=render_knowledge(items))
+        """The caller's question and the knowledge block.
+
+        The question is escaped like chunk text, so a question cannot forge a knowledge
+        block either. `substitute` inserts values once and never re-reads them, so a `$`
+        inside a question or a chunk stays literal.
+        """
+        return self._user.substitute(
+            question=_escape_text(question.strip()), knowledge=render_knowledge(items)
+        )
 
     def messages(
         self, *, question: str, items: Sequence[KnowledgeItem], max_words: int
     ) -> list[dict[str, str]]:
+        """Chat messages for the answering model: one system and one user message."""
         return [
             {"role": "system", "content": self.system_message(max_words=max_words)},
             {"role": "user", "content": self.user_message(question=question, items=items)},
         ]
 
     def tool_description(self, *, knowledge_summary: str) -> str:
-        return self._files["tool.description"].template.substitute(knowledge_summary=knowledge_summary)
+        """The `query_knowledge` function's description for the voice model."""
+        return self._tool_description.substitute(knowledge_summary=knowledge_summary)
 
     def agent_instructions(self, *, knowledge_summary: str) -> str:
-        return self._files["agent.instructions"].template.substitute(knowledge_summary=knowledge_summary)
+        """Text to append to the voice model's own system prompt."""
+        return self._agent_instructions.substitute(knowledge_summary=knowledge_summary)
 
 
 class PromptLibrary:
-    def __init__(self, sets: dict[str, PromptSet]) -> None:
-        self._sets = sets
+    """Every prompt variant, loaded and validated once."""
+
+    def __init__(self, sets: Mapping[str, PromptSet]) -> None:
+        self._sets = dict(sets)
 
     @classmethod
     def load(cls, directory: Path) -> PromptLibrary:
-        """Read and check the default prompts and every variant under ``directory``."""
-        default_dir = directory / "default"
-        defaults: dict[str, _File] = {}
-        for name in FILES:
-            path = default_dir / f"{name}.md"
-            if not path.is_file():
-                raise PromptError(f"{path}: missing prompt file")
-            defaults[name] = _parse(path)
-        sets = {"default": PromptSet("default", defaults)}
+        """Read `default/` and every folder under `variants/`; raise PromptError on any fault."""
+        directory = Path(directory)
+        default_dir = directory / DEFAULT_VARIANT
+        if not default_dir.is_dir():
+            raise PromptError(f"{default_dir}: prompt folder not found")
+        defaults = _read_folder(default_dir)
+        for spec in _FILES:
+            if spec.filename not in defaults:
+                raise PromptError(
+                    f"{default_dir / spec.filename}: missing file (every prompt file must exist in default/)"
+                )
+        sets = {DEFAULT_VARIANT: _build(DEFAULT_VARIANT, defaults, {})}
         variants_dir = directory / "variants"
         if variants_dir.is_dir():
-            for vdir in sorted(p for p in variants_dir.iterdir() if p.is_dir()):
-                if not _VARIANT.match(vdir.name):
-                    raise PromptError(f"{vdir}: variant names are 1-50 of a-z, 0-9, '_' and '-'")
-                files = dict(defaults)
-                for path in sorted(vdir.glob("*.md")):
-                    name = path.name.removesuffix(".md")
-                    if name not in FILES:
-                        raise PromptError(f"{path}: unknown prompt file (expected one of {', '.join(FILES)})")
-                    files[name] = _parse(path)
-                sets[vdir.name] = PromptSet(vdir.name, files)
+            for entry in sorted(variants_dir.iterdir()):
+                if entry.name.startswith(".") or not entry.is_dir():
+                    continue
+                if not _VARIANT_NAME.fullmatch(entry.name) or entry.name == DEFAULT_VARIANT:
+                    raise PromptError(
+                        f"{entry}: invalid variant name {entry.name!r} "
+                        "(use 1 to 50 of a-z, 0-9, '_' and '-'; 'default' is reserved)"
+                    )
+                sets[entry.name] = _build(entry.name, defaults, _read_folder(entry))
         return cls(sets)
 
     @property
     def variants(self) -> list[str]:
-        return list(self._sets)
+        """Variant names, "default" first, then the others alphabetically."""
+        return [DEFAULT_VARIANT, *sorted(name for name in self._sets if name != DEFAULT_VARIANT)]
+
+    def get_or_default(self, variant: str | None) -> PromptSet:
+        """The prompts of a variant, or the default ones when the name is unknown.
+
+        An agent's stored variant may have been removed from disk since it was set, and a
+        live call must still be answered.
+        """
+        return self._sets.get(variant or DEFAULT_VARIANT) or self._sets[DEFAULT_VARIANT]
 
     def get(self, variant: str | None = None) -> PromptSet:
-        name = variant or "default"
+        """The prompts of a variant; None means "default". Unknown names raise KeyError."""
+        name = variant or DEFAULT_VARIANT
         try:
             return self._sets[name]
         except KeyError:
-            raise KeyError(f"unknown prompt variant '{name}'; known: {', '.join(self._sets)}") from None
+            known = ", ".join(self.variants)
+            raise KeyError(f"unknown prompt variant {name!r} (known: {known})") from None
+
+
+def _build(
+    variant: str, defaults: Mapping[str, _PromptFile], overrides: Mapping[str, _PromptFile]
+) -> PromptSet:
+    for filename, override in overrides.items():
+        # A variant file labelled like the default file would make the two indistinguishable
+        # in the combined version (and in cache keys and query logs), e.g. after a copy.
+        if override.version == defaults[filename].version:
+            raise PromptError(
+                f"{override.path}: version {override.version!r} is the same as in "
+                f"{defaults[filename].path}; give the variant file its own version (e.g. "
+                f'"{variant}-1")'
+            )
+    files = {**defaults, **overrides}
+    entries = ",".join(f"{spec.name}={files[spec.filename].version}" for spec in _FILES)
+    system = files["grounding.system.md"]
+    assert system.settings is not None  # parsed with drives_model=True
+    return PromptSet(
+        variant=variant,
+        version=f"{variant}:{entries}",
+        model=system.settings,
+        not_found_reply=files["reply.not_found.md"].template.substitute(),
+        unavailable_reply=files["reply.unavailable.md"].template.substitute(),
+        query_parameter_description=files["tool.query_parameter.md"].template.substitute(),
+        _system=system.template,
+        _user=files["grounding.user.md"].template,
+        _tool_description=files["tool.description.md"].template,
+        _agent_instructions=files["agent.instructions.md"].template,
+    )
+
+
+def _read_folder(folder: Path) -> dict[str, _PromptFile]:
+    files: dict[str, _PromptFile] = {}
+    for path in sorted(folder.glob("*.md")):
+        if path.name.startswith("."):
+            continue
+        spec = _SPECS.get(path.name)
+        if spec is None:
+            # A misspelt override would otherwise be ignored without a word.
+            known = ", ".join(sorted(_SPECS))
+            raise PromptError(f"{path}: unknown prompt file (known: {known})")
+        files[path.name] = _parse_file(path, spec)
+    return files
+
+
+def _parse_file(path: Path, spec: _FileSpec) -> _PromptFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PromptError(f"{path}: cannot read: {exc}") from exc
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    opening = _FENCE.match(text)
+    if opening is None:
+        raise PromptError(f"{path}: no front matter: the file must start with a '+++' line")
+    closing = _FENCE.search(text, opening.end())
+    if closing is None:
+        raise PromptError(f"{path}: front matter is not closed: add a '+++' line after it")
+    # The front matter keeps its leading newline so TOML's line numbers are the file's.
+    try:
+        meta = tomllib.loads(text[opening.end() : closing.start()])
+    except tomllib.TOMLDecodeError as exc:
+        raise PromptError(f"{path}: front matter is not valid TOML: {exc}") from exc
+    version, settings = _check_front_matter(path, meta, spec)
+    rest = text[closing.end() :]
+    body = rest.strip()
+    if not body:
+        raise PromptError(f"{path}: the prompt text after the front matter is empty")
+    offset = closing.end() + len(rest) - len(rest.lstrip())
+    return _PromptFile(path, version, _check_template(path, text, body, offset, spec), settings)
+
+
+def _check_front_matter(
+    path: Path, meta: dict[str, Any], spec: _FileSpec
+) -> tuple[str, ModelSettings | None]:
+    allowed = _MODEL_KEYS if spec.drives_model else _BASE_KEYS
+    for key in meta:
+        if key not in allowed:
+            raise PromptError(f"{path}: unknown front matter key {key!r} (allowed: {', '.join(allowed)})")
+    if "version" not in meta:
+        raise PromptError(f"{path}: front matter has no 'version' (add e.g. version = \"1\")")
+    version = meta["version"]
+    if not isinstance(version, str) or not _VERSION.fullmatch(version):
+        raise PromptError(
+            f"{path}: 'version' must be a quoted string of letters, digits, '.', '_' or '-' "
+            f'(e.g. version = "3"), not {version!r}'
+        )
+    if not spec.drives_model:
+        return version, None
+    for key in ("temperature", "max_tokens"):
+        if key not in meta:
+            raise PromptError(f"{path}: front matter has no {key!r}")
+    model = meta.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise PromptError(
+            f"{path}: 'model' must be a non-empty string; leave it out to use the service default"
+        )
+    temperature = meta["temperature"]
+    low, high = _TEMPERATURE_RANGE
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not low <= temperature <= high
+    ):
+        raise PromptError(f"{path}: 'temperature' must be a number from {low} to {high}, not {temperature!r}")
+    max_tokens = meta["max_tokens"]
+    lowest, highest = _MAX_TOKENS_RANGE
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not lowest <= max_tokens <= highest:
+        raise PromptError(
+            f"{path}: 'max_tokens' must be a whole number from {lowest} to {highest}, not {max_tokens!r}"
+        )
+    settings = ModelSettings(
+        model=model.strip() if model is not None else None,
+        temperature=float(temperature),
+        max_tokens=max_tokens,
+    )
+    return version, settings
+
+
+def _check_template(path: Path, text: str, body: str, offset: int, spec: _FileSpec) -> Template:
+    template = Template(body)
+    used: set[str] = set()
+    for match in Template.pattern.finditer(body):
+        where = _position(text, offset + match.start())
+        if match.group("invalid") is not None:
+            raise PromptError(
+                f"{path}: invalid '$' at {where}: "
+                "write $$ for a dollar sign, $name or ${name} for a variable"
+            )
+        name = match.group("named") or match.group("braced")
+        if name is None:  # "$$"
+            continue
+        if name not in spec.allowed:
+            if spec.allowed:
+                allowed = "allowed: " + ", ".join(f"${n}" for n in sorted(spec.allowed))
+            else:
+                allowed = "this file takes no variables"
+            raise PromptError(
+                f"{path}: unknown variable ${name} at {where} ({allowed}; write $$ for a dollar sign)"
+            )
+        used.add(name)
+    missing = sorted(spec.required - used)
+    if missing:
+        raise PromptError(f"{path}: required variable ${missing[0]} is not used")
+    return template
+
+
+def _position(text: str, index: int) -> str:
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return f"line {line}, column {column}"

@@ -13,8 +13,9 @@ from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.errors import Forbidden
+from app.errors import Forbidden, ValidationFailed
 from app.http import Limit, Offset
+from app.observability.metrics import observe_query
 from app.query.insights import InsightsService
 from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse
 from app.query.service import QueryService
@@ -48,6 +49,11 @@ class QueryController(Controller):
     ) -> Response[QueryResponse]:
         if (debug or data.variant) and not principal.is_admin:
             raise Forbidden("debug mode and prompt variants need an 'admin' key")
+        if data.variant is not None and data.variant not in state.prompts.variants:
+            raise ValidationFailed(
+                f"unknown prompt variant '{data.variant}'",
+                extra=[{"field": "variant", "message": f"one of: {', '.join(state.prompts.variants)}"}],
+            )
         service: QueryService = state.query_service
         outcome = await service.query(
             org_id=principal.org_id,
@@ -56,6 +62,7 @@ class QueryController(Controller):
             variant=data.variant,
             debug=debug,
         )
+        observe_query(outcome.response)
         return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
 
     @get("/{agent_id:str}/tool", summary="The query_knowledge tool declaration and agent instructions")

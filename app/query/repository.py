@@ -6,17 +6,22 @@ hybrid retrieval.
 
 from __future__ import annotations
 
-# The agent's KBs (id, content version, language, size) and, in the same round trip, the
-# cached answer whose key binds agent, question, prompt version, model and the content
+# The agent's KBs (id, content version, language, size), its prompt variant (the request's
+# $4, else the agent's setting, else the default $5) and, in the same round trip, the
+# cached answer whose key binds agent, question, prompts, model, variant and the content
 # version of every KB the agent reads. Any change to those KBs changes the key.
 AGENT_CONTEXT_SQL = """
 WITH kbs AS (
     SELECT kb.id, kb.content_version, kb.language, kb.chunk_count
     FROM agent_assignments a JOIN knowledge_bases kb ON kb.id = a.kb_id
     WHERE a.org_id = $1 AND a.agent_id = $2 AND kb.org_id = $1
+), agent AS (
+    SELECT coalesce($4, (SELECT prompt_variant FROM agents WHERE org_id = $1 AND agent_id = $2), $5)
+        AS variant
 ), cache_key AS (
     SELECT sha256(convert_to(
-        $3 || '|' || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), ''), 'UTF8'
+        $3 || '|' || (SELECT variant FROM agent) || '|'
+        || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), ''), 'UTF8'
     )) AS k FROM kbs
 )
 SELECT
@@ -24,6 +29,7 @@ SELECT
     coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
     (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
     (SELECT k FROM cache_key) AS cache_key,
+    (SELECT variant FROM agent) AS variant,
     (SELECT response FROM answer_cache c, cache_key
       WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 """
@@ -111,3 +117,5 @@ INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, co
                        prompt_variant, prompt_version, model, timings, cached, degraded)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15)
 """
+
+AGENT_SETTINGS_GET_SQL = "SELECT prompt_variant FROM agents WHERE org_id = $1 AND agent_id = $2"

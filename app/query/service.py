@@ -5,6 +5,7 @@ deadline over the whole request so a caller never hears silence for long."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import re
@@ -27,6 +28,7 @@ from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
 from app.embeddings.lexical import lexical_terms
 from app.errors import AppError, NotFound
+from app.observability.metrics import PROVIDER_ERRORS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.retrieval import Candidate, Retriever
@@ -111,6 +113,11 @@ class QueryService:
         self.settings = settings
         self.embed_timeout_s = embed_timeout_s
         self.embed_cache = EmbeddingLRU()
+        # Changes whenever any prompt file of any variant changes version: part of the
+        # answer-cache key, so a prompt change is heard at once.
+        self.prompt_fingerprint = hashlib.sha256(
+            "|".join(prompts.get(v).version for v in prompts.variants).encode()
+        ).hexdigest()[:16]
         family = embedder.model_key.split(":", 1)[0].split("-", 1)[0]
         self.sim_range = _SIMILARITY_RANGE.get(family, (0.15, 0.6))
 
@@ -128,15 +135,19 @@ class QueryService:
     ) -> QueryOutcome:
         trace = _Trace()
         query_id = uuid.uuid4()
-        prompt = self.prompts.get(variant or self.settings.prompt_variant)
         normalised = normalise_question(question)
-        model = self.answerer_name(prompt)
-        state: dict[str, Any] = {"chunks": [], "cache_key": None, "debug": {} if debug else None}
+        # Until the agent's own variant is read (with its KBs), apologies come from the default.
+        prompt = self.prompts.get(variant or self.settings.prompt_variant)
+        state: dict[str, Any] = {
+            "chunks": [],
+            "cache_key": None,
+            "debug": {} if debug else None,
+            "prompt": prompt,
+            "variant": variant,
+        }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
-                response = await self._answer(
-                    org_id, agent_id, question, normalised, prompt, model, trace, state
-                )
+                response = await self._answer(org_id, agent_id, question, normalised, trace, state)
         except AppError:
             raise
         except (TimeoutError, OSError, EmbeddingError) as exc:
@@ -150,6 +161,8 @@ class QueryService:
         response["timings_ms"] = trace.timings()
         if debug:
             response["debug"] = state["debug"]
+        prompt = state["prompt"]
+        model = self.answerer_name(prompt)
         return QueryOutcome(
             response,
             # A partial of the coroutine function, not a lambda, so Litestar awaits it.
@@ -162,17 +175,27 @@ class QueryService:
         agent_id: uuid.UUID,
         question: str,
         normalised: str,
-        prompt: PromptSet,
-        model: str,
         trace: _Trace,
         state: dict[str, Any],
     ) -> dict[str, Any]:
-        key_material = f"{agent_id}|{normalised}|{prompt.version}|{model}|{self.embedder.model_key}"
+        answerer = self.settings.llm_model if self.llm else "extractive"
+        key_material = (
+            f"{agent_id}|{normalised}|{self.prompt_fingerprint}|{answerer}|{self.embedder.model_key}"
+        )
         t = time.perf_counter()
         async with raw_connection(self.engine) as conn:
-            ctx = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, org_id, agent_id, key_material)
+            ctx = await conn.fetchrow(
+                sql.AGENT_CONTEXT_SQL,
+                org_id,
+                agent_id,
+                key_material,
+                state["variant"],
+                self.settings.prompt_variant,
+            )
             trace.search += (time.perf_counter() - t) * 1000
             state["cache_key"] = ctx["cache_key"]
+            prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
+            model = self.answerer_name(prompt)
             if not ctx["kb_ids"]:
                 # Agents exist here only through assignments: none in this organisation
                 # means the agent is unknown to it (another organisation's agent included).
@@ -234,6 +257,7 @@ class QueryService:
         try:
             vector = await self.embedder.embed_query(normalised, timeout=self.embed_timeout_s)
         except EmbeddingError as exc:
+            PROVIDER_ERRORS.labels("embedding").inc()
             log.warning("query embedding failed, using full-text search only: %s", exc)
             return None
         finally:
@@ -313,12 +337,17 @@ class QueryService:
                 timeout=budget,
             )
         except LLMError as exc:
+            PROVIDER_ERRORS.labels("chat").inc()
             log.warning("answering model failed (%s); answering from the top chunk", exc.reason)
             state["llm_error"] = exc.reason
+            if state["debug"] is not None:
+                state["debug"]["llm_error"] = exc.reason
             return self._fallback(question, candidates, confidence, sources, prompt)
         finally:
             trace.llm += (time.perf_counter() - t) * 1000
         state["tokens"] = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
+        if state["debug"] is not None:
+            state["debug"]["tokens"] = state["tokens"]
         text = result.text.strip()
         if NOT_FOUND_MARK in text or not text:
             return self._reply("not_found", prompt.not_found_reply, confidence, sources)

@@ -1,87 +1,163 @@
-"""The ``query_knowledge`` function declaration in each voice platform's format."""
+"""The `query_knowledge` function declaration for each voice platform, and the summary of
+an agent's knowledge that its description and the agent instructions carry.
+
+The wording around the summary lives in the prompt files (`tool.description.md`,
+`tool.query_parameter.md`, `agent.instructions.md`); this module only shapes the data.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "TOOL_NAME",
+    "DocumentInfo",
+    "KnowledgeBaseInfo",
+    "ToolFormat",
+    "knowledge_summary",
+    "tool_definition",
+]
 
 ToolFormat = Literal["openai-realtime", "openai-chat", "gemini"]
 TOOL_NAME = "query_knowledge"
-_MORE = " and more"
+NO_TOPICS = "no topics yet"
+MORE = "and more"
+_MORE_SUFFIX = f", {MORE}"
+_MIN_BUDGET = 20
+_SPACES = re.compile(r"\s+")
+# Trailing punctuation is dropped from titles and descriptions: the summary adds its own.
+_TRAILING = " \t.,;:"
 
 
 @dataclass(frozen=True, slots=True)
 class DocumentInfo:
+    """A ready document of a knowledge base, as the voice model should hear about it."""
+
     title: str
     description: str
 
 
 @dataclass(frozen=True, slots=True)
 class KnowledgeBaseInfo:
+    """A knowledge base assigned to the agent, with its ready documents in display order."""
+
     title: str
     description: str
     documents: Sequence[DocumentInfo]
 
 
-def _clean(text: str) -> str:
-    return " ".join(text.split())
+def _clean(text: str | None) -> str:
+    # Descriptions are optional in the database and may arrive as None despite the type.
+    return _SPACES.sub(" ", text or "").strip().rstrip(_TRAILING)
+
+
+@dataclass(slots=True)
+class _Doc:
+    title: str
+    description: str
+    show_title: bool = False
+    show_description: bool = False
+
+
+@dataclass(slots=True)
+class _Kb:
+    title: str
+    description: str
+    docs: list[_Doc]
+    show_title: bool = False
+    show_description: bool = False
+
+
+def _render(kbs: list[_Kb]) -> str:
+    groups = []
+    for kb in kbs:
+        head = kb.title if kb.show_title else ""
+        if head and kb.show_description:
+            head += f" ({kb.description})"
+        entries = [
+            f"{doc.title} - {doc.description}" if doc.show_description else doc.title
+            for doc in kb.docs
+            if doc.show_title
+        ]
+        if entries:
+            groups.append(f"{head}: {'; '.join(entries)}" if head else "; ".join(entries))
+        elif head:
+            groups.append(head)
+    return ". ".join(groups)
+
+
+def _steps(kbs: list[_Kb]) -> list[Callable[[], None]]:
+    """What to show, most important first: every KB title, every KB description, then
+    document titles and then document descriptions, each taken round-robin across KBs so
+    one large knowledge base cannot use up the whole budget."""
+    longest = max((len(kb.docs) for kb in kbs), default=0)
+    rounds = [kb.docs[j] for j in range(longest) for kb in kbs if j < len(kb.docs)]
+    return [
+        *(partial(setattr, kb, "show_title", True) for kb in kbs if kb.title),
+        *(partial(setattr, kb, "show_description", True) for kb in kbs if kb.title and kb.description),
+        *(partial(setattr, doc, "show_title", True) for doc in rounds),
+        *(partial(setattr, doc, "show_description", True) for doc in rounds if doc.description),
+    ]
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` shortened to at most `limit` characters, at a word boundary when there is one."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1].rsplit(" ", 1)[0] if " " in text[: limit + 1] else text[:limit]
+    return head[:limit].rstrip(_TRAILING + "(-")
 
 
 def knowledge_summary(kbs: Sequence[KnowledgeBaseInfo], *, budget_chars: int = 1500) -> str:
-    """What the agent's knowledge covers, within ``budget_chars``: KB titles and
-    descriptions first (they matter most to the voice model), then document titles and
-    descriptions as long as room remains."""
-    if not kbs:
-        return "no topics yet"
-    heads = []
-    for kb in kbs:
-        head = _clean(kb.title)
-        if kb.description.strip():
-            head += f" ({_clean(kb.description)})"
-        heads.append(head)
-    docs: list[list[str]] = []
-    for kb in kbs:
-        entries = []
-        for d in kb.documents:
-            entry = _clean(d.title)
-            if d.description.strip():
-                entry += f" - {_clean(d.description)}"
-            entries.append(entry)
-        docs.append(entries)
+    """What the agent's knowledge covers, in at most `budget_chars` characters.
 
-    def render(shown: list[int]) -> str:
-        parts = []
-        for head, entries, n in zip(heads, docs, shown, strict=True):
-            parts.append(f"{head}: {'; '.join(entries[:n])}" if n else head)
-        return ". ".join(parts)
-
-    shown = [0] * len(kbs)
-    text = render(shown)
-    if len(text) > budget_chars:
-        cut = text[: budget_chars - len(_MORE)].rsplit(" ", 1)[0].rstrip(" ,;.:(-")
-        return cut + _MORE
-    # Add documents round-robin across KBs so one large KB cannot take the whole budget.
-    truncated = False
-    progress = True
-    while progress:
-        progress = False
-        for i, entries in enumerate(docs):
-            if shown[i] < len(entries):
-                shown[i] += 1
-                candidate = render(shown)
-                if len(candidate) + len(_MORE) > budget_chars:
-                    shown[i] -= 1
-                    truncated = True
-                    continue
-                text, progress = candidate, True
-    if truncated or any(n < len(e) for n, e in zip(shown, docs, strict=True)):
-        text += _MORE
+    Format: `KB title (KB description): Doc title - doc description; Doc title. Next KB`.
+    Knowledge-base titles and descriptions come first, then document titles, then document
+    descriptions, as space allows. When something had to be left out the summary stops at
+    an item boundary and ends with ", and more". No knowledge bases gives "no topics yet".
+    """
+    if budget_chars < _MIN_BUDGET:
+        raise ValueError(f"budget_chars must be at least {_MIN_BUDGET}, not {budget_chars}")
+    items: list[_Kb] = []
+    for kb in kbs:
+        docs = [_Doc(_clean(d.title), _clean(d.description)) for d in kb.documents]
+        title, description = _clean(kb.title), _clean(kb.description)
+        if not title:  # a knowledge base without a title is named by its description
+            title, description = description, ""
+        if description.casefold() == title.casefold():
+            description = ""
+        items.append(_Kb(title, description, [d for d in docs if d.title]))
+    steps = _steps(items)
+    if not steps:
+        return NO_TOPICS
+    text = ""
+    for n, step in enumerate(steps, start=1):
+        step()
+        candidate = _render(items)
+        complete = n == len(steps)
+        if len(candidate) + (0 if complete else len(_MORE_SUFFIX)) > budget_chars:
+            if not text:
+                # Not even the first title fits: say as much of it as the budget allows.
+                return _cut(candidate, budget_chars - len(_MORE_SUFFIX)) + _MORE_SUFFIX
+            return text + _MORE_SUFFIX
+        text = candidate
     return text
 
 
 def tool_definition(fmt: ToolFormat, *, description: str, query_description: str) -> dict[str, Any]:
-    """The declaration, with exactly one required string parameter ``query``."""
+    """The `query_knowledge` declaration, with one required string parameter `query`.
+
+    - "openai-realtime": an entry for the Realtime API session's `tools` list.
+    - "openai-chat": a Chat Completions function tool, in strict mode.
+    - "gemini": a Gemini API / Gemini Live `Tool` holding one function declaration
+      (OpenAPI-style upper-case types).
+
+    A new dict is built on every call, so callers may change it freely.
+    """
     if fmt == "gemini":
         return {
             "functionDeclarations": [
@@ -103,12 +179,16 @@ def tool_definition(fmt: ToolFormat, *, description: str, query_description: str
     }
     if fmt == "openai-realtime":
         return {"type": "function", "name": TOOL_NAME, "description": description, "parameters": parameters}
-    return {
-        "type": "function",
-        "function": {
-            "name": TOOL_NAME,
-            "description": description,
-            "parameters": {**parameters, "additionalProperties": False},
-            "strict": True,
-        },
-    }
+    if fmt == "openai-chat":
+        # Strict mode needs every property required and no additional properties.
+        parameters["additionalProperties"] = False
+        return {
+            "type": "function",
+            "function": {
+                "name": TOOL_NAME,
+                "description": description,
+                "parameters": parameters,
+                "strict": True,
+            },
+        }
+    raise ValueError(f"unknown tool format {fmt!r} (known: {', '.join(get_args(ToolFormat))})")

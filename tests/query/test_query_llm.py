@@ -77,7 +77,7 @@ async def test_sends_model_prompt_chunks_and_limits(llm, org, engine, respx_mock
     # The SDK's retries are off and the request carries a timeout inside the deadline.
     request = route.calls[0].request
     assert request.headers["x-stainless-retry-count"] == "0"
-    assert 0 < float(request.headers["x-stainless-read-timeout"]) <= 2.5
+    assert 0 < float(request.headers["x-stainless-read-timeout"]) <= 4.0
 
 
 async def test_model_saying_not_found_is_not_found(llm, org, engine, respx_mock):

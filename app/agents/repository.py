@@ -1,0 +1,39 @@
+"""SQL for per-agent settings. Scoped to the organisation in every statement."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+
+class AgentRepository:
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
+        self.session = session
+        self.org_id = org_id
+
+    async def is_known(self, agent_id: uuid.UUID) -> bool:
+        """Agents exist here through their assignments to this organisation's KBs."""
+        found = await self.session.scalar(
+            text("SELECT 1 FROM agent_assignments WHERE org_id = :org AND agent_id = :agent LIMIT 1"),
+            {"org": self.org_id, "agent": agent_id},
+        )
+        return found is not None
+
+    async def prompt_variant(self, agent_id: uuid.UUID) -> str | None:
+        value: str | None = await self.session.scalar(
+            text("SELECT prompt_variant FROM agents WHERE org_id = :org AND agent_id = :agent"),
+            {"org": self.org_id, "agent": agent_id},
+        )
+        return value
+
+    async def set_prompt_variant(self, agent_id: uuid.UUID, variant: str | None) -> None:
+        await self.session.execute(
+            text(
+                "INSERT INTO agents (org_id, agent_id, prompt_variant) VALUES (:org, :agent, :variant)"
+                " ON CONFLICT (org_id, agent_id) DO UPDATE SET prompt_variant = excluded.prompt_variant,"
+                " updated_at = now()"
+            ),
+            {"org": self.org_id, "agent": agent_id, "variant": variant},
+        )

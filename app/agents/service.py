@@ -1,0 +1,41 @@
+"""Per-agent settings: which prompt variant answers for the agent (A/B comparison)."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.agents.repository import AgentRepository
+from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate
+from app.errors import NotFound, ValidationFailed
+
+AGENT_NOT_FOUND = "agent not found: no knowledge base of this organisation is assigned to it"
+
+
+class AgentService:
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID, variants: list[str]) -> None:
+        self.session = session
+        self.repo = AgentRepository(session, org_id)
+        self.variants = variants
+
+    async def get(self, agent_id: uuid.UUID) -> AgentSettingsRead:
+        if not await self.repo.is_known(agent_id):
+            raise NotFound(AGENT_NOT_FOUND)
+        return AgentSettingsRead(
+            agent_id=agent_id,
+            prompt_variant=await self.repo.prompt_variant(agent_id),
+            available_variants=self.variants,
+        )
+
+    async def update(self, agent_id: uuid.UUID, data: AgentSettingsUpdate) -> AgentSettingsRead:
+        if not await self.repo.is_known(agent_id):
+            raise NotFound(AGENT_NOT_FOUND)
+        if data.prompt_variant is not None and data.prompt_variant not in self.variants:
+            raise ValidationFailed(
+                f"unknown prompt variant '{data.prompt_variant}'",
+                extra=[{"field": "prompt_variant", "message": f"one of: {', '.join(self.variants)}"}],
+            )
+        await self.repo.set_prompt_variant(agent_id, data.prompt_variant)
+        await self.session.commit()
+        return await self.get(agent_id)

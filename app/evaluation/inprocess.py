@@ -1,0 +1,70 @@
+"""The service in this process: an embedded PostgreSQL in a temporary folder, the real app,
+and Litestar's test client in front of it."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
+from app.config import Settings
+from app.db.engine import make_engine, make_sessionmaker
+from app.db.migrate import upgrade
+from app.evaluation.service_client import ServiceClient
+from app.keys.service import create_organisation
+from app.main import create_app
+
+__all__ = ["embedded_postgres", "evaluation_settings", "in_process_service"]
+
+
+@contextmanager
+def embedded_postgres() -> Iterator[str]:
+    """A migrated PostgreSQL with pgvector in a fresh temporary folder, removed afterwards.
+
+    Not ``app.db.embedded``: the service keeps its embedded server running after exit on
+    purpose, while an evaluation's server must stop and vanish with its folder. Call this
+    outside any running event loop: the migrations run their own.
+    """
+    import pgserver  # noqa: PLC0415  # only the in-process mode needs it
+
+    folder = Path(tempfile.mkdtemp(prefix="vk-eval-"))
+    server: Any = None
+    try:
+        server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
+        url: str = server.get_uri()
+        upgrade(url)
+        yield url
+    finally:
+        if server is not None:
+            server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def evaluation_settings(settings: Settings | None = None) -> Settings:
+    """The service's settings (environment, .env) without the per-organisation rate limits.
+
+    An evaluation sends thousands of calls a minute from one organisation, which the
+    limits exist to stop; everything that shapes answers stays as configured.
+    """
+    settings = settings or Settings()
+    limits = settings.limits.model_copy(update={"query_per_minute": 0, "manage_per_minute": 0})
+    return settings.model_copy(update={"limits": limits})
+
+
+@asynccontextmanager
+async def in_process_service(url: str, settings: Settings) -> AsyncIterator[ServiceClient]:
+    """A new organisation and the app with its ingestion workers, behind an admin-key client."""
+    engine = make_engine(url, settings)
+    try:
+        async with make_sessionmaker(engine)() as session:
+            _, key = await create_organisation(session, "Evaluation")
+    finally:
+        await engine.dispose()
+    app = create_app(settings, database_url=url, run_workers=True)
+    async with AsyncTestClient(app=app, timeout=60) as http:
+        yield ServiceClient(http, key)

@@ -1,0 +1,269 @@
+"""Metric functions of the evaluation: pure, small, and tested with hand-made numbers.
+
+Retrieval: a question's *gold rank* is the 1-based rank of the first retrieved chunk that
+holds its gold paragraph (see ``GoldPassage``); hit@k and MRR@k are computed from those
+ranks over the answerable questions.
+
+Answers: *contains gold* is the share of answerable questions answered with a spoken
+answer that contains a gold answer, ignoring case and spacing, in its written form
+("90%") or in the form the speech shaping gives it ("90 percent"). *Token F1* is the
+SQuAD measure (lower case, punctuation and articles removed) against the best gold answer.
+
+not_found: the positive class is ``not_found``. Precision is the share of ``not_found``
+replies that were right (the question is unanswerable); recall is the share of
+unanswerable questions that got ``not_found``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from app.answering.speech import make_speakable
+
+__all__ = [
+    "EMBEDDING_PRICE_PER_M",
+    "LLM_INPUT_PRICE_PER_M",
+    "LLM_OUTPUT_PRICE_PER_M",
+    "SPLIT_PREFIX_CHARS",
+    "GoldPassage",
+    "NotFoundScores",
+    "answer_sentence",
+    "best_f1",
+    "contains_gold",
+    "cost_per_1000_calls",
+    "first_gold_rank",
+    "hit_at_k",
+    "mrr_at_k",
+    "normalise_space",
+    "not_found_scores",
+    "percentile",
+    "spoken_forms",
+    "squad_normalise",
+    "token_f1",
+]
+
+# Prices in US dollars per million tokens, as listed by OpenAI for the service's default
+# models when this was written: gpt-4o-mini input and output, text-embedding-3-small.
+# Change them here when the price list or the models change.
+LLM_INPUT_PRICE_PER_M = 0.15
+LLM_OUTPUT_PRICE_PER_M = 0.60
+EMBEDDING_PRICE_PER_M = 0.02
+
+# How much of a paragraph's start identifies it when the paragraph is split over chunks.
+SPLIT_PREFIX_CHARS = 200
+
+_SPACES = re.compile(r"\s+")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+# A sentence ends at . ! ? or … (optionally followed by a closing quote or bracket) before
+# whitespace: the same places where the chunker may cut a paragraph that is too long.
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
+_TRAILING_STOP = re.compile(r"[\s.!?…]+$")
+
+
+def normalise_space(text: str) -> str:
+    """Collapse every run of whitespace to one space and trim the ends."""
+    return _SPACES.sub(" ", text).strip()
+
+
+def squad_normalise(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return normalise_space(_ARTICLES.sub(" ", text))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """SQuAD token F1 between two texts (bag of normalised words)."""
+    predicted = squad_normalise(prediction).split()
+    expected = squad_normalise(gold).split()
+    if not predicted or not expected:
+        # SQuAD's rule: two empty answers agree, one empty answer scores nothing.
+        return float(predicted == expected)
+    common = sum((Counter(predicted) & Counter(expected)).values())
+    if common == 0:
+        return 0.0
+    precision = common / len(predicted)
+    recall = common / len(expected)
+    return 2 * precision * recall / (precision + recall)
+
+
+def best_f1(prediction: str, golds: Iterable[str]) -> float:
+    """Token F1 against the gold answer it matches best (0 when there is none)."""
+    return max((token_f1(prediction, gold) for gold in golds), default=0.0)
+
+
+def spoken_forms(gold: str) -> list[str]:
+    """The gold answer as written and as the speech shaping would say it, lower-cased.
+
+    ``make_speakable`` ends its output with sentence punctuation; that stop is not part
+    of the answer and is dropped, or "90 percent." would never be found mid-sentence.
+    """
+    written = normalise_space(gold).casefold()
+    spoken = _TRAILING_STOP.sub("", normalise_space(make_speakable(gold)).casefold())
+    return [form for form in dict.fromkeys((written, spoken)) if form]
+
+
+def contains_gold(answer: str, golds: Iterable[str]) -> bool:
+    """Whether the spoken answer contains any gold answer, written or spoken, ignoring case."""
+    said = normalise_space(answer).casefold()
+    return any(form in said for gold in golds for form in spoken_forms(gold))
+
+
+def answer_sentence(paragraph: str, answers: Iterable[str]) -> str | None:
+    """The sentence(s) of ``paragraph`` around the first occurrence of a gold answer.
+
+    The dataset gives no answer offsets, so the first occurrence of the first answer
+    found in the paragraph (exact case first, then any case) stands in for it. An answer
+    that crosses a sentence end returns every sentence it touches.
+    """
+    text = normalise_space(paragraph)
+    for answer in answers:
+        needle = normalise_space(answer)
+        if not needle:
+            continue
+        start = text.find(needle)
+        if start < 0:
+            start = text.casefold().find(needle.casefold())
+        if start < 0:
+            continue
+        end = start + len(needle)
+        begin = 0
+        finish = len(text)
+        for match in _SENTENCE_END.finditer(text):
+            if match.end() <= start:
+                begin = match.end()
+            elif match.end() >= end:
+                finish = match.end()
+                break
+        return text[begin:finish].strip()
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class GoldPassage:
+    """What makes a retrieved chunk count as holding a question's gold paragraph.
+
+    The rule: the chunk comes from the gold document and contains the gold paragraph's
+    text, compared after collapsing whitespace. A paragraph longer than the knowledge
+    base's chunk size (counted in the chunker's tokens) is necessarily split over several
+    chunks; then a chunk of the gold document also counts when it contains the
+    paragraph's sentence that holds the gold answer, or the paragraph's first 200
+    characters. ``anchors`` holds those two texts for a split paragraph and is empty
+    otherwise.
+    """
+
+    document_id: str | None
+    paragraph: str
+    anchors: tuple[str, ...] = ()
+
+    @classmethod
+    def build(
+        cls,
+        document_id: str | None,
+        paragraph: str,
+        answers: Sequence[str],
+        *,
+        paragraph_tokens: int,
+        chunk_tokens: int,
+    ) -> GoldPassage:
+        """The gold passage of one question; ``paragraph_tokens`` is the paragraph's size."""
+        text = normalise_space(paragraph)
+        if paragraph_tokens <= chunk_tokens:
+            return cls(document_id, text)
+        anchors = [text[:SPLIT_PREFIX_CHARS].strip()]
+        sentence = answer_sentence(text, answers)
+        if sentence:
+            anchors.append(sentence)
+        return cls(document_id, text, tuple(dict.fromkeys(anchors)))
+
+    def matches(self, document_id: str, chunk_text: str) -> bool:
+        """Whether one retrieved chunk holds this gold paragraph."""
+        if self.document_id is None or document_id != self.document_id:
+            return False
+        chunk = normalise_space(chunk_text)
+        return self.paragraph in chunk or any(anchor in chunk for anchor in self.anchors)
+
+
+def first_gold_rank(flags: Iterable[bool]) -> int | None:
+    """1-based rank of the first gold chunk in a ranking of gold/not-gold flags."""
+    for rank, is_gold in enumerate(flags, start=1):
+        if is_gold:
+            return rank
+    return None
+
+
+def hit_at_k(ranks: Sequence[int | None], k: int) -> float | None:
+    """Share of questions whose gold rank is at most ``k``; None for no questions."""
+    if not ranks:
+        return None
+    return sum(1 for rank in ranks if rank is not None and rank <= k) / len(ranks)
+
+
+def mrr_at_k(ranks: Sequence[int | None], k: int = 10) -> float | None:
+    """Mean reciprocal gold rank, counting ranks beyond ``k`` (and misses) as 0."""
+    if not ranks:
+        return None
+    return sum(1 / rank for rank in ranks if rank is not None and rank <= k) / len(ranks)
+
+
+@dataclass(frozen=True, slots=True)
+class NotFoundScores:
+    """Precision and recall of ``not_found`` replies, with the counts behind them."""
+
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+
+    @property
+    def precision(self) -> float | None:
+        said = self.true_positives + self.false_positives
+        return self.true_positives / said if said else None
+
+    @property
+    def recall(self) -> float | None:
+        unanswerable = self.true_positives + self.false_negatives
+        return self.true_positives / unanswerable if unanswerable else None
+
+
+def not_found_scores(outcomes: Iterable[tuple[bool, str]]) -> NotFoundScores:
+    """Score ``(answerable, status)`` pairs; ``unavailable`` counts as not saying not_found."""
+    tp = fp = fn = 0
+    for answerable, status in outcomes:
+        said_not_found = status == "not_found"
+        if said_not_found and not answerable:
+            tp += 1
+        elif said_not_found:
+            fp += 1
+        elif not answerable:
+            fn += 1
+    return NotFoundScores(tp, fp, fn)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100) with linear interpolation between closest ranks.
+
+    The same definition as numpy's default, so figures can be checked with it.
+    """
+    if not values:
+        return None
+    if not 0 <= q <= 100:
+        raise ValueError("q must be between 0 and 100")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def cost_per_1000_calls(
+    prompt_tokens: float, completion_tokens: float, embedding_tokens: float
+) -> dict[str, float]:
+    """Dollars per 1,000 calls from mean tokens per call, split into model and embedding."""
+    llm = 1000 * (prompt_tokens * LLM_INPUT_PRICE_PER_M + completion_tokens * LLM_OUTPUT_PRICE_PER_M) / 1e6
+    embedding = 1000 * embedding_tokens * EMBEDDING_PRICE_PER_M / 1e6
+    return {"llm": llm, "embedding": embedding, "total": llm + embedding}

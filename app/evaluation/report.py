@@ -1,0 +1,348 @@
+"""Summaries of scored rows, and the two files of every run: ``report.json`` for machines
+(config, metrics, every row) and ``report.md`` for people (headline table, worst cases)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from app.evaluation.metrics import (
+    EMBEDDING_PRICE_PER_M,
+    LLM_INPUT_PRICE_PER_M,
+    LLM_OUTPUT_PRICE_PER_M,
+    cost_per_1000_calls,
+    hit_at_k,
+    mrr_at_k,
+    not_found_scores,
+    percentile,
+)
+from app.evaluation.runner import Row
+
+__all__ = [
+    "HEADLINE",
+    "compare_report",
+    "eval_report",
+    "fmt",
+    "latency",
+    "machine",
+    "md_cell",
+    "md_table",
+    "metric",
+    "summarise",
+    "write_report",
+]
+
+# Worst cases shown per kind in report.md; report.json keeps every row.
+WORST_CASES = 15
+_ANSWER_CHARS = 300
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def latency(values: Sequence[float]) -> dict[str, float | None]:
+    """p50/p90/p99 and mean of a list of milliseconds."""
+    return {
+        "p50": _round(percentile(values, 50), 1),
+        "p90": _round(percentile(values, 90), 1),
+        "p99": _round(percentile(values, 99), 1),
+        "mean": _round(sum(values) / len(values), 1) if values else None,
+    }
+
+
+def summarise(rows: Sequence[Row]) -> dict[str, Any]:
+    """Every metric of one run (one variant) over its rows."""
+    answerable = [r for r in rows if r.answerable]
+    replied = [r for r in rows if r.http_status == 200]
+    answered = [r for r in replied if r.status == "answered"]
+    ranks = [r.gold_rank for r in answerable]
+    nf = not_found_scores((r.answerable, r.status) for r in rows)
+    calls = len(rows) or 1
+    prompt = sum(r.prompt_tokens for r in rows)
+    completion = sum(r.completion_tokens for r in rows)
+    embedding = sum(r.embedding_tokens for r in rows)
+    cost = cost_per_1000_calls(prompt / calls, completion / calls, embedding / calls)
+    return {
+        "questions": len(rows),
+        "answerable": len(answerable),
+        "unanswerable": len(rows) - len(answerable),
+        "http_errors": len(rows) - len(replied),
+        "status_counts": dict(sorted(Counter(r.status for r in rows).items())),
+        "retrieval": {
+            "hit@1": _round(hit_at_k(ranks, 1)),
+            "hit@3": _round(hit_at_k(ranks, 3)),
+            "hit@5": _round(hit_at_k(ranks, 5)),
+            "mrr@10": _round(mrr_at_k(ranks, 10)),
+            "candidates_returned_max": max((len(r.candidates) for r in rows), default=0),
+        },
+        "answers": {
+            "contains_gold": _round(sum(bool(r.correct) for r in answerable) / len(answerable))
+            if answerable
+            else None,
+            "token_f1": _round(sum(r.f1 or 0.0 for r in answerable) / len(answerable)) if answerable else None,
+            "answered_share": _round(len(answered) / len(rows)) if rows else None,
+            "speakable_share": _round(sum(not r.speech_problems for r in answered) / len(answered))
+            if answered
+            else None,
+            "degraded": sum(r.degraded for r in rows),
+        },
+        "not_found": {
+            "precision": _round(nf.precision),
+            "recall": _round(nf.recall),
+            "true_positives": nf.true_positives,
+            "false_positives": nf.false_positives,
+            "false_negatives": nf.false_negatives,
+        },
+        "latency_ms": {
+            "service_total": latency([r.timings_ms["total"] for r in replied if "total" in r.timings_ms]),
+            "client_round_trip": latency([r.client_ms for r in rows]),
+        },
+        "tokens": {
+            "llm_calls": sum(1 for r in rows if r.prompt_tokens or r.completion_tokens),
+            "prompt_total": prompt,
+            "completion_total": completion,
+            "embedding_total_estimated": embedding,
+            "prompt_per_call": _round(prompt / calls, 2),
+            "completion_per_call": _round(completion / calls, 2),
+            "embedding_per_call_estimated": _round(embedding / calls, 2),
+        },
+        "cost_per_1000_calls_usd": {key: round(value, 6) for key, value in cost.items()},
+        "prices_usd_per_million_tokens": {
+            "llm_input": LLM_INPUT_PRICE_PER_M,
+            "llm_output": LLM_OUTPUT_PRICE_PER_M,
+            "embedding": EMBEDDING_PRICE_PER_M,
+        },
+    }
+
+
+def metric(summary: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """A value of a summary by its key path (None when absent)."""
+    value: Any = summary
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+# (label, key path in the summary, format): the headline table of every report.
+HEADLINE: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("Retrieval hit@1", ("retrieval", "hit@1"), "share"),
+    ("Retrieval hit@3", ("retrieval", "hit@3"), "share"),
+    ("Retrieval hit@5", ("retrieval", "hit@5"), "share"),
+    ("Retrieval MRR@10", ("retrieval", "mrr@10"), "share"),
+    ("Answer contains gold", ("answers", "contains_gold"), "share"),
+    ("Token F1 (mean)", ("answers", "token_f1"), "share"),
+    ("not_found precision", ("not_found", "precision"), "share"),
+    ("not_found recall", ("not_found", "recall"), "share"),
+    ("Answered (all questions)", ("answers", "answered_share"), "share"),
+    ("Speakable answers", ("answers", "speakable_share"), "share"),
+    ("Service time p50 (ms)", ("latency_ms", "service_total", "p50"), "ms"),
+    ("Service time p90 (ms)", ("latency_ms", "service_total", "p90"), "ms"),
+    ("Service time p99 (ms)", ("latency_ms", "service_total", "p99"), "ms"),
+    ("Round trip p50 (ms)", ("latency_ms", "client_round_trip", "p50"), "ms"),
+    ("Round trip p90 (ms)", ("latency_ms", "client_round_trip", "p90"), "ms"),
+    ("Round trip p99 (ms)", ("latency_ms", "client_round_trip", "p99"), "ms"),
+    ("Prompt tokens per call", ("tokens", "prompt_per_call"), "tokens"),
+    ("Completion tokens per call", ("tokens", "completion_per_call"), "tokens"),
+    ("Embedding tokens per call (est.)", ("tokens", "embedding_per_call_estimated"), "tokens"),
+    ("Cost per 1,000 calls (USD)", ("cost_per_1000_calls_usd", "total"), "usd"),
+)
+
+
+def fmt(value: Any, kind: str = "") -> str:
+    """A metric value as shown in report.md."""
+    if value is None:
+        return "n/a"
+    if kind == "share":
+        return f"{value:.3f}"
+    if kind in {"ms", "tokens"}:
+        return f"{value:.1f}"
+    if kind == "usd":
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _delta(a: Any, b: Any, kind: str) -> str:
+    if not isinstance(a, int | float) or not isinstance(b, int | float):
+        return "n/a"
+    difference = b - a
+    return "0" if difference == 0 else ("+" if difference > 0 else "-") + fmt(abs(difference), kind)
+
+
+def md_cell(value: Any, limit: int = _ANSWER_CHARS) -> str:
+    """Text fit for one Markdown table cell: one line, pipes escaped, cut at ``limit``."""
+    text = " ".join(str(value).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Markdown table lines."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines.extend("| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in rows)
+    return lines
+
+
+def machine() -> dict[str, Any]:
+    """Where the run happened, for the record."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
+
+
+def _gold(row: Row) -> str:
+    return " / ".join(row.answers) if row.answers else "(unanswerable)"
+
+
+def _worst(rows: Sequence[Row]) -> list[tuple[str, str, list[Row], Callable[[Row], Any]]]:
+    wrong = [r for r in rows if r.answerable and r.status == "answered" and not r.correct]
+    missed = [r for r in rows if not r.answerable and r.status == "answered"]
+    false_nf = [r for r in rows if r.answerable and r.status == "not_found"]
+    return [
+        (
+            "Wrong answers",
+            "answerable, answered, but no gold answer in the reply; most confident first",
+            wrong,
+            lambda r: (-r.confidence, r.id),
+        ),
+        (
+            "Missed not_founds",
+            "unanswerable, yet answered; most confident first",
+            missed,
+            lambda r: (-r.confidence, r.id),
+        ),
+        (
+            "False not_founds",
+            "answerable, yet not_found; gold paragraph ranked highest first",
+            false_nf,
+            lambda r: (r.gold_rank or 99, -r.confidence, r.id),
+        ),
+    ]
+
+
+def _worst_sections(rows: Sequence[Row]) -> list[str]:
+    lines: list[str] = []
+    for title, meaning, picked, key in _worst(rows):
+        lines += ["", f"### {title} ({len(picked)})", "", f"_{meaning}; at most {WORST_CASES} shown._", ""]
+        if not picked:
+            lines.append("None.")
+            continue
+        lines += md_table(
+            ["id", "question", "gold", "answer", "confidence", "gold rank"],
+            [
+                [r.id, r.question, _gold(r), r.answer, f"{r.confidence:.3f}", r.gold_rank or "-"]
+                for r in sorted(picked, key=key)[:WORST_CASES]
+            ],
+        )
+    return lines
+
+
+def _config_lines(config: dict[str, Any]) -> list[str]:
+    return [f"- {key}: `{value}`" for key, value in config.items() if value not in (None, "", [], {})]
+
+
+def _counts_line(summary: dict[str, Any]) -> str:
+    counts = ", ".join(f"{status} {n}" for status, n in summary["status_counts"].items())
+    return (
+        f"{summary['questions']} questions ({summary['answerable']} answerable, "
+        f"{summary['unanswerable']} unanswerable); replies: {counts}."
+    )
+
+
+def eval_report(config: dict[str, Any], rows: Sequence[Row]) -> tuple[dict[str, Any], str]:
+    """report.json content and report.md text of a single-variant run."""
+    summary = summarise(rows)
+    document = {"kind": "eval", "config": config, "metrics": summary, "rows": [asdict(r) for r in rows]}
+    lines = ["# Evaluation report", "", *_config_lines(config), "", _counts_line(summary), ""]
+    lines += md_table(["metric", "value"], [[label, fmt(metric(summary, path), kind)] for label, path, kind in HEADLINE])
+    lines += ["", "## Worst cases", *_worst_sections(rows), ""]
+    return document, "\n".join(lines)
+
+
+def _changed(a: Row, b: Row) -> bool:
+    return a.status != b.status or (a.answerable and a.correct != b.correct)
+
+
+def compare_report(
+    config: dict[str, Any], labels: tuple[str, str], rows_a: Sequence[Row], rows_b: Sequence[Row]
+) -> tuple[dict[str, Any], str]:
+    """report.json content and report.md text of a two-variant comparison.
+
+    Questions whose outcome changed (status, or correctness of an answerable question)
+    come first, then the metrics side by side with B - A deltas.
+    """
+    first, second = labels
+    summary_a, summary_b = summarise(rows_a), summarise(rows_b)
+    pairs = list(zip(rows_a, rows_b, strict=True))
+    changed = [(a, b) for a, b in pairs if _changed(a, b)]
+    deltas = {
+        label: _round(b - a) if isinstance(a, int | float) and isinstance(b, int | float) else None
+        for label, path, _ in HEADLINE
+        for a, b in [(metric(summary_a, path), metric(summary_b, path))]
+    }
+    document = {
+        "kind": "compare",
+        "config": config,
+        "variants": [first, second],
+        "metrics": {first: summary_a, second: summary_b},
+        "delta_b_minus_a": deltas,
+        "changed": [a.id for a, _ in changed],
+        "rows": [{"id": a.id, first: asdict(a), second: asdict(b)} for a, b in pairs],
+    }
+    lines = [f"# Comparison: {first} (A) vs {second} (B)", "", *_config_lines(config), ""]
+    lines += [f"A: {_counts_line(summary_a)}", "", f"B: {_counts_line(summary_b)}", ""]
+    lines += [f"## Outcome changed ({len(changed)} of {len(pairs)})", ""]
+    if changed:
+        lines += md_table(
+            ["id", "question", "gold", f"{first} status", f"{first} answer", f"{second} status", f"{second} answer"],
+            [
+                [a.id, a.question, _gold(a), _outcome(a), a.answer, _outcome(b), b.answer]
+                for a, b in changed
+            ],
+        )
+    else:
+        lines.append("No question changed status or correctness.")
+    lines += ["", "## Metrics side by side", ""]
+    lines += md_table(
+        ["metric", f"A: {first}", f"B: {second}", "B - A"],
+        [
+            [
+                label,
+                fmt(metric(summary_a, path), kind),
+                fmt(metric(summary_b, path), kind),
+                _delta(metric(summary_a, path), metric(summary_b, path), kind),
+            ]
+            for label, path, kind in HEADLINE
+        ],
+    )
+    for label, rows in ((first, rows_a), (second, rows_b)):
+        lines += ["", f"## Worst cases: {label}", *_worst_sections(rows)]
+    lines.append("")
+    return document, "\n".join(lines)
+
+
+def _outcome(row: Row) -> str:
+    if row.answerable and row.status == "answered":
+        return "answered, right" if row.correct else "answered, wrong"
+    return row.status
+
+
+def write_report(out_dir: Path, document: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    """Write report.json and report.md into ``out_dir`` (created if missing)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "report.json", out_dir / "report.md"
+    json_path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    md_path.write_text(markdown, encoding="utf-8")
+    return json_path, md_path

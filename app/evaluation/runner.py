@@ -1,0 +1,293 @@
+"""Load a question set's documents into the service, ask its questions, grade each reply.
+
+The runner talks to the service only through ``ServiceClient``, so the same code runs
+in-process (CLI default, tests) and against a running service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.answering.speech import speech_problems
+from app.evaluation.dataset import Document, Question
+from app.evaluation.metrics import GoldPassage, best_f1, contains_gold, first_gold_rank
+from app.evaluation.progress import Progress
+from app.evaluation.service_client import QueryReply, ServiceClient, ServiceError
+from app.ingestion.chunking import get_encoding
+from app.query.service import normalise_question
+
+__all__ = [
+    "DocumentRef",
+    "Knowledge",
+    "Row",
+    "find_knowledge",
+    "grade",
+    "load_knowledge",
+    "question_tokens",
+    "run_questions",
+]
+
+# The service's default chunk size (INGESTION__CHUNK_TOKENS), for a knowledge base whose
+# size cannot be read.
+_DEFAULT_CHUNK_TOKENS = 500
+# Enough to read the service's answer cap plus a long gold answer; longer texts are cut in
+# the per-question rows so a report of thousands of questions stays readable.
+_MAX_KEPT_TEXT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRef:
+    """Where a document of the question set lives in the service."""
+
+    document_id: str
+    chunk_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """The agent to ask and the service's ids of the set's documents (by file name)."""
+
+    agent_id: str
+    documents: dict[str, DocumentRef]
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Row:
+    """One question asked once (with one variant), and how its reply scored.
+
+    ``gold_rank``, ``correct`` and ``f1`` are None for unanswerable questions: they are
+    scored by their status alone.
+    """
+
+    id: str
+    question: str
+    answers: list[str]
+    doc: str
+    paragraph_index: int
+    answerable: bool
+    variant: str | None
+    http_status: int
+    error: str | None = None
+    status: str = "error"
+    answer: str = ""
+    confidence: float = 0.0
+    cached: bool = False
+    degraded: bool = False
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    client_ms: float = 0.0
+    gold_rank: int | None = None
+    correct: bool | None = None
+    f1: float | None = None
+    speech_problems: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    embedding_tokens: int = 0
+    model: str | None = None
+    llm_error: str | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+
+
+def question_tokens(question: str) -> int:
+    """Tokens the service would send to the embedding model for this question.
+
+    The service embeds the normalised question (NFKC, case-folded); cl100k_base is the
+    tokenizer of OpenAI's text-embedding-3 models.
+    """
+    return len(get_encoding("cl100k_base").encode_ordinary(normalise_question(question)))
+
+
+async def load_knowledge(
+    client: ServiceClient,
+    documents: Mapping[str, Document],
+    *,
+    title: str = "Evaluation",
+    wait: Callable[[], Awaitable[object]] | None = None,
+    poll_interval_s: float = 0.5,
+    timeout_s: float = 1800.0,
+) -> Knowledge:
+    """One knowledge base with every document, assigned to a fresh agent, once all are ready.
+
+    ``wait`` runs before each look at the documents' status; tests pass a function that
+    drains the ingestion queue, the CLI relies on the service's own workers.
+    """
+    kb = await client.create_knowledge_base(title, "Documents of an evaluation question set.")
+    ids: dict[str, str] = {}
+    for name, document in documents.items():
+        created = await client.upload(kb["id"], name, document.data, document.title)
+        ids[name] = created["id"]
+    agent_id = str(uuid.uuid4())
+    await client.assign_agents(kb["id"], [agent_id])
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if wait is not None:
+            await wait()
+        detail = await client.knowledge_base(kb["id"])
+        statuses = {d["id"]: d["status"] for d in detail["documents"]}
+        failed = sorted(name for name, doc_id in ids.items() if statuses.get(doc_id) == "failed")
+        if failed:
+            raise ServiceError(f"ingestion failed for: {', '.join(failed)}")
+        if all(statuses.get(doc_id) == "ready" for doc_id in ids.values()):
+            break
+        if time.monotonic() > deadline:
+            raise ServiceError(f"documents not ready after {timeout_s:.0f} s")
+        await asyncio.sleep(poll_interval_s)
+    chunk_tokens = int(detail.get("chunk_tokens") or _DEFAULT_CHUNK_TOKENS)
+    return Knowledge(agent_id, {name: DocumentRef(doc_id, chunk_tokens) for name, doc_id in ids.items()})
+
+
+async def find_knowledge(
+    client: ServiceClient, agent_id: str, documents: Mapping[str, Document]
+) -> Knowledge:
+    """Find the set's documents among the agent's knowledge bases (remote mode).
+
+    A document matches by title: its ``# Title`` line (what ``vk eval`` uploads), its file
+    name, or its file name without ``.md`` (the service's default title for an upload).
+    Documents not found are listed in ``missing``; their questions can never score a
+    retrieval hit, and the report says so.
+    """
+    found: dict[str, DocumentRef] = {}
+    by_title: dict[str, DocumentRef] = {}
+    for kb in await client.agent_knowledge(agent_id):
+        detail = await client.knowledge_base(kb["id"])
+        chunk_tokens = int(detail.get("chunk_tokens") or _DEFAULT_CHUNK_TOKENS)
+        for doc in detail["documents"]:
+            if doc["status"] == "ready":
+                by_title.setdefault(doc["title"], DocumentRef(doc["id"], chunk_tokens))
+    for name, document in documents.items():
+        for title in (document.title, name, Path(name).stem):
+            if title in by_title:
+                found[name] = by_title[title]
+                break
+    missing = tuple(sorted(set(documents) - set(found)))
+    return Knowledge(agent_id, found, missing)
+
+
+def _gold_passages(
+    questions: Sequence[Question], documents: Mapping[str, Document], knowledge: Knowledge
+) -> dict[str, GoldPassage]:
+    encoding = get_encoding("cl100k_base")
+    passages: dict[str, GoldPassage] = {}
+    for question in questions:
+        if not question.answerable:
+            continue
+        paragraph = documents[question.doc].paragraphs[question.paragraph_index]
+        ref = knowledge.documents.get(question.doc)
+        passages[question.id] = GoldPassage.build(
+            ref.document_id if ref else None,
+            paragraph,
+            question.answers,
+            # The chunker sizes a paragraph by encoding it on its own, as here.
+            paragraph_tokens=len(encoding.encode_ordinary(paragraph)),
+            chunk_tokens=ref.chunk_tokens if ref else _DEFAULT_CHUNK_TOKENS,
+        )
+    return passages
+
+
+def grade(
+    question: Question,
+    variant: str | None,
+    reply: QueryReply,
+    gold: GoldPassage | None,
+    *,
+    max_words: int = 60,
+) -> Row:
+    """Turn one reply into a scored row."""
+    row = Row(
+        id=question.id,
+        question=question.question,
+        answers=list(question.answers),
+        doc=question.doc,
+        paragraph_index=question.paragraph_index,
+        answerable=question.answerable,
+        variant=variant,
+        http_status=reply.http_status,
+        client_ms=round(reply.client_ms, 2),
+        embedding_tokens=question_tokens(question.question),
+    )
+    body = reply.body
+    if reply.http_status != 200:
+        row.error = f"{body.get('error', 'http_error')}: {body.get('detail', '')}"[:_MAX_KEPT_TEXT]
+        if question.answerable:
+            row.correct, row.f1 = False, 0.0
+        return row
+    debug: dict[str, Any] = body.get("debug") or {}
+    row.status = body["status"]
+    row.answer = body["answer"][:_MAX_KEPT_TEXT]
+    row.confidence = body["confidence"]
+    row.cached = body["cached"]
+    row.degraded = body["degraded"]
+    row.timings_ms = body["timings_ms"]
+    row.model = debug.get("model")
+    row.llm_error = debug.get("llm_error")
+    tokens = debug.get("tokens") or {}
+    row.prompt_tokens = int(tokens.get("prompt") or 0)
+    row.completion_tokens = int(tokens.get("completion") or 0)
+    if row.status == "answered":
+        row.speech_problems = speech_problems(body["answer"], max_words=max_words)
+    flags: list[bool] = []
+    for rank, candidate in enumerate(debug.get("candidates") or [], start=1):
+        is_gold = gold is not None and gold.matches(candidate["document_id"], candidate.get("text") or "")
+        flags.append(is_gold)
+        row.candidates.append(
+            {
+                "rank": rank,
+                "document_id": candidate["document_id"],
+                "title": candidate["title"],
+                "chunk_id": candidate["chunk_id"],
+                "score": candidate["score"],
+                "vector_rank": candidate.get("vector_rank"),
+                "text_rank": candidate.get("text_rank"),
+                "gold": is_gold,
+            }
+        )
+    if question.answerable:
+        row.gold_rank = first_gold_rank(flags)
+        answered = row.status == "answered"
+        # A not_found or unavailable reply is a wrong answer, whatever its wording.
+        row.correct = answered and contains_gold(body["answer"], question.answers)
+        row.f1 = round(best_f1(body["answer"], question.answers), 4) if answered else 0.0
+    return row
+
+
+async def run_questions(
+    client: ServiceClient,
+    knowledge: Knowledge,
+    questions: Sequence[Question],
+    documents: Mapping[str, Document],
+    variants: Sequence[str | None] = (None,),
+    *,
+    concurrency: int = 1,
+    progress: Progress | None = None,
+) -> list[list[Row]]:
+    """Ask every question once per variant; one list of rows per variant, in question order.
+
+    With several variants the calls are interleaved question by question, and the order
+    of the variants alternates, so neither variant profits more from warm caches (query
+    embeddings, database pages) or suffers more from a busy moment.
+    """
+    gold = _gold_passages(questions, documents, knowledge)
+    jobs: deque[tuple[int, int]] = deque()
+    for i in range(len(questions)):
+        order = range(len(variants)) if i % 2 == 0 else range(len(variants) - 1, -1, -1)
+        jobs.extend((i, v) for v in order)
+    results: list[list[Row | None]] = [[None] * len(questions) for _ in variants]
+
+    async def work() -> None:
+        while jobs:
+            i, v = jobs.popleft()
+            question = questions[i]
+            reply = await client.query(knowledge.agent_id, question.question, variant=variants[v])
+            results[v][i] = grade(question, variants[v], reply, gold.get(question.id))
+            if progress is not None:
+                progress.advance()
+
+    await asyncio.gather(*(work() for _ in range(max(1, concurrency))))
+    return [[row for row in rows if row is not None] for rows in results]

@@ -1,0 +1,184 @@
+"""Rate limits (shared in PostgreSQL, per organisation, separate budgets) and quotas."""
+
+import uuid
+
+import pytest
+from litestar.testing import AsyncTestClient
+from sqlalchemy import text
+
+from app.main import create_app
+from tests.conftest import fake_resolver
+from tests.helpers import create_kb, create_text_doc
+
+
+def _app(database_url, settings, **limits):
+    limited = settings.model_copy(update={"limits": settings.limits.model_copy(update=limits)})
+    return create_app(limited, database_url=database_url, resolver=fake_resolver, run_workers=False)
+
+
+async def test_management_budget_gives_429_with_headers(database_url, settings, org, other_org):
+    async with AsyncTestClient(app=_app(database_url, settings, manage_per_minute=3)) as c:
+        first = await c.get("/api/knowledge", headers=org.headers)
+        assert first.status_code == 200
+        assert first.headers["RateLimit-Limit"] == "3"
+        assert first.headers["RateLimit-Remaining"] == "2"
+        assert first.headers["RateLimit-Policy"] == "3;w=60"
+        await c.get("/api/knowledge", headers=org.headers)
+        await c.get("/api/knowledge", headers=org.headers)
+        refused = await c.get("/api/knowledge", headers=org.headers)
+        assert refused.status_code == 429
+        assert refused.json()["error"] == "rate_limited"
+        assert refused.headers["RateLimit-Remaining"] == "0"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        # Another organisation has its own budget.
+        assert (await c.get("/api/knowledge", headers=other_org.headers)).status_code == 200
+
+
+async def test_limits_are_shared_across_processes(database_url, settings, org):
+    """Two app instances (two replicas) count against the same PostgreSQL counters."""
+    one = _app(database_url, settings, manage_per_minute=2)
+    two = _app(database_url, settings, manage_per_minute=2)
+    async with AsyncTestClient(app=one) as a, AsyncTestClient(app=two) as b:
+        assert (await a.get("/api/knowledge", headers=org.headers)).status_code == 200
+        assert (await b.get("/api/knowledge", headers=org.headers)).status_code == 200
+        assert (await a.get("/api/knowledge", headers=org.headers)).status_code == 429
+
+
+async def test_query_budget_is_separate_from_management(database_url, settings, org, engine):
+    async with AsyncTestClient(
+        app=_app(database_url, settings, manage_per_minute=1, query_per_minute=5)
+    ) as c:
+        kb = await create_kb(c, org.headers)
+        agent = str(uuid.uuid4())
+        assert (await c.get("/api/knowledge", headers=org.headers)).status_code == 429
+        # The KB was created before the budget ran out; assign through the database.
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("INSERT INTO agent_assignments (kb_id, agent_id, org_id) VALUES (:k, :a, :o)"),
+                {"k": kb["id"], "a": agent, "o": org.id},
+            )
+        r = await c.post(f"/api/agents/{agent}/query_knowledge", json={"query": "hi"}, headers=org.headers)
+        assert r.status_code == 200
+        assert r.headers["RateLimit-Limit"] == "5"
+
+
+async def test_documents_per_kb_quota(database_url, settings, org):
+    async with AsyncTestClient(app=_app(database_url, settings, documents_per_kb=2)) as c:
+        kb = await create_kb(c, org.headers)
+        await create_text_doc(c, org.headers, kb["id"])
+        await create_text_doc(c, org.headers, kb["id"])
+        r = await c.post(
+            f"/api/knowledge/{kb['id']}/documents", json={"title": "t", "content": "x"}, headers=org.headers
+        )
+        assert r.status_code == 403
+        assert r.json() == {
+            "error": "quota_exceeded",
+            "detail": "this knowledge base holds the maximum of 2 documents",
+        }
+        assert len((await c.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()["documents"]) == 2
+
+
+async def test_storage_quota(database_url, settings, org):
+    async with AsyncTestClient(app=_app(database_url, settings, org_storage_bytes=2048)) as c:
+        kb = await create_kb(c, org.headers)
+        await create_text_doc(c, org.headers, kb["id"], content="a" * 1500)
+        r = await c.post(
+            f"/api/knowledge/{kb['id']}/documents",
+            json={"title": "t", "content": "b" * 1000},
+            headers=org.headers,
+        )
+        assert r.status_code == 403
+        assert r.json()["error"] == "quota_exceeded"
+
+
+async def test_daily_embedding_quota_defers_the_document(database_url, settings, org, engine):
+    from app.ingestion.worker import drain
+    from tests.conftest import make_ingestor
+
+    app = _app(database_url, settings)
+    async with AsyncTestClient(app=app) as c:
+        kb = await create_kb(c, org.headers)
+        first = await create_text_doc(c, org.headers, kb["id"], content="word " * 150)
+        doc = await create_text_doc(c, org.headers, kb["id"], content="other " * 150)
+        huge = await create_text_doc(c, org.headers, kb["id"], content="many words here " * 200)
+        ingestor = make_ingestor(app, engine)
+        ingestor.quota_tokens_per_day = 300
+        # The first fits the day's quota, the second must wait, the third can never fit.
+        assert await drain(ingestor) == {"ready": 1, "retry": 1, "failed": 1}
+        got = (await c.get(f"/api/knowledge/{kb['id']}/documents/{huge['id']}", headers=org.headers)).json()
+        assert got["error"].startswith("the document needs ")
+        assert got["error"].endswith("embedding tokens, more than the daily quota of 300")
+        assert (
+            await c.get(f"/api/knowledge/{kb['id']}/documents/{first['id']}", headers=org.headers)
+        ).json()["status"] == "ready"
+        got = (await c.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)).json()
+    assert got["status"] == "pending"
+    assert got["attempts"] == 0
+    assert got["error"].startswith("the organisation's daily embedding quota (300 tokens) is used up")
+    async with engine.connect() as conn:
+        wait = (
+            await conn.execute(
+                text("SELECT lease_expires_at > now() FROM documents WHERE id = :d"), {"d": doc["id"]}
+            )
+        ).scalar_one()
+    assert wait is True
+
+
+@pytest.mark.parametrize(("sent", "kept"), [("abc-123", True), ("bad id with spaces", False)])
+async def test_request_id_is_echoed_or_made(client, sent, kept):
+    r = await client.get("/health", headers={"X-Request-ID": sent})
+    if kept:
+        assert r.headers["X-Request-ID"] == "abc-123"
+    else:
+        assert r.headers["X-Request-ID"] != sent
+        assert len(r.headers["X-Request-ID"]) == 32
+
+
+async def test_metrics_expose_http_and_query_figures(client, org):
+    await client.get("/api/knowledge", headers=org.headers)
+    body = (await client.get("/metrics")).text
+    assert "vk_http_requests_total{" in body
+    assert "vk_query_stage_milliseconds_bucket" in body
+    assert "vk_ingestion_jobs_total" in body
+
+
+async def test_json_log_lines_carry_request_and_agent_ids():
+    import io
+    import json
+    import logging
+
+    from app.observability.logging import JsonFormatter
+    from app.observability.middleware import request_id_middleware
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("app.test.json")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+    async def inner(scope, receive, send):
+        logger.info("answered %s", "ok")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    agent = str(uuid.uuid4())
+    scope = {
+        "type": "http",
+        "path": f"/api/agents/{agent}/query_knowledge",
+        "headers": [(b"x-request-id", b"req-42")],
+    }
+    await request_id_middleware(inner)(scope, None, send)
+    line = json.loads(stream.getvalue())
+    assert (line["msg"], line["request_id"], line["agent_id"], line["level"]) == (
+        "answered ok",
+        "req-42",
+        agent,
+        "INFO",
+    )
+    assert (b"x-request-id", b"req-42") in [(k.lower(), v) for k, v in sent[0]["headers"]]

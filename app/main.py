@@ -4,10 +4,12 @@ and the lifespan that owns every long-lived client."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -103,6 +105,7 @@ def create_app(
             llm=ChatAnswerer(state.openai) if state.openai is not None else None,
             settings=settings.query,
             embed_timeout_s=settings.embedding.query_timeout_s,
+            prompt_fingerprint=files_fingerprint(settings.prompts_dir),
         )
         pool = None
         if run_workers if run_workers is not None else settings.ingestion.workers > 0:
@@ -176,6 +179,13 @@ def create_app(
         ),
         debug=settings.debug,
     )
+
+
+def files_fingerprint(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.md")):
+        digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def make_openai_client(settings: Settings) -> openai.AsyncOpenAI | None:

@@ -104,6 +104,7 @@ class QueryService:
         llm: ChatAnswerer | None,
         settings: QuerySettings,
         embed_timeout_s: float,
+        prompt_fingerprint: str | None = None,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
@@ -113,9 +114,9 @@ class QueryService:
         self.settings = settings
         self.embed_timeout_s = embed_timeout_s
         self.embed_cache = EmbeddingLRU()
-        # Changes whenever any prompt file of any variant changes version: part of the
-        # answer-cache key, so a prompt change is heard at once.
-        self.prompt_fingerprint = hashlib.sha256(
+        # Part of the answer-cache key: a prompt change is heard at once, even one whose
+        # author forgot to bump its version.
+        self.prompt_fingerprint = prompt_fingerprint or hashlib.sha256(
             "|".join(prompts.get(v).version for v in prompts.variants).encode()
         ).hexdigest()[:16]
         family = embedder.model_key.split(":", 1)[0].split("-", 1)[0]

@@ -1,0 +1,78 @@
+"""GET /api/agents/{agent_id}/tool and the per-agent prompt variant."""
+
+import uuid
+
+import pytest
+from pydantic import TypeAdapter
+from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.realtime import RealtimeFunctionToolParam
+
+from tests.helpers import bearer, create_key
+
+
+@pytest.mark.parametrize("fmt", ["openai-realtime", "openai-chat", "gemini"])
+async def test_tool_names_the_agents_topics(client, org, faq_agent, fmt):
+    r = await client.get(f"/api/agents/{faq_agent['agent']}/tool", params={"format": fmt}, headers=org.headers)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["format"] == fmt
+    tool = body["tool"]
+    if fmt == "gemini":
+        declaration = tool["functionDeclarations"][0]
+        assert declaration["parameters"]["required"] == ["query"]
+        description = declaration["description"]
+    elif fmt == "openai-chat":
+        TypeAdapter(ChatCompletionFunctionToolParam).validate_python(tool)
+        assert tool["function"]["name"] == "query_knowledge"
+        description = tool["function"]["description"]
+    else:
+        TypeAdapter(RealtimeFunctionToolParam).validate_python(tool)
+        assert tool["name"] == "query_knowledge"
+        description = tool["description"]
+    assert "Dental FAQ (Practice information)" in description
+    assert "Practice FAQ" in description
+    assert "Dental FAQ" in body["instructions"]
+    assert "query_knowledge" in body["instructions"]
+
+
+async def test_query_key_may_read_the_tool(client, org, faq_agent):
+    key = await create_key(client, org.headers, "query")
+    r = await client.get(f"/api/agents/{faq_agent['agent']}/tool", headers=bearer(key["key"]))
+    assert r.status_code == 200
+
+
+async def test_unknown_format_is_400(client, org, faq_agent):
+    r = await client.get(f"/api/agents/{faq_agent['agent']}/tool", params={"format": "claude"}, headers=org.headers)
+    assert r.status_code == 400
+
+
+async def test_agent_prompt_variant_is_used_and_logged(client, org, faq_agent):
+    agent = faq_agent["agent"]
+    r = await client.get(f"/api/agents/{agent}/settings", headers=org.headers)
+    assert r.json() == {"agent_id": agent, "prompt_variant": None, "available_variants": ["default", "concise"]}
+    r = await client.put(f"/api/agents/{agent}/settings", json={"prompt_variant": "concise"}, headers=org.headers)
+    assert r.status_code == 200
+    assert r.json()["prompt_variant"] == "concise"
+    await client.post(f"/api/agents/{agent}/query_knowledge", json={"query": "Where can I park?"}, headers=org.headers)
+    logged = (await client.get(f"/api/agents/{agent}/queries", headers=org.headers)).json()["items"][0]
+    assert logged["prompt_variant"] == "concise"
+    assert logged["prompt_version"].startswith("concise:grounding.system=concise-")
+
+
+async def test_unknown_variant_is_422(client, org, faq_agent):
+    r = await client.put(
+        f"/api/agents/{faq_agent['agent']}/settings", json={"prompt_variant": "nope"}, headers=org.headers
+    )
+    assert r.status_code == 422
+    r = await client.post(
+        f"/api/agents/{faq_agent['agent']}/query_knowledge", json={"query": "x", "variant": "nope"}, headers=org.headers
+    )
+    assert r.status_code == 422
+
+
+async def test_settings_of_unknown_or_foreign_agent_is_404(client, org, other_org, faq_agent):
+    assert (await client.get(f"/api/agents/{uuid.uuid4()}/settings", headers=org.headers)).status_code == 404
+    r = await client.put(
+        f"/api/agents/{faq_agent['agent']}/settings", json={"prompt_variant": "concise"}, headers=other_org.headers
+    )
+    assert r.status_code == 404

@@ -1,0 +1,250 @@
+"""Proof under faults: PostgreSQL restarted under load, ingestion workers killed with
+SIGKILL or stopped with SIGTERM. These start real processes; each is bounded in time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pgserver
+import pytest
+from litestar.testing import AsyncTestClient
+from pgserver._commands import pg_ctl
+from sqlalchemy import text
+
+from app.db.migrate import upgrade
+from app.ingestion.worker import drain
+from app.main import create_app
+from tests.conftest import REPO, fake_resolver, make_ingestor, make_org
+from tests.helpers import create_kb, create_text_doc
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def private_pg():
+    """A PostgreSQL of this test's own, so stopping it disturbs nobody else."""
+    with tempfile.TemporaryDirectory(prefix="vk-fault-pg-") as data_dir:
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        upgrade(server.get_uri())
+        yield server
+        server.cleanup()
+
+
+async def test_postgres_restart_fails_fast_with_503_then_recovers(private_pg, settings):
+    from app.db.engine import make_engine, make_sessionmaker
+
+    url = private_pg.get_uri()
+    engine = make_engine(url, settings)
+    org = await make_org(make_sessionmaker(engine), "Acme")
+    await engine.dispose()
+    app = create_app(settings, database_url=url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app, timeout=30) as c:
+        kb = await create_kb(c, org.headers)
+        for i in range(5):
+            await create_text_doc(c, org.headers, kb["id"], content=f"Document {i}.")
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=private_pg.pgdata, user=private_pg.system_user)
+        started = time.monotonic()
+        outages = [await c.get("/api/knowledge", headers=org.headers) for _ in range(5)]
+        elapsed = time.monotonic() - started
+        assert [r.status_code for r in outages] == [503] * 5
+        assert outages[0].json() == {
+            "error": "unavailable",
+            "detail": "the database is unavailable; retry shortly",
+        }
+        assert outages[0].headers["Retry-After"] == "2"
+        ready = await c.get("/ready")
+        assert ready.status_code == 503
+        # Fail fast: five refused requests take far less than one connect timeout each.
+        assert elapsed < 5 * settings.db.connect_timeout_s
+
+        private_pg.ensure_postgres_running()
+        r = await c.get(f"/api/knowledge/{kb['id']}", headers=org.headers)
+        assert r.status_code == 200
+        assert len(r.json()["documents"]) == 5
+        assert (await c.get("/ready")).status_code == 200
+        stats = private_pg.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'voice-knowledge';"
+        )
+        in_use = int(stats.split("\n")[2].strip())
+        assert in_use <= settings.db.pool_size + settings.db.max_overflow
+
+
+def _hanging_server() -> tuple[socket.socket, int]:
+    """Accepts connections and never answers: an embedding provider that stalls."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    return sock, sock.getsockname()[1]
+
+
+def _worker_env(database_url: str, port: int, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "EMBEDDING__"))}
+    env.update(
+        DATABASE_URL=database_url,
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1",
+        EMBEDDING__PROVIDER="openai",
+        INGESTION__POLL_INTERVAL_S="0.2",
+        LOG_LEVEL="WARNING",
+        **extra,
+    )
+    return env
+
+
+async def _wait_for(engine, sql: str, params: dict, expected, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with engine.connect() as conn:
+            if (await conn.execute(text(sql), params)).scalar() == expected:
+                return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {sql!r} == {expected!r}")
+
+
+async def test_worker_killed_mid_document_completes_exactly_once(client, app, org, engine, database_url):
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(
+        client,
+        org.headers,
+        kb["id"],
+        content="# Hours\nOpen nine to five.\n\n# Parking\nBehind.",
+        content_type="markdown",
+    )
+    sock, port = _hanging_server()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "worker", "--concurrency", "1"],
+        cwd=REPO,
+        env=_worker_env(database_url, port, INGESTION__LEASE_S="5"),
+    )
+    try:
+        await _wait_for(engine, "SELECT status FROM documents WHERE id = :d", {"d": doc["id"]}, "processing")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        sock.close()
+    async with engine.connect() as conn:
+        owner = (
+            await conn.execute(text("SELECT lease_owner FROM documents WHERE id = :d"), {"d": doc["id"]})
+        ).scalar()
+    assert owner is not None  # the dead worker still holds the lease
+    # Nobody takes the document while the lease lives; once it expires, another worker does.
+    assert await drain(make_ingestor(app, engine)) == {}
+    await _wait_for(
+        engine, "SELECT lease_expires_at < now() FROM documents WHERE id = :d", {"d": doc["id"]}, True, 15
+    )
+    assert await drain(make_ingestor(app, engine)) == {"ready": 1}
+    got = (await client.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)).json()
+    assert (got["status"], got["chunk_count"], got["attempts"]) == ("ready", 2, 2)
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text("SELECT count(*), count(DISTINCT ordinal) FROM chunks WHERE document_id = :d"),
+                {"d": doc["id"]},
+            )
+        ).one()
+    assert tuple(rows) == (2, 2)
+
+
+async def test_sigterm_releases_in_flight_jobs(client, org, engine, database_url):
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"], content="Some text to embed.")
+    sock, port = _hanging_server()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "worker", "--concurrency", "1"],
+        cwd=REPO,
+        env=_worker_env(database_url, port, INGESTION__LEASE_S="120"),
+    )
+    try:
+        await _wait_for(engine, "SELECT status FROM documents WHERE id = :d", {"d": doc["id"]}, "processing")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        sock.close()
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT status, lease_owner, lease_expires_at, attempts FROM documents WHERE id = :d"),
+                {"d": doc["id"]},
+            )
+        ).one()
+    # Released at once for the next worker, and the interrupted try does not count.
+    assert tuple(row) == ("pending", None, None, 0)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_sigterm_lets_in_flight_requests_finish(org, database_url):
+    """`vk serve` on SIGTERM stops accepting, finishes the request in flight, exits 0."""
+    sock, stub_port = _hanging_server()  # the answering model stalls: the request takes its full deadline
+    port = _free_port()
+    env = _worker_env(database_url, stub_port, INGESTION__WORKERS="0", QUERY__DEADLINE_S="2.0")
+    env["EMBEDDING__PROVIDER"] = "lexical"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"], cwd=REPO, env=env
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            for _ in range(150):
+                try:
+                    if (await http.get("/health")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.2)
+            kb = (await http.post("/api/knowledge", json={"title": "FAQ"}, headers=org.headers)).json()
+            await http.post(
+                f"/api/knowledge/{kb['id']}/documents",
+                json={"title": "Parking", "content": "Free parking is behind the building."},
+                headers=org.headers,
+            )
+            agent = str(uuid.uuid4())
+            await http.put(
+                f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers
+            )
+            # Index it with a one-shot worker so the query has something to find.
+            done = subprocess.run(
+                [sys.executable, "-m", "app.cli", "worker", "--once"],
+                cwd=REPO,
+                env={**env, "EMBEDDING__PROVIDER": "lexical"},
+                capture_output=True,
+                timeout=120,
+                check=True,
+            )
+            assert b"'ready': 1" in done.stdout
+            in_flight = asyncio.create_task(
+                http.post(
+                    f"/api/agents/{agent}/query_knowledge",
+                    json={"query": "Where is parking?"},
+                    headers=org.headers,
+                )
+            )
+            await asyncio.sleep(0.5)
+            server.send_signal(signal.SIGTERM)
+            response = await in_flight
+            assert response.status_code == 200
+            assert response.json()["degraded"] is True  # the stalled model was abandoned at the deadline
+        # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells why.
+        assert server.wait(timeout=40) == -signal.SIGTERM
+    finally:
+        if server.poll() is None:
+            server.kill()
+        sock.close()

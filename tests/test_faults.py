@@ -12,7 +12,6 @@ import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pgserver

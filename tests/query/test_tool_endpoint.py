@@ -3,9 +3,9 @@
 import uuid
 
 import pytest
-from pydantic import TypeAdapter
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.realtime import RealtimeFunctionToolParam
+from pydantic import TypeAdapter
 
 from tests.helpers import bearer, create_key
 

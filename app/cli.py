@@ -151,6 +151,66 @@ def worker(
     asyncio.run(run())
 
 
+@cli.command("eval")
+def evaluate(
+    dataset: Annotated[str, typer.Argument(help="Question file (JSONL).")],
+    docs: Annotated[str | None, typer.Option(help="Documents folder [docs/ beside DATASET].")] = None,
+    url: Annotated[str | None, typer.Option(help="Running service [in-process].")] = None,
+    key: Annotated[str | None, typer.Option(help="Admin key (with --url).")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent holding the documents (with --url).")] = None,
+    variant: Annotated[str | None, typer.Option(help="Prompt variant [the agent's].")] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option(help="Two variants side by side.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Ask a seeded sample of this many questions.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the --limit sample.")] = 0,
+    out: Annotated[str | None, typer.Option(help="Report folder (default: eval-out/<timestamp>/).")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Questions in flight at once.")] = 1,
+) -> None:
+    """Measure retrieval and answers on a question set; writes report.json and report.md."""
+    from pathlib import Path
+
+    from app.evaluation.commands import eval_command
+
+    eval_command(
+        Path(dataset),
+        docs=Path(docs) if docs else None,
+        url=url,
+        key=key,
+        agent=agent,
+        variant=variant,
+        compare=compare,
+        limit=limit,
+        seed=seed,
+        out=Path(out) if out else None,
+        concurrency=concurrency,
+    )
+
+
+@cli.command("replay")
+def replay(
+    agent: Annotated[str, typer.Option(help="Agent whose logged questions are replayed.")],
+    variant: Annotated[str, typer.Option(help="Prompt variant to replay them with.")],
+    url: Annotated[str | None, typer.Option(help="The running service (required).")] = None,
+    key: Annotated[str | None, typer.Option(help="Admin key of the agent's organisation (required).")] = None,
+    last: Annotated[int, typer.Option(min=1, help="How many of the newest logged calls to read.")] = 100,
+    out: Annotated[str | None, typer.Option(help="Report folder (default: eval-out/<timestamp>/).")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Questions in flight at once.")] = 1,
+) -> None:
+    """Re-ask an agent's last logged questions with another prompt variant; report what changed."""
+    from pathlib import Path
+
+    from app.evaluation.commands import replay_command
+
+    replay_command(
+        agent=agent,
+        last=last,
+        variant=variant,
+        url=url,
+        key=key,
+        out=Path(out) if out else None,
+        concurrency=concurrency,
+    )
+
+
 def main() -> None:
     cli()
 

@@ -19,7 +19,7 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
-from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+from litestar.plugins.prometheus import PrometheusConfig
 
 from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
@@ -37,7 +37,9 @@ from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
 from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
+from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware
+from app.openapi_docs import document_errors
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import prepare_vector_search
@@ -135,7 +137,7 @@ def create_app(
             "wake_workers": lambda: None,
         }
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             health,
             ready,
@@ -146,7 +148,7 @@ def create_app(
             QueryController,
             AgentSettingsController,
             KnowledgeGapController,
-            PrometheusController,
+            MetricsController,
         ],
         dependencies={
             "session": Provide(provide_session),
@@ -179,6 +181,8 @@ def create_app(
         ),
         debug=settings.debug,
     )
+    document_errors(app)
+    return app
 
 
 def files_fingerprint(directory: Path) -> str:

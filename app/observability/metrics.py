@@ -3,7 +3,15 @@ Prometheus middleware). Names are prefixed ``vk_``."""
 
 from __future__ import annotations
 
+from litestar.plugins.prometheus import PrometheusController
 from prometheus_client import Counter, Gauge, Histogram
+
+
+class MetricsController(PrometheusController):
+    """``/metrics`` in Prometheus text format, for scrapers; not part of the JSON API."""
+
+    include_in_schema = False
+
 
 _STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 

@@ -116,9 +116,12 @@ class QueryService:
         self.embed_cache = EmbeddingLRU()
         # Part of the answer-cache key: a prompt change is heard at once, even one whose
         # author forgot to bump its version.
-        self.prompt_fingerprint = prompt_fingerprint or hashlib.sha256(
-            "|".join(prompts.get(v).version for v in prompts.variants).encode()
-        ).hexdigest()[:16]
+        self.prompt_fingerprint = (
+            prompt_fingerprint
+            or hashlib.sha256(
+                "|".join(prompts.get(v).version for v in prompts.variants).encode()
+            ).hexdigest()[:16]
+        )
         family = embedder.model_key.split(":", 1)[0].split("-", 1)[0]
         self.sim_range = _SIMILARITY_RANGE.get(family, (0.15, 0.6))
 

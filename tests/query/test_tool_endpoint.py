@@ -12,7 +12,9 @@ from tests.helpers import bearer, create_key
 
 @pytest.mark.parametrize("fmt", ["openai-realtime", "openai-chat", "gemini"])
 async def test_tool_names_the_agents_topics(client, org, faq_agent, fmt):
-    r = await client.get(f"/api/agents/{faq_agent['agent']}/tool", params={"format": fmt}, headers=org.headers)
+    r = await client.get(
+        f"/api/agents/{faq_agent['agent']}/tool", params={"format": fmt}, headers=org.headers
+    )
     assert r.status_code == 200
     body = r.json()
     assert body["format"] == fmt
@@ -42,18 +44,28 @@ async def test_query_key_may_read_the_tool(client, org, faq_agent):
 
 
 async def test_unknown_format_is_400(client, org, faq_agent):
-    r = await client.get(f"/api/agents/{faq_agent['agent']}/tool", params={"format": "claude"}, headers=org.headers)
+    r = await client.get(
+        f"/api/agents/{faq_agent['agent']}/tool", params={"format": "claude"}, headers=org.headers
+    )
     assert r.status_code == 400
 
 
 async def test_agent_prompt_variant_is_used_and_logged(client, org, faq_agent):
     agent = faq_agent["agent"]
     r = await client.get(f"/api/agents/{agent}/settings", headers=org.headers)
-    assert r.json() == {"agent_id": agent, "prompt_variant": None, "available_variants": ["default", "concise"]}
-    r = await client.put(f"/api/agents/{agent}/settings", json={"prompt_variant": "concise"}, headers=org.headers)
+    assert r.json() == {
+        "agent_id": agent,
+        "prompt_variant": None,
+        "available_variants": ["default", "concise"],
+    }
+    r = await client.put(
+        f"/api/agents/{agent}/settings", json={"prompt_variant": "concise"}, headers=org.headers
+    )
     assert r.status_code == 200
     assert r.json()["prompt_variant"] == "concise"
-    await client.post(f"/api/agents/{agent}/query_knowledge", json={"query": "Where can I park?"}, headers=org.headers)
+    await client.post(
+        f"/api/agents/{agent}/query_knowledge", json={"query": "Where can I park?"}, headers=org.headers
+    )
     logged = (await client.get(f"/api/agents/{agent}/queries", headers=org.headers)).json()["items"][0]
     assert logged["prompt_variant"] == "concise"
     assert logged["prompt_version"].startswith("concise:grounding.system=concise-")
@@ -65,7 +77,9 @@ async def test_unknown_variant_is_422(client, org, faq_agent):
     )
     assert r.status_code == 422
     r = await client.post(
-        f"/api/agents/{faq_agent['agent']}/query_knowledge", json={"query": "x", "variant": "nope"}, headers=org.headers
+        f"/api/agents/{faq_agent['agent']}/query_knowledge",
+        json={"query": "x", "variant": "nope"},
+        headers=org.headers,
     )
     assert r.status_code == 422
 
@@ -73,6 +87,8 @@ async def test_unknown_variant_is_422(client, org, faq_agent):
 async def test_settings_of_unknown_or_foreign_agent_is_404(client, org, other_org, faq_agent):
     assert (await client.get(f"/api/agents/{uuid.uuid4()}/settings", headers=org.headers)).status_code == 404
     r = await client.put(
-        f"/api/agents/{faq_agent['agent']}/settings", json={"prompt_variant": "concise"}, headers=other_org.headers
+        f"/api/agents/{faq_agent['agent']}/settings",
+        json={"prompt_variant": "concise"},
+        headers=other_org.headers,
     )
     assert r.status_code == 404

@@ -180,6 +180,9 @@ def create_app(
             security=[{"bearer": []}],
         ),
         debug=settings.debug,
+        # Logging is configured once by the CLI (JSON lines with request ids); Litestar's
+        # default configuration would replace it.
+        logging_config=None,
     )
     document_errors(app)
     return app

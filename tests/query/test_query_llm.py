@@ -195,3 +195,55 @@ async def test_answers_are_cached_per_prompt_and_model(llm, org, engine, respx_m
         second = await _ask(c, org, agent, "Where can I park?")
     assert (first["cached"], second["cached"]) == (False, True)
     assert route.call_count == 1
+
+
+async def test_query_embedding_failure_falls_back_to_full_text(
+    database_url, settings, org, engine, respx_mock
+):
+    """OpenAI embeddings answer during ingestion, then fail (500, then wrong dimensions):
+    the question is still answered from full-text search, within the deadline."""
+    import json as _json
+
+    def embeddings(request):
+        body = _json.loads(request.content)
+        data = [
+            {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535}
+            for i in range(len(body["input"]))
+        ]
+        return httpx.Response(
+            200,
+            json={
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
+        )
+
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings)
+    respx_mock.post(CHAT).mock(return_value=chat_reply("Free parking is behind the building."))
+    online = llm_settings(settings)
+    online = online.model_copy(
+        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
+    )
+    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        for failure in (
+            httpx.Response(500, json={"error": {"message": "down"}}),
+            httpx.Response(
+                200,
+                json={
+                    "object": "list",
+                    "data": [{"object": "embedding", "index": 0, "embedding": [0.5, 0.5]}],
+                    "model": "m",
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                },
+            ),
+        ):
+            embed_route.mock(return_value=failure)
+            body = await _ask(c, org, agent, f"Where can I park? {failure.status_code}", debug="true")
+            assert body["status"] == "answered"
+            assert body["debug"]["embedded"] is False
+            assert body["debug"]["candidates"][0]["section"] == "Parking"
+            assert body["debug"]["candidates"][0]["vector_rank"] is None

@@ -20,8 +20,19 @@ Run from the repository root::
     .venv/bin/python bench/ingest_bench.py                      # 1,000 docs, 8 workers
     .venv/bin/python bench/ingest_bench.py --workers 2 --json bench/results/w2.json
 
-All traffic stays on 127.0.0.1. The service runs with ``LOG_LEVEL=WARNING`` by default so that
-access logging of 1,000 POSTs and the polls is not part of the measurement.
+Diagnosis and what-if flags (results in ``docs/BENCHMARKS.md``):
+
+    --instrument    start the service through ``bench/instrumented_serve.py``: per-stage timers,
+                    event-loop lag and a stack sampler, printed at the end
+    --drop-hnsw     drop the service's HNSW index from the throw-away database before ingesting
+    --dimensions N  ``EMBEDDING__OPENAI_DIMENSIONS=N`` (the stub honours ``dimensions``)
+
+All traffic stays on 127.0.0.1. The service gets ``LOG_LEVEL=WARNING`` (access logs of 1,000
+POSTs are not what is measured; note that Litestar's default logging config currently keeps the
+root logger at INFO anyway) and ``LIMITS__MANAGE_PER_MINUTE=0`` (1,000 POSTs a minute exceed the
+per-organisation management budget). The ``CPU seconds`` line reports how much CPU other
+processes used during the run: this machine is shared, and a run that competed with other
+work should be repeated.
 """
 
 from __future__ import annotations
@@ -277,6 +288,7 @@ def service_env(pgdir: Path, stub: StubProcess, args: argparse.Namespace) -> dic
             "EMBEDDING__PROVIDER": "openai",
             "EMBEDDING__MAX_CONCURRENCY": str(args.embed_concurrency),
             "INGESTION__WORKERS": str(args.workers),
+            **({"EMBEDDING__OPENAI_DIMENSIONS": str(args.dimensions)} if args.dimensions else {}),
             "INGESTION__POLL_INTERVAL_S": str(args.worker_poll_s),
             "LOG_LEVEL": args.log_level,
             # 1,000 POSTs plus polls in a minute are far above the per-organisation management
@@ -339,22 +351,44 @@ def start_service(
     raise BenchError(f"vk serve was not ready within 120 s:\n{_tail(log.read_text())}")
 
 
-def postgres_versions(pgdir: Path) -> dict[str, str | None]:
+def psql(pgdir: Path, sql: str) -> str:
+    """Run SQL on the embedded server through its own psql and Unix socket; stdout, unaligned."""
     info = postmaster_info(pgdir)
     if info is None:
-        return {"postgresql": None, "pgvector": None}
-    psql = pg_ctl_path().with_name("psql")
-    sql = (
-        "SELECT current_setting('server_version'); "
-        "SELECT extversion FROM pg_extension WHERE extname = 'vector';"
-    )
-    done = subprocess.run(
-        [str(psql), "-h", info["socket_dir"] or "127.0.0.1", "-p", str(info["port"]), "-U", "postgres",
-         "-d", "postgres", "-At", "-c", sql],
-        capture_output=True, text=True, timeout=20, check=False,
-    )  # fmt: skip
-    lines = done.stdout.split()
+        raise BenchError("the embedded PostgreSQL is not running")
+    host = info["socket_dir"] or "127.0.0.1"
+    command = [str(pg_ctl_path().with_name("psql")), "-h", host, "-p", str(info["port"]), "-U", "postgres"]
+    command += ["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise BenchError(f"psql failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def postgres_versions(pgdir: Path) -> dict[str, str | None]:
+    try:
+        lines = psql(
+            pgdir,
+            "SELECT current_setting('server_version'); "
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector';",
+        ).split()
+    except BenchError:
+        lines = []
     return {"postgresql": lines[0] if lines else None, "pgvector": lines[1] if len(lines) > 1 else None}
+
+
+# An experiment, not a setting of the service: drops the HNSW indexes the service made at start-up
+# from this throwaway database, to show what ingestion costs without maintaining them.
+DROP_HNSW_SQL = """
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT indexname FROM pg_indexes WHERE indexname LIKE 'ix_chunks_hnsw_%' LOOP
+        EXECUTE 'DROP INDEX ' || quote_ident(r.indexname);
+    END LOOP;
+END $$;
+SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'ix_chunks_hnsw_%';
+"""
 
 
 def _tail(text: str, lines: int = 40) -> str:
@@ -403,6 +437,7 @@ def cpu_snapshot(service_pid: int | None, pgdir: Path, stub_pid: int | None) -> 
         "service_loop_thread": _main_thread_cpu(service_pid),
         "postgres": _cpu_seconds(info["pid"] if info else None, with_children=True),
         "stub": _cpu_seconds(stub_pid),
+        "benchmark": _cpu_seconds(os.getpid()),
         "machine_busy": machine.user + machine.system + machine.nice + getattr(machine, "irq", 0.0)
         + getattr(machine, "softirq", 0.0),
         "machine_total": sum(machine),
@@ -552,6 +587,10 @@ async def run_ingestion(
         100 * (cpu_after["machine_busy"] - cpu_before["machine_busy"]) / machine_total, 1
     ) if machine_total > 0 else None  # fmt: skip
     cpu["window_s"] = round(observed_s or args.timeout_s, 2)
+    # Whatever else ran on the machine meanwhile (other people's tests, servers): a run with a
+    # large figure here measured a shared machine and should be repeated.
+    ours = sum(cpu_after[k] - cpu_before[k] for k in ("service", "postgres", "stub", "benchmark"))
+    cpu["other_processes"] = round(cpu_after["machine_busy"] - cpu_before["machine_busy"] - ours, 1)
 
     requests, inputs = stub_stats["embedding_requests"], stub_stats["embedding_inputs"]
     return {
@@ -612,7 +651,9 @@ def print_report(result: dict[str, Any]) -> None:
     _line(
         "settings",
         f"workers {config['workers']}, embedding concurrency {config['embed_concurrency']}, "
-        f"embedding delay {config['embed_delay_ms']:g} ms, POST concurrency {config['post_concurrency']}",
+        f"embedding delay {config['embed_delay_ms']:g} ms, POST concurrency {config['post_concurrency']}"
+        + (f", dimensions {config['dimensions']}" if config.get("dimensions") else "")
+        + (", WHAT-IF: HNSW indexes dropped" if config.get("drop_hnsw") else ""),
     )
     if chunking := result.get("chunking"):
         _line(
@@ -667,7 +708,8 @@ def print_report(result: dict[str, Any]) -> None:
         "CPU seconds",
         f"service {cpu['service']} (event-loop thread {cpu['service_loop_thread']}), "
         f"postgres {cpu['postgres']}, stub {cpu['stub']} "
-        f"in {cpu['window_s']} s; machine busy {cpu['machine_busy_pct']} %",
+        f"in {cpu['window_s']} s; machine busy {cpu['machine_busy_pct']} %, "
+        f"other processes {cpu['other_processes']} s",
     )
     _line(
         "failures",
@@ -725,6 +767,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--skip-chunking", action="store_true", help="skip the in-process chunking measurement"
     )
     parser.add_argument(
+        "--dimensions", type=int, help="EMBEDDING__OPENAI_DIMENSIONS (default: the model's 1536)"
+    )
+    parser.add_argument(
+        "--drop-hnsw",
+        action="store_true",
+        help="what-if experiment: drop the service's HNSW indexes after start-up, before ingesting",
+    )
+    parser.add_argument(
         "--instrument",
         action="store_true",
         help="time the service's ingestion stages (bench/instrumented_serve.py)",
@@ -771,6 +821,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         key = create_org(args.repo, env, resources.tmp / "create-org.log")
         base = start_service(args.repo, env, free_port(), resources, instrument=args.instrument)
         result["postgres"] = postgres_versions(resources.pgdir)
+        if args.drop_hnsw:
+            left = psql(resources.pgdir, DROP_HNSW_SQL).strip()
+            print(f"what-if: dropped the HNSW indexes (left: {left})", flush=True)
         print(f"service on {base} (workers {args.workers}); posting {args.docs} documents", flush=True)
         result["ingestion"] = asyncio.run(run_ingestion(base, key, docs, args, resources))
         run = result["ingestion"]

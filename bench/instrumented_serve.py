@@ -19,6 +19,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import gc
 import json
 import os
 import re
@@ -233,6 +234,16 @@ def install() -> None:
 
     worker.WorkerPool.start = start  # type: ignore[method-assign]
 
+    gc_started: dict[str, float] = {}
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        # Full collections walk every live object while holding the loop: they show as stalls.
+        if phase == "start":
+            gc_started["t"] = time.perf_counter()
+        elif "t" in gc_started and TIMINGS.first_claim is not None:
+            TIMINGS.record(f"gc generation {info['generation']}", time.perf_counter() - gc_started["t"])
+
+    gc.callbacks.append(on_gc)
     stop = threading.Event()
     threading.Thread(target=_sampler, args=(threading.get_ident(), stop), daemon=True, name="sampler").start()
     out = os.environ.get("VK_BENCH_TIMINGS")

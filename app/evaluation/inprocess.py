@@ -3,6 +3,7 @@ and Litestar's test client in front of it."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -10,7 +11,9 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 from litestar.testing import AsyncTestClient
+from litestar.testing.transport import TestClientTransport
 
 from app.config import Settings
 from app.db.engine import make_engine, make_sessionmaker
@@ -35,7 +38,7 @@ def embedded_postgres() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="vk-eval-"))
     server: Any = None
     try:
-        server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
+        server = pgserver.get_server(folder / "pg", cleanup_mode="delete")  # type: ignore[attr-defined]
         url: str = server.get_uri()
         upgrade(url)
         yield url
@@ -66,5 +69,21 @@ async def in_process_service(url: str, settings: Settings) -> AsyncIterator[Serv
     finally:
         await engine.dispose()
     app = create_app(settings, database_url=url, run_workers=True)
-    async with AsyncTestClient(app=app, timeout=60) as http:
-        yield ServiceClient(http, key)
+    async with AsyncTestClient(app=app, timeout=60) as test_client:
+        transport = _ThreadedTransport(TestClientTransport(test_client))
+        async with httpx.AsyncClient(transport=transport, base_url=test_client.base_url, timeout=60) as http:
+            yield ServiceClient(http, key)
+
+
+class _ThreadedTransport(httpx.AsyncBaseTransport):
+    """Litestar's test transport blocks its caller until the app, running in the test
+    client's portal thread, has answered: through it, one request at a time is in flight
+    however many tasks send. Sending from worker threads lets ``--concurrency`` requests
+    overlap in the app's event loop, as they would over a socket."""
+
+    def __init__(self, inner: TestClientTransport[Any]) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()  # the body must be in memory before another thread reads it
+        return await asyncio.to_thread(self.inner.handle_request, request)

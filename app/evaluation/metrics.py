@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "NotFoundScores",
     "answer_sentence",
     "best_f1",
+    "comparable",
     "contains_gold",
     "cost_per_1000_calls",
     "first_gold_rank",
@@ -69,6 +71,14 @@ _TRAILING_STOP = re.compile(r"[\s.!?…]+$")
 def normalise_space(text: str) -> str:
     """Collapse every run of whitespace to one space and trim the ends."""
     return _SPACES.sub(" ", text).strip()
+
+
+def comparable(text: str) -> str:
+    """Text as compared for gold-paragraph containment: NFKC, no invisible format
+    characters (zero-width spaces and joiners, which document extraction drops), and
+    whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text)
+    return normalise_space("".join(ch for ch in text if unicodedata.category(ch) != "Cf"))
 
 
 def squad_normalise(text: str) -> str:
@@ -149,7 +159,8 @@ class GoldPassage:
     """What makes a retrieved chunk count as holding a question's gold paragraph.
 
     The rule: the chunk comes from the gold document and contains the gold paragraph's
-    text, compared after collapsing whitespace. A paragraph longer than the knowledge
+    text, compared after ``comparable`` (NFKC, invisible characters dropped, whitespace
+    collapsed). A paragraph longer than the knowledge
     base's chunk size (counted in the chunker's tokens) is necessarily split over several
     chunks; then a chunk of the gold document also counts when it contains the
     paragraph's sentence that holds the gold answer, or the paragraph's first 200
@@ -172,7 +183,7 @@ class GoldPassage:
         chunk_tokens: int,
     ) -> GoldPassage:
         """The gold passage of one question; ``paragraph_tokens`` is the paragraph's size."""
-        text = normalise_space(paragraph)
+        text = comparable(paragraph)
         if paragraph_tokens <= chunk_tokens:
             return cls(document_id, text)
         anchors = [text[:SPLIT_PREFIX_CHARS].strip()]
@@ -185,7 +196,7 @@ class GoldPassage:
         """Whether one retrieved chunk holds this gold paragraph."""
         if self.document_id is None or document_id != self.document_id:
             return False
-        chunk = normalise_space(chunk_text)
+        chunk = comparable(chunk_text)
         return self.paragraph in chunk or any(anchor in chunk for anchor in self.anchors)
 
 

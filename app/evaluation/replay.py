@@ -98,7 +98,9 @@ async def replay(
         while jobs:
             i = jobs.popleft()
             entry = entries[i]
-            question = Question(id=str(entry["id"]), question=entry["query"], answers=(), doc="", paragraph_index=0)
+            question = Question(
+                id=str(entry["id"]), question=entry["query"], answers=(), doc="", paragraph_index=0
+            )
             reply = await client.query(agent_id, entry["query"], variant=variant)
             graded = grade(question, variant, reply, None)
             logged_answered = entry["status"] == "answered"
@@ -161,32 +163,41 @@ def _summary(rows: Sequence[ReplayRow], read: int) -> dict[str, Any]:
         "logged": {
             "answered_share": _share(len(before_answered), n),
             "not_found_share": _share(sum(r.logged_status == "not_found" for r in rows), n),
-            "speakable_share": _share(sum(not r.logged_speech_problems for r in before_answered), len(before_answered)),
+            "speakable_share": _share(
+                sum(not r.logged_speech_problems for r in before_answered), len(before_answered)
+            ),
         },
         "replayed": {
             "answered_share": _share(len(after_answered), n),
             "not_found_share": _share(sum(r.status == "not_found" for r in rows), n),
-            "speakable_share": _share(sum(not r.speech_problems for r in after_answered), len(after_answered)),
+            "speakable_share": _share(
+                sum(not r.speech_problems for r in after_answered), len(after_answered)
+            ),
         },
         "latency_ms": {
             "service_total": latency([r.timings_ms["total"] for r in rows if "total" in r.timings_ms]),
             "client_round_trip": latency([r.client_ms for r in rows]),
         },
-        "tokens": {"prompt_total": prompt, "completion_total": completion, "embedding_total_estimated": embedding},
+        "tokens": {
+            "prompt_total": prompt,
+            "completion_total": completion,
+            "embedding_total_estimated": embedding,
+        },
         "cost_per_1000_calls_usd": {key: round(value, 6) for key, value in cost.items()},
     }
 
 
-def replay_report(
-    config: dict[str, Any], rows: Sequence[ReplayRow], read: int
-) -> tuple[dict[str, Any], str]:
+def replay_report(config: dict[str, Any], rows: Sequence[ReplayRow], read: int) -> tuple[dict[str, Any], str]:
     """report.json content and report.md text of a replay."""
     summary = _summary(rows, read)
     document = {
         "kind": "replay",
         "config": config,
         "metrics": summary,
-        "rows": [{**asdict(r), "changed_status": r.changed_status, "changed_answer": r.changed_answer} for r in rows],
+        "rows": [
+            {**asdict(r), "changed_status": r.changed_status, "changed_answer": r.changed_answer}
+            for r in rows
+        ],
     }
     variant = config.get("variant")
     lines = [f"# Replay with variant `{variant}`", ""]
@@ -204,7 +215,10 @@ def replay_report(
     ]
     lines += md_table(
         ["metric", "logged", "replayed"],
-        [[label, fmt(summary["logged"][key], "share"), fmt(summary["replayed"][key], "share")] for label, key in headline]
+        [
+            [label, fmt(summary["logged"][key], "share"), fmt(summary["replayed"][key], "share")]
+            for label, key in headline
+        ]
         + [
             ["Service time p50 / p99 (ms)", "", _pair(summary["latency_ms"]["service_total"])],
             ["Round trip p50 / p99 (ms)", "", _pair(summary["latency_ms"]["client_round_trip"])],
@@ -215,7 +229,10 @@ def replay_report(
     lines += md_table(["transition", "questions"], list(summary["transitions"].items()))
     status_changed = [r for r in rows if r.changed_status]
     answer_changed = [r for r in rows if r.changed_answer and not r.changed_status]
-    for title, picked in (("Status changed", status_changed), ("Same status, answer changed", answer_changed)):
+    for title, picked in (
+        ("Status changed", status_changed),
+        ("Same status, answer changed", answer_changed),
+    ):
         lines += ["", f"## {title} ({len(picked)})", ""]
         if not picked:
             lines.append("None.")

@@ -87,7 +87,9 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
             "contains_gold": _round(sum(bool(r.correct) for r in answerable) / len(answerable))
             if answerable
             else None,
-            "token_f1": _round(sum(r.f1 or 0.0 for r in answerable) / len(answerable)) if answerable else None,
+            "token_f1": _round(sum(r.f1 or 0.0 for r in answerable) / len(answerable))
+            if answerable
+            else None,
             "answered_share": _round(len(answered) / len(rows)) if rows else None,
             "speakable_share": _round(sum(not r.speech_problems for r in answered) / len(answered))
             if answered
@@ -250,7 +252,21 @@ def _worst_sections(rows: Sequence[Row]) -> list[str]:
 
 
 def _config_lines(config: dict[str, Any]) -> list[str]:
-    return [f"- {key}: `{value}`" for key, value in config.items() if value not in (None, "", [], {})]
+    return [
+        f"- {key}: `{value if isinstance(value, str) else json.dumps(value)}`"
+        for key, value in config.items()
+        if value not in (None, "", [], {})
+    ]
+
+
+def _offline_note(config: dict[str, Any]) -> list[str]:
+    if config.get("answerers_seen") != ["extractive"]:
+        return []
+    return [
+        "_Offline: the extractive answerer reads no prompt, so prompt variants can only change "
+        "the fixed replies; answers differ between variants only when OPENAI_API_KEY is set._",
+        "",
+    ]
 
 
 def _counts_line(summary: dict[str, Any]) -> str:
@@ -266,7 +282,9 @@ def eval_report(config: dict[str, Any], rows: Sequence[Row]) -> tuple[dict[str, 
     summary = summarise(rows)
     document = {"kind": "eval", "config": config, "metrics": summary, "rows": [asdict(r) for r in rows]}
     lines = ["# Evaluation report", "", *_config_lines(config), "", _counts_line(summary), ""]
-    lines += md_table(["metric", "value"], [[label, fmt(metric(summary, path), kind)] for label, path, kind in HEADLINE])
+    lines += md_table(
+        ["metric", "value"], [[label, fmt(metric(summary, path), kind)] for label, path, kind in HEADLINE]
+    )
     lines += ["", "## Worst cases", *_worst_sections(rows), ""]
     return document, "\n".join(lines)
 
@@ -301,16 +319,27 @@ def compare_report(
         "changed": [a.id for a, _ in changed],
         "rows": [{"id": a.id, first: asdict(a), second: asdict(b)} for a, b in pairs],
     }
-    lines = [f"# Comparison: {first} (A) vs {second} (B)", "", *_config_lines(config), ""]
+    lines = [
+        f"# Comparison: {first} (A) vs {second} (B)",
+        "",
+        *_config_lines(config),
+        "",
+        *_offline_note(config),
+    ]
     lines += [f"A: {_counts_line(summary_a)}", "", f"B: {_counts_line(summary_b)}", ""]
     lines += [f"## Outcome changed ({len(changed)} of {len(pairs)})", ""]
     if changed:
         lines += md_table(
-            ["id", "question", "gold", f"{first} status", f"{first} answer", f"{second} status", f"{second} answer"],
             [
-                [a.id, a.question, _gold(a), _outcome(a), a.answer, _outcome(b), b.answer]
-                for a, b in changed
+                "id",
+                "question",
+                "gold",
+                f"{first} status",
+                f"{first} answer",
+                f"{second} status",
+                f"{second} answer",
             ],
+            [[a.id, a.question, _gold(a), _outcome(a), a.answer, _outcome(b), b.answer] for a, b in changed],
         )
     else:
         lines.append("No question changed status or correctness.")

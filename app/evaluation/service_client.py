@@ -72,6 +72,11 @@ class ServiceClient:
             body = {"error": "invalid_json", "detail": response.text[:500]}
         if not isinstance(body, dict):
             body = {"error": "unexpected_body", "detail": str(body)[:500]}
+        if response.status_code == 422 and any(
+            isinstance(f, dict) and f.get("field") == "variant" for f in body.get("fields") or []
+        ):
+            # Every question would fail the same way: stop instead of scoring thousands of errors.
+            raise ServiceError(f"the service refused the variant: {body.get('detail')}")
         return QueryReply(response.status_code, body, client_ms)
 
     async def create_knowledge_base(self, title: str, description: str = "") -> dict[str, Any]:

@@ -1,0 +1,338 @@
+"""What ``vk eval`` and ``vk replay`` do; ``app/cli.py`` only declares their options.
+
+``evaluate`` is the reusable core: given any ``ServiceClient`` (an in-process test client,
+a running service), it loads or finds the knowledge, asks the questions and returns the
+rows, which ``build_report`` turns into the two report files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import httpx
+import typer
+
+from app.config import Settings
+from app.evaluation.dataset import (
+    DatasetError,
+    Document,
+    Question,
+    load_documents,
+    load_questions,
+    sample_questions,
+)
+from app.evaluation.inprocess import embedded_postgres, evaluation_settings, in_process_service
+from app.evaluation.progress import Progress
+from app.evaluation.replay import fetch_logged, replay, replay_report
+from app.evaluation.report import HEADLINE, compare_report, eval_report, fmt, machine, metric, write_report
+from app.evaluation.runner import Knowledge, Row, find_knowledge, load_knowledge, run_questions
+from app.evaluation.service_client import ServiceClient, ServiceError
+
+__all__ = ["Evaluation", "build_report", "eval_command", "evaluate", "replay_command", "replay_with"]
+
+_REMOTE_TIMEOUT_S = 30.0
+# Figures echoed on stdout after a run; report.md has the rest.
+_ECHOED = (
+    "Retrieval hit@1",
+    "Retrieval hit@5",
+    "Retrieval MRR@10",
+    "Answer contains gold",
+    "Token F1 (mean)",
+    "not_found precision",
+    "not_found recall",
+    "Speakable answers",
+    "Service time p50 (ms)",
+    "Service time p99 (ms)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The knowledge asked and one list of rows per variant, in question order."""
+
+    knowledge: Knowledge
+    variants: list[str | None]
+    rows: list[list[Row]]
+
+
+async def evaluate(
+    client: ServiceClient,
+    questions: Sequence[Question],
+    documents: Mapping[str, Document],
+    *,
+    variants: Sequence[str | None] = (None,),
+    agent_id: str | None = None,
+    wait: Callable[[], Awaitable[object]] | None = None,
+    concurrency: int = 1,
+    show_progress: bool = False,
+) -> Evaluation:
+    """Ask ``questions`` once per variant.
+
+    Without ``agent_id`` the documents are uploaded into a new knowledge base for a fresh
+    agent (``wait`` as in ``load_knowledge``); with it, they are looked up among that
+    agent's knowledge bases.
+    """
+    if agent_id is None:
+        if show_progress:
+            typer.echo(f"loading {len(documents)} documents and waiting until they are ready", err=True)
+        knowledge = await load_knowledge(client, documents, wait=wait)
+    else:
+        knowledge = await find_knowledge(client, agent_id, documents)
+        if knowledge.missing:
+            typer.echo(f"warning: not in the agent's knowledge: {', '.join(knowledge.missing)}", err=True)
+    progress = Progress(len(questions) * len(variants), "asking", enabled=show_progress)
+    try:
+        rows = await run_questions(
+            client, knowledge, questions, documents, variants, concurrency=concurrency, progress=progress
+        )
+    finally:
+        progress.close()
+    return Evaluation(knowledge, list(variants), rows)
+
+
+def build_report(config: dict[str, Any], evaluation: Evaluation) -> tuple[dict[str, Any], str]:
+    """report.json content and report.md text: a comparison when two variants ran."""
+    config = {
+        **config,
+        "agent_id": evaluation.knowledge.agent_id,
+        "documents_missing": list(evaluation.knowledge.missing),
+        "answerers_seen": sorted(
+            {r.model or "extractive" for rows in evaluation.rows for r in rows if r.status == "answered"}
+        ),
+    }
+    if len(evaluation.variants) == 2:
+        labels = (_label(evaluation.variants[0]), _label(evaluation.variants[1]))
+        return compare_report(config, labels, evaluation.rows[0], evaluation.rows[1])
+    return eval_report(config, evaluation.rows[0])
+
+
+def _label(variant: str | None) -> str:
+    return variant if variant is not None else "(agent's variant)"
+
+
+def _fail(exc: Exception) -> NoReturn:
+    typer.echo(f"error: {exc or type(exc).__name__}", err=True)
+    raise typer.Exit(1) from exc
+
+
+def _quiet_loggers() -> None:
+    # The app's logging set-up lets httpx log every request at INFO, one line per question,
+    # and pgserver narrates starting and stopping: both drown the progress bar.
+    for name in ("httpx", "pgserver"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _default_out() -> Path:
+    return Path("eval-out") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def _service_settings(settings: Settings) -> dict[str, Any]:
+    return {
+        "embedder": settings.embedding_provider,
+        "answerer": settings.query.llm_model if settings.answerer == "openai" else "extractive",
+        "top_k": settings.query.top_k,
+        "min_confidence": settings.query.min_confidence,
+        "min_support": settings.query.min_support,
+        "max_answer_words": settings.query.max_answer_words,
+        "deadline_s": settings.query.deadline_s,
+        "chunk_tokens": settings.ingestion.chunk_tokens,
+        "chunk_overlap_tokens": settings.ingestion.chunk_overlap_tokens,
+    }
+
+
+def eval_command(
+    dataset: Path,
+    *,
+    docs: Path | None,
+    url: str | None,
+    key: str | None,
+    agent: str | None,
+    variant: str | None,
+    compare: tuple[str, str] | None,
+    limit: int | None,
+    seed: int,
+    out: Path | None,
+    concurrency: int,
+) -> Path:
+    """Run ``vk eval``; returns the folder holding report.json and report.md."""
+    remote = (url, key, agent)
+    if any(remote) and not all(remote):
+        raise typer.BadParameter("--url, --key and --agent go together (remote mode)")
+    if variant is not None and compare is not None:
+        raise typer.BadParameter("use --variant or --compare, not both")
+    try:
+        questions = load_questions(dataset)
+        picked = sample_questions(questions, limit, seed)
+        docs_dir = docs or dataset.parent / "docs"
+        # Every document is loaded, not only those of the sample: a smaller knowledge base
+        # would make retrieval easier than on the full set.
+        documents = load_documents(docs_dir, picked)
+    except (DatasetError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    variants: list[str | None] = list(compare) if compare else [variant]
+    out_dir = out or _default_out()
+    config: dict[str, Any] = {
+        "mode": "remote" if url else "in-process",
+        "dataset": str(dataset),
+        "docs": str(docs_dir),
+        "url": url,
+        "variants": [_label(v) for v in variants],
+        "limit": limit,
+        "seed": seed,
+        "questions": len(picked),
+        "concurrency": concurrency,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+    }
+    _quiet_loggers()
+    started = time.perf_counter()
+    try:
+        if url and key and agent:
+            evaluation = asyncio.run(_remote(url, key, agent, picked, documents, variants, concurrency))
+        else:
+            settings = evaluation_settings()
+            config["service"] = _service_settings(settings)
+            with embedded_postgres() as database_url:
+                evaluation = asyncio.run(
+                    _in_process(database_url, settings, picked, documents, variants, concurrency)
+                )
+    except (ServiceError, httpx.HTTPError) as exc:
+        _fail(exc)
+    config["duration_s"] = round(time.perf_counter() - started, 1)
+    document, markdown = build_report(config, evaluation)
+    json_path, md_path = write_report(out_dir, document, markdown)
+    _echo_headline(document)
+    typer.echo(f"report: {md_path}\n        {json_path}")
+    return out_dir
+
+
+async def _remote(
+    url: str,
+    key: str,
+    agent: str,
+    questions: Sequence[Question],
+    documents: Mapping[str, Document],
+    variants: Sequence[str | None],
+    concurrency: int,
+) -> Evaluation:
+    async with httpx.AsyncClient(base_url=url, timeout=_REMOTE_TIMEOUT_S) as http:
+        return await evaluate(
+            ServiceClient(http, key),
+            questions,
+            documents,
+            variants=variants,
+            agent_id=agent,
+            concurrency=concurrency,
+            show_progress=True,
+        )
+
+
+async def _in_process(
+    database_url: str,
+    settings: Settings,
+    questions: Sequence[Question],
+    documents: Mapping[str, Document],
+    variants: Sequence[str | None],
+    concurrency: int,
+) -> Evaluation:
+    async with in_process_service(database_url, settings) as client:
+        return await evaluate(
+            client, questions, documents, variants=variants, concurrency=concurrency, show_progress=True
+        )
+
+
+def _echo_headline(document: dict[str, Any]) -> None:
+    summaries: dict[str, dict[str, Any]] = (
+        document["metrics"] if document["kind"] == "compare" else {"": document["metrics"]}
+    )
+    for name, summary in summaries.items():
+        if name:
+            typer.echo(f"[{name}]")
+        for label, path, kind in HEADLINE:
+            if label in _ECHOED:
+                typer.echo(f"  {label:<24} {fmt(metric(summary, path), kind)}")
+
+
+def replay_command(
+    *,
+    agent: str,
+    last: int,
+    variant: str,
+    url: str | None,
+    key: str | None,
+    out: Path | None,
+    concurrency: int,
+) -> Path:
+    """Run ``vk replay``; returns the folder holding report.json and report.md."""
+    if not url or not key:
+        raise typer.BadParameter(
+            "replay asks a running service: give its --url and an admin --key of the agent's organisation"
+        )
+    out_dir = out or _default_out()
+    config: dict[str, Any] = {
+        "mode": "replay",
+        "url": url,
+        "agent_id": agent,
+        "variant": variant,
+        "last": last,
+        "concurrency": concurrency,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    _quiet_loggers()
+    try:
+        document, markdown = asyncio.run(_replay(url, key, agent, last, variant, concurrency, config))
+    except (ServiceError, httpx.HTTPError) as exc:
+        _fail(exc)
+    json_path, md_path = write_report(out_dir, document, markdown)
+    metrics = document["metrics"]
+    typer.echo(
+        f"{metrics['questions_replayed']} questions replayed: {metrics['changed_status']} changed status, "
+        f"{metrics['changed_answer']} changed answer"
+    )
+    typer.echo(f"report: {md_path}\n        {json_path}")
+    return out_dir
+
+
+async def _replay(
+    url: str, key: str, agent: str, last: int, variant: str, concurrency: int, config: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    async with httpx.AsyncClient(base_url=url, timeout=_REMOTE_TIMEOUT_S) as http:
+        return await replay_with(
+            ServiceClient(http, key),
+            agent,
+            last=last,
+            variant=variant,
+            concurrency=concurrency,
+            config=config,
+            show_progress=True,
+        )
+
+
+async def replay_with(
+    client: ServiceClient,
+    agent_id: str,
+    *,
+    last: int,
+    variant: str,
+    config: dict[str, Any] | None = None,
+    concurrency: int = 1,
+    show_progress: bool = False,
+) -> tuple[dict[str, Any], str]:
+    """Replay the agent's last ``last`` logged questions with ``variant``; the report."""
+    started = time.perf_counter()
+    config = dict(config or {"agent_id": agent_id, "variant": variant, "last": last})
+    entries, read = await fetch_logged(client, agent_id, last)
+    progress = Progress(len(entries), "replaying", enabled=show_progress)
+    try:
+        rows = await replay(client, agent_id, entries, variant, concurrency=concurrency, progress=progress)
+    finally:
+        progress.close()
+    config["duration_s"] = round(time.perf_counter() - started, 1)
+    return replay_report(config, rows, read)

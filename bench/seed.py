@@ -1,0 +1,1084 @@
+"""Shared helpers of ``query_bench.py`` and ``load_bench.py``: a fast SQL seeder for a large,
+realistic-looking knowledge set, question makers, and the harness that starts and always stops
+the OpenAI stub, the embedded PostgreSQL and ``vk serve``.
+
+Seeding by SQL (not through ingestion) is what makes 100,000 chunks affordable in a benchmark:
+
+* rows are written exactly as ingestion writes them (``app/ingestion/repository.py``): one org,
+  ``--kbs`` knowledge bases with ``chunk_count`` set, ``ready`` documents with their
+  ``chunk_count``, one agent per knowledge base (``agent_assignments``), and chunks with
+  ``embedding_model = openai:text-embedding-3-small:<dims>``, ``embedding_dim = <dims>`` and
+  ``tsv = setweight(to_tsvector(title || ' ' || section), 'A') || to_tsvector(text)``;
+* chunk texts are English sentences generated from word lists (a domain per knowledge base, a
+  deterministic seed), vectors are unit-random of the configured dimension;
+* chunks go through binary ``COPY`` into an unlogged staging table, then one ``INSERT ... SELECT``
+  per half of the knowledge bases on two connections computes the tsvectors on both cores;
+* the HNSW index ``ix_chunks_hnsw_<dims>`` is dropped before loading and built once afterwards
+  (inserting 100k rows into HNSW one by one is far slower); the service finds it at start-up.
+
+Run on its own, it seeds a fresh throw-away database and prints how long each step took::
+
+    .venv/bin/python bench/seed.py --dims 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import datetime as dt
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import numpy as np
+import psutil
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.openai_stub import StubProcess, free_port, start_stub_process  # noqa: E402
+
+EMBEDDING_MODEL = "text-embedding-3-small"
+NAMESPACE = uuid.UUID("5b3f0a52-8f0e-4a57-9a51-3c1f2d0b7e11")
+
+
+class BenchError(Exception):
+    """The benchmark could not run to the end; the message says where it stopped."""
+
+
+def model_key(dims: int) -> str:
+    return f"openai:{EMBEDDING_MODEL}:{dims}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine and load
+
+
+def machine_info() -> dict[str, Any]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def loadavg() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except (OSError, ValueError):
+        return [float("nan")] * 3
+
+
+def _busy(times: Any) -> float:
+    return float(times.user + times.system + times.nice + getattr(times, "irq", 0.0))
+
+
+def _tree_cpu(pid: int | None) -> float:
+    """CPU seconds of a process and its living children (PostgreSQL backends, pool workers)."""
+    if pid is None:
+        return 0.0
+    try:
+        process = psutil.Process(pid)
+        times = process.cpu_times()
+        total = times.user + times.system + times.children_user + times.children_system
+        for child in process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+    except psutil.Error:
+        return 0.0
+    return float(total)
+
+
+class CpuMeter:
+    """CPU seconds per component between ``start`` and ``stop``; what is left of the machine's busy
+    time after our own processes is "foreign" load (other benchmarks or tests on the machine)."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.pids = pids
+        self._before: dict[str, float] = {}
+        self._t0 = 0.0
+        self._load0: list[float] = []
+        self._max_load = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _snapshot(self) -> dict[str, float]:
+        snap = {name: _tree_cpu(pid) for name, pid in self.pids.items()}
+        own = psutil.Process().cpu_times()
+        snap["bench"] = own.user + own.system  # this process only; drivers report their own CPU
+        snap["_machine"] = _busy(psutil.cpu_times())
+        return snap
+
+    def _watch_load(self) -> None:
+        while not self._stop.wait(1.0):
+            self._max_load = max(self._max_load, loadavg()[0])
+
+    def start(self) -> CpuMeter:
+        self._before = self._snapshot()
+        self._t0 = time.perf_counter()
+        self._load0 = loadavg()
+        self._max_load = self._load0[0]
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch_load, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, extra_cpu_s: dict[str, float] | None = None) -> dict[str, Any]:
+        """``extra_cpu_s``: CPU seconds that helper processes (drivers, generators) report for the
+        same window; they count as ours, not as foreign load."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        after = self._snapshot()
+        wall = time.perf_counter() - self._t0
+        used = {k: after[k] - self._before.get(k, 0.0) for k in after}
+        used.update(extra_cpu_s or {})
+        ours = sum(v for k, v in used.items() if not k.startswith("_"))
+        machine = used.pop("_machine")
+        cores = {k: round(v / wall, 2) for k, v in used.items()} if wall > 0 else {}
+        return {
+            "wall_s": round(wall, 2),
+            "cpu_s": {k: round(v, 2) for k, v in used.items()},
+            "cores": cores,
+            "machine_cores_busy": round(machine / wall, 2) if wall > 0 else None,
+            # Clock skew between the two kinds of counters can make this slightly negative.
+            "foreign_cores": round(max(0.0, machine - ours) / wall, 2) if wall > 0 else None,
+            "loadavg_start": self._load0,
+            "loadavg_end": loadavg(),
+            "loadavg_max_1m": round(max(self._max_load, loadavg()[0]), 2),
+        }
+
+
+def foreign_load(pids: dict[str, int | None], seconds: float = 3.0) -> dict[str, Any]:
+    """How busy the machine is with work that is not ours, measured over ``seconds``."""
+    meter = CpuMeter(pids).start()
+    time.sleep(seconds)
+    return meter.stop()
+
+
+def wait_for_quiet(
+    pids: dict[str, int | None], *, max_foreign_cores: float, max_wait_s: float
+) -> dict[str, Any]:
+    """Wait (bounded) until other processes use less than ``max_foreign_cores``; returns the last
+    measurement with ``quiet`` set accordingly."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        sample = foreign_load(pids)
+        quiet = (sample["foreign_cores"] or 0.0) <= max_foreign_cores
+        if quiet or time.monotonic() >= deadline:
+            sample["quiet"] = quiet
+            return sample
+        print(
+            f"  machine busy: other processes use {sample['foreign_cores']} cores "
+            f"(loadavg {sample['loadavg_end'][0]}); waiting",
+            flush=True,
+        )
+
+
+def percentiles(values: Sequence[float], qs: Sequence[float] = (0.5, 0.9, 0.99)) -> dict[str, float | None]:
+    """Nearest-rank percentiles plus max and mean, rounded to 0.01."""
+    if not values:
+        return {**{f"p{round(q * 100):d}": None for q in qs}, "max": None, "mean": None}
+    ordered = sorted(values)
+    n = len(ordered)
+    out: dict[str, float | None] = {}
+    for q in qs:
+        rank = max(1, int(np.ceil(q * n)))
+        out[f"p{round(q * 100):d}"] = round(float(ordered[rank - 1]), 2)
+    out["max"] = round(float(ordered[-1]), 2)
+    out["mean"] = round(float(sum(ordered) / n), 2)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Text: a domain per knowledge base, sentences from word lists
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    brand: tuple[str, ...]
+    nouns: tuple[str, ...]
+    adjectives: tuple[str, ...]
+    verbs: tuple[str, ...]
+    topics: tuple[str, ...]
+
+
+def _w(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+DOMAINS: tuple[Domain, ...] = (
+    Domain(
+        "dental", _w("Brightsmile Dentaline Pearlcare"),
+        _w("appointment cleaning filling crown implant hygienist dentist checkup x-ray brace aligner "
+           "whitening extraction gum tooth retainer invoice insurer referral emergency anaesthetic "
+           "denture veneer plaque cavity molar"),
+        _w("routine painless urgent cosmetic annual gentle sensitive damaged loose"),
+        _w("book cancel reschedule cover refer polish repair replace examine numb"),
+        _w("Appointments Treatments Payments Insurance Emergencies Children"),
+    ),
+    Domain(
+        "telecom", _w("Telvia Nordline Quickmobile"),
+        _w("router modem contract tariff roaming sim signal outage bundle data allowance handset "
+           "fibre broadband engineer installation voicemail number porting bill upgrade hotspot "
+           "coverage mast antenna voucher"),
+        _w("unlimited prepaid monthly mobile wireless faulty weak international unused"),
+        _w("activate port restart upgrade cancel top-up connect install unlock renew"),
+        _w("Coverage Billing Devices Roaming Broadband Contracts"),
+    ),
+    Domain(
+        "insurance", _w("Safeharbor Everguard Keystone"),
+        _w("policy claim premium excess deductible windscreen accident theft flood assessor "
+           "renewal beneficiary certificate quote cover garage courtesy-car liability inspection "
+           "broker valuation receipt photo witness report"),
+        _w("comprehensive third-party annual optional pending approved rejected fraudulent"),
+        _w("claim renew cancel assess settle insure report approve pay adjust"),
+        _w("Claims Policies Renewals Payments Vehicles Homes"),
+    ),
+    Domain(
+        "travel", _w("Skyreach Bluewing Meridian"),
+        _w("flight booking baggage boarding gate seat upgrade layover passport visa check-in "
+           "itinerary refund voucher delay lounge suitcase cabin crew terminal transfer "
+           "reservation fare connection shuttle"),
+        _w("delayed cancelled overbooked economy business oversized domestic connecting"),
+        _w("board rebook refund upgrade check transfer reserve cancel depart land"),
+        _w("Bookings Baggage Delays Refunds Lounges Visas"),
+    ),
+    Domain(
+        "banking", _w("Northbank Civico Ledgerly"),
+        _w("account card transfer overdraft mortgage loan interest statement branch cheque "
+           "deposit withdrawal pin fraud limit standing-order savings isa fee mandate "
+           "payee iban sort-code balance"),
+        _w("joint current contactless frozen overdue fixed variable suspicious"),
+        _w("transfer deposit withdraw freeze unblock open close verify borrow repay"),
+        _w("Accounts Cards Loans Mortgages Fraud Savings"),
+    ),
+    Domain(
+        "retail", _w("Homecraft Urbanmart Fernway"),
+        _w("order parcel delivery courier return refund exchange receipt voucher warranty "
+           "store stock size colour discount basket checkout collection locker invoice "
+           "gift-card loyalty point promotion"),
+        _w("damaged faulty missing late express standard seasonal refurbished"),
+        _w("order return exchange collect deliver track refund redeem reserve ship"),
+        _w("Orders Returns Delivery Stores Loyalty Warranty"),
+    ),
+    Domain(
+        "software", _w("Cloudnest Taskly Formwise"),
+        _w("licence subscription workspace seat invoice login password integration export "
+           "backup migration plan trial admin permission api token webhook dashboard "
+           "report outage status sso"),
+        _w("annual enterprise expired locked inactive shared encrypted premium"),
+        _w("upgrade downgrade export import reset invite revoke sync restore configure"),
+        _w("Plans Security Integrations Billing Accounts Support"),
+    ),
+    Domain(
+        "energy", _w("Greenvolt Heatwise Solaro"),
+        _w("meter reading tariff direct-debit boiler smart-meter outage engineer supply "
+           "solar panel battery heat-pump radiator thermostat bill credit deposit "
+           "switch connection emergency leak"),
+        _w("estimated fixed variable renewable faulty annual quarterly peak"),
+        _w("read switch install repair submit connect disconnect service inspect credit"),
+        _w("Meters Tariffs Billing Repairs Solar Moving"),
+    ),
+    Domain(
+        "pharmacy", _w("Wellpoint Careway Medisun"),
+        _w("prescription refill pharmacist dosage tablet vaccine consultation repeat "
+           "doctor allergy label pack delivery exemption certificate inhaler ointment "
+           "reminder appointment sample side-effect"),
+        _w("repeat urgent generic controlled over-the-counter expired seasonal travel"),
+        _w("refill collect deliver prescribe dispense vaccinate consult renew order remind"),
+        _w("Prescriptions Vaccines Delivery Consultations Exemptions Travel"),
+    ),
+    Domain(
+        "automotive", _w("Motorcare Autopoint Gearhouse"),
+        _w("service inspection tyre brake oil battery warranty courtesy-car recall mot "
+           "alignment exhaust clutch gearbox windscreen estimate invoice mechanic "
+           "booking part diagnostic"),
+        _w("annual worn faulty electric hybrid manual genuine extended"),
+        _w("book inspect replace repair align diagnose collect deliver quote service"),
+        _w("Servicing Repairs Tyres Recalls Warranty Bookings"),
+    ),
+)  # fmt: skip
+
+_KINDS = _w("guide policy handbook FAQ overview procedure terms checklist")
+_PLACES = (
+    "in the app", "at the front desk", "by phone", "on our website", "in any branch",
+    "by email", "through the customer portal", "at the service counter", "by post",
+)  # fmt: skip
+_TIMES = (
+    "within {n} days", "after {n} hours", "before the end of the month", "every {n} weeks",
+    "within {n} working days", "on the next business day", "at least {n} days in advance",
+    "during the first {n} months", "before {h} am", "after {h} pm",
+)  # fmt: skip
+_DAYS = _w("Monday Tuesday Wednesday Thursday Friday Saturday Sunday")
+_NAMES = _w("Alex Maria Sam Priya Jonas Fatima Lucas Emma Omar Chloe")
+_SECTIONS = (
+    "Before you start", "Eligibility", "How it works", "Costs and fees", "Time limits",
+    "Exceptions", "What you need", "Step by step", "Common problems", "Contact options",
+    "After you apply", "Frequently asked questions", "Special cases", "Opening hours",
+)  # fmt: skip
+_ADVERBS = _w("usually always normally immediately quickly automatically manually promptly")
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+
+
+def _third(verb: str) -> str:
+    if verb.endswith(("s", "sh", "ch", "x", "z")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _plural(noun: str) -> str:
+    if noun.endswith(("s", "sh", "ch", "x")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+class TextMaker:
+    """Sentences, chunks and titles for one knowledge base; same seed, same text."""
+
+    def __init__(self, kb_index: int, seed: int) -> None:
+        self.rng = random.Random(seed * 1_000_003 + kb_index)
+        self.domain = DOMAINS[kb_index % len(DOMAINS)]
+        self.brand = f"{self.domain.brand[kb_index % len(self.domain.brand)]} {kb_index}"
+
+    def _time(self) -> str:
+        r = self.rng
+        return r.choice(_TIMES).format(n=r.randint(2, 60), h=r.randint(1, 11))
+
+    def sentence(self) -> str:
+        r, d = self.rng, self.domain
+        n1, n2, n3 = r.choice(d.nouns), r.choice(d.nouns), r.choice(d.nouns)
+        adj, verb = r.choice(d.adjectives), r.choice(d.verbs)
+        form = r.randrange(12)
+        if form == 0:
+            return f"The {adj} {n1} {_third(verb)} the {n2} {self._time()}."
+        if form == 1:
+            return f"Customers who need to {verb} {_a(adj)} {n1} should contact us {r.choice(_PLACES)}."
+        if form == 2:
+            return f"If your {n1} is {adj}, we {r.choice(_ADVERBS)} {verb} the {n2} at no extra cost."
+        if form == 3:
+            return f"Our {n1} team handles about {r.randint(5, 900)} {_plural(n2)} every week."
+        if form == 4:
+            return (
+                f"{self.brand} offers {_a(adj)} {n1} for {r.randint(3, 400)}.{r.randint(0, 99):02d} euros "
+                f"per {r.choice(('month', 'year', 'visit', 'order'))}."
+            )
+        if form == 5:
+            return f"You can {verb} your {n1} {r.choice(_PLACES)}, {self._time()}."
+        if form == 6:
+            return f"Please bring your {n1} and {_a(n2)} to every {n3} appointment."
+        if form == 7:
+            return f"{_a(adj).capitalize()} {n1} is required before we can {verb} the {n2}."
+        if form == 8:
+            return f"Most {_plural(n1)} are handled {self._time()}, except {adj} {_plural(n2)}."
+        if form == 9:
+            d1 = r.randrange(5)
+            return (
+                f"The {n1} desk is open {_DAYS[d1]} to {_DAYS[d1 + r.randint(1, 2)]}, "
+                f"{r.randint(7, 10)} am to {r.randint(4, 8)} pm, except on public holidays."
+            )
+        if form == 10:
+            return (
+                f"The fee for {_a(adj)} {n1} is {r.randint(5, 250)} euros, and {_plural(n2)} are "
+                f"refunded {self._time()}."
+            )
+        return f"Ask for {r.choice(_NAMES)} at the {n1} counter if the {n2} does not {verb}."
+
+    def title(self, doc_index: int) -> str:
+        r = self.rng
+        return f"{self.brand} {r.choice(self.domain.topics).lower()} {r.choice(_KINDS)} {doc_index + 1}"
+
+    def chunk(self) -> tuple[str, str]:
+        """``(section, text)``: one heading and 10 to 22 sentences (about 150 to 350 words)."""
+        r = self.rng
+        section = r.choice(_SECTIONS)
+        return section, " ".join(self.sentence() for _ in range(r.randint(10, 22)))
+
+
+_STOP = frozenset(
+    _w(
+        """a about above after again all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each every except few for
+    from further had has have having her here him his how i if in into is it its just me more
+    most my no nor not now of off on once only or other our out over own per same she should so
+    some such than that the their them then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you your
+    euros extra cost need please team week month year visit order desk public holidays open
+    required handled refunded offers customers contact bring ask counter"""
+    )
+)
+_WORD = re.compile(r"[a-z][a-z'-]{3,}")
+
+
+def content_words(text: str) -> list[str]:
+    """Distinct words of ``text`` worth asking about (no stop words, at least four letters)."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        if word not in _STOP:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+_QUESTIONS = (
+    "What about the {0} {1} and the {2}?",
+    "How does the {0} {1} work with the {2}?",
+    "Can you tell me about the {0} {1} for {2}?",
+    "Where can I find the {0} {1} {2}?",
+    "When do I get the {0} {1} for my {2}?",
+    "Is the {0} {1} {2} included?",
+    "What happens to the {0} {1} if the {2} is {3}?",
+    "Do you {0} the {1} {2} {3}?",
+)
+
+
+class QuestionMaker:
+    """Distinct questions for agents, built from words of their own chunks, so full-text search
+    finds the chunk and the question is never a cache hit (unless repeated on purpose)."""
+
+    def __init__(self, material: dict[str, list[list[str]]], seed: int) -> None:
+        self.material = {agent: [w for w in words if len(w) >= 3] for agent, words in material.items()}
+        self.agents = sorted(self.material)
+        self.rng = random.Random(seed)
+        self.seen: set[tuple[str, str]] = set()
+
+    def one(self, agent: str | None = None) -> tuple[str, str]:
+        r = self.rng
+        for _ in range(1000):
+            who = agent or r.choice(self.agents)
+            words = r.choice(self.material[who])
+            template = r.choice(_QUESTIONS)
+            needed = 4 if "{3}" in template else 3
+            if len(words) < needed:
+                continue
+            question = template.format(*r.sample(words, needed))
+            key = (who, question.lower())
+            if key not in self.seen:
+                self.seen.add(key)
+                return who, question
+        raise BenchError("could not make a new distinct question; seed more chunk material")
+
+    def many(self, count: int) -> list[tuple[str, str]]:
+        return [self.one() for _ in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The embedded PostgreSQL
+
+
+def _die_with_parent() -> None:
+    # Linux: a child whose benchmark is SIGKILLed gets SIGTERM instead of running on (PR_SET_PDEATHSIG).
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def pg_bin(name: str) -> Path:
+    # Found without importing pgserver, whose import creates lock and runtime folders.
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise BenchError("pgserver is not installed in this environment")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name
+
+
+def postmaster_info(pgdir: Path) -> dict[str, Any] | None:
+    """pid, port and socket folder from ``postmaster.pid`` (PostgreSQL's documented layout)."""
+    try:
+        lines = (pgdir / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 5 or not lines[0].strip().isdigit():
+        return None
+    return {"pid": int(lines[0]), "port": int(lines[3] or 5432), "socket_dir": lines[4] or None}
+
+
+def stop_postgres(pgdir: Path) -> None:
+    """Stop the embedded server (``vk`` leaves it running on purpose): ``pg_ctl stop -m fast`` as
+    the user pgserver runs it as, else SIGQUIT to the postmaster read from our own data folder."""
+    info = postmaster_info(pgdir)
+    if info is None or not psutil.pid_exists(info["pid"]):
+        return
+    user = "pgserver" if os.geteuid() == 0 else None
+    try:
+        subprocess.run(
+            [str(pg_bin("pg_ctl")), "-D", str(pgdir), "-m", "fast", "-w", "-t", "30", "stop"],
+            user=user, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=40,
+        )  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(info["pid"])
+            process.send_signal(signal.SIGQUIT)
+            process.wait(10)
+
+
+async def pg_connect(pgdir: Path) -> asyncpg.Connection:
+    info = postmaster_info(pgdir)
+    if info is None:
+        raise BenchError("the embedded PostgreSQL is not running")
+    return await asyncpg.connect(
+        host=info["socket_dir"] or "127.0.0.1", port=info["port"], user="postgres", database="postgres"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeding
+
+
+@dataclass
+class SeedConfig:
+    kbs: int = 100
+    chunks_per_kb: int = 1000
+    docs_per_kb: int = 20
+    dims: int = 512
+    seed: int = 20250101
+    material_chunks: int = 64  # chunks per agent whose words questions are made from
+    build_index: bool = True  # False: leave the HNSW index to the service's start-up (or to nobody)
+
+
+@dataclass
+class SeedResult:
+    org_id: str
+    kb_ids: list[str]
+    agent_ids: list[str]
+    material: dict[str, list[list[str]]]  # agent id -> content words of some of its chunks
+    timings_s: dict[str, float] = field(default_factory=dict)
+    sizes: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "kbs": len(self.kb_ids),
+            "agents": len(self.agent_ids),
+            "timings_s": self.timings_s,
+            "sizes": self.sizes,
+        }
+
+
+STAGE_SQL = """
+CREATE UNLOGGED TABLE IF NOT EXISTS bench_chunk_stage (
+    kb_id uuid NOT NULL, document_id uuid NOT NULL, ordinal integer NOT NULL, title text NOT NULL,
+    section text, text text NOT NULL, token_count integer NOT NULL, embedding vector NOT NULL
+)"""
+
+# Same columns and tsv expression as app/ingestion/repository.py INSERT_CHUNKS_SQL.
+MOVE_SQL = """
+INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, section, page, token_count,
+                    embedding_model, embedding_dim, embedding, tsv)
+SELECT $1, s.kb_id, s.document_id, s.ordinal, s.text, s.section, NULL, s.token_count, $2, $3, s.embedding,
+       setweight(to_tsvector('english', coalesce(s.title, '') || ' ' || coalesce(s.section, '')), 'A')
+       || to_tsvector('english', s.text)
+FROM bench_chunk_stage s
+WHERE s.kb_id = ANY($4::uuid[])
+"""
+
+
+def _ids(kind: str, seed: int, count: int) -> list[uuid.UUID]:
+    return [uuid.uuid5(NAMESPACE, f"{kind}-{seed}-{i}") for i in range(count)]
+
+
+def _vector_codec_binary(value: bytes) -> bytes:
+    return value
+
+
+async def _stage_kb(
+    conn: asyncpg.Connection,
+    cfg: SeedConfig,
+    kb_index: int,
+    kb_id: uuid.UUID,
+    doc_ids: Sequence[uuid.UUID],
+) -> tuple[list[tuple[uuid.UUID, str, int, int]], list[list[str]], int]:
+    """Generate and COPY one knowledge base's chunks; returns its documents, question material and
+    text bytes."""
+    maker = TextMaker(kb_index, cfg.seed)
+    per_doc = cfg.chunks_per_kb // cfg.docs_per_kb
+    rng = np.random.default_rng([cfg.seed, kb_index])
+    vectors = rng.standard_normal((cfg.chunks_per_kb, cfg.dims), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    big_endian = vectors.astype(">f4")
+    header = struct.pack(">HH", cfg.dims, 0)  # pgvector's binary form: dim, unused, float4 * dim
+    records: list[tuple[Any, ...]] = []
+    documents: list[tuple[uuid.UUID, str, int, int]] = []
+    material: list[list[str]] = []
+    pick = set(random.Random(cfg.seed + kb_index).sample(range(cfg.chunks_per_kb), cfg.material_chunks))
+    text_bytes = 0
+    row = 0
+    for d, doc_id in enumerate(doc_ids):
+        title = maker.title(d)
+        count = per_doc if d < len(doc_ids) - 1 else cfg.chunks_per_kb - per_doc * (len(doc_ids) - 1)
+        size = 0
+        for ordinal in range(count):
+            section, text = maker.chunk()
+            size += len(text)
+            tokens = int(len(text.split()) * 1.3)
+            records.append(
+                (kb_id, doc_id, ordinal, title, section, text, tokens, header + big_endian[row].tobytes())
+            )
+            if row in pick:
+                material.append(content_words(f"{section} {text}"))
+            row += 1
+        documents.append((doc_id, title, count, size))
+        text_bytes += size
+    await conn.copy_records_to_table(
+        "bench_chunk_stage",
+        records=records,
+        columns=["kb_id", "document_id", "ordinal", "title", "section", "text", "token_count", "embedding"],
+    )
+    return documents, material, text_bytes
+
+
+async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> SeedResult:
+    """Fill the (migrated, org-bearing) database of ``pgdir``; builds the HNSW index at the end."""
+    if cfg.chunks_per_kb % cfg.docs_per_kb:
+        raise BenchError("--chunks-per-kb must be a multiple of --docs-per-kb")
+    timings: dict[str, float] = {}
+    t_all = time.perf_counter()
+    conn = await pg_connect(pgdir)
+    try:
+        await conn.set_type_codec(
+            "vector", schema="public", encoder=_vector_codec_binary, decoder=_vector_codec_binary,
+            format="binary",
+        )  # fmt: skip
+        orgs = await conn.fetch("SELECT id FROM organisations")
+        if len(orgs) != 1:
+            raise BenchError(f"expected exactly one organisation (vk create-org), found {len(orgs)}")
+        org_id: uuid.UUID = orgs[0]["id"]
+        index = f"ix_chunks_hnsw_{cfg.dims}"
+        await conn.execute(f"DROP INDEX IF EXISTS {index}")
+
+        kb_ids = _ids("kb", cfg.seed, cfg.kbs)
+        agent_ids = _ids("agent", cfg.seed, cfg.kbs)
+        await conn.executemany(
+            "INSERT INTO knowledge_bases (id, org_id, title, description, language, content_version, "
+            "chunk_count, created_at, updated_at) VALUES ($1, $2, $3, $4, 'english', 1, $5, now(), now())",
+            [
+                (kb, org_id, f"{TextMaker(i, cfg.seed).brand} knowledge", "seeded by bench/seed.py",
+                 cfg.chunks_per_kb)
+                for i, kb in enumerate(kb_ids)
+            ],
+        )  # fmt: skip
+        await conn.executemany(
+            "INSERT INTO agent_assignments (kb_id, agent_id, org_id) VALUES ($1, $2, $3)",
+            [(kb, agent, org_id) for kb, agent in zip(kb_ids, agent_ids, strict=True)],
+        )
+
+        # 1. Generate and COPY into the staging table.
+        t = time.perf_counter()
+        await conn.execute(STAGE_SQL)
+        await conn.execute("TRUNCATE bench_chunk_stage")
+        material: dict[str, list[list[str]]] = {}
+        doc_rows: list[tuple[Any, ...]] = []
+        text_bytes = 0
+        for i, kb in enumerate(kb_ids):
+            doc_ids = _ids(f"doc-{i}", cfg.seed, cfg.docs_per_kb)
+            documents, words, size = await _stage_kb(conn, cfg, i, kb, doc_ids)
+            material[str(agent_ids[i])] = words
+            text_bytes += size
+            for doc_id, title, count, doc_size in documents:
+                digest = hashlib.sha256(f"{doc_id}".encode()).hexdigest()
+                doc_rows.append((doc_id, org_id, kb, title, count, digest, doc_size))
+            if (i + 1) % 20 == 0:
+                log(f"  staged {i + 1}/{cfg.kbs} knowledge bases ({time.perf_counter() - t:.1f} s)")
+        timings["generate_and_copy"] = round(time.perf_counter() - t, 2)
+
+        t = time.perf_counter()
+        await conn.executemany(
+            "INSERT INTO documents (id, org_id, kb_id, title, source_kind, status, chunk_count, "
+            "content_hash, size_bytes, progress_done, progress_total, attempts, created_at, updated_at, "
+            "indexed_at) VALUES ($1, $2, $3, $4, 'markdown', 'ready', $5, $6, $7, $5, $5, 1, now(), now(), "
+            "now())",
+            doc_rows,
+        )
+        timings["documents"] = round(time.perf_counter() - t, 2)
+
+        # 2. Staging -> chunks on two connections (to_tsvector is the CPU-heavy part).
+        t = time.perf_counter()
+        halves = [kb_ids[0::2], kb_ids[1::2]]
+
+        async def move(part: list[uuid.UUID]) -> None:
+            other = await pg_connect(pgdir)
+            try:
+                await other.execute(MOVE_SQL, org_id, model_key(cfg.dims), cfg.dims, part)
+            finally:
+                await other.close()
+
+        await asyncio.gather(*(move(part) for part in halves if part))
+        await conn.execute("DROP TABLE bench_chunk_stage")
+        timings["insert_chunks_with_tsv"] = round(time.perf_counter() - t, 2)
+
+        t = time.perf_counter()
+        await conn.execute("VACUUM (ANALYZE) chunks")
+        await conn.execute("ANALYZE documents")
+        await conn.execute("ANALYZE knowledge_bases")
+        await conn.execute("ANALYZE agent_assignments")
+        timings["vacuum_analyze"] = round(time.perf_counter() - t, 2)
+        timings["seed_total"] = round(time.perf_counter() - t_all, 2)
+
+        # 3. The HNSW index, built once over everything (as app/query/indexes.py would at start-up).
+        if cfg.build_index:
+            log(f"  building {index} over {cfg.kbs * cfg.chunks_per_kb} vectors")
+            from app.query.repository import HNSW_INDEX_SQL  # noqa: PLC0415 - after sys.path set-up
+
+            t = time.perf_counter()
+            await conn.execute("SET maintenance_work_mem = '2GB'")
+            await conn.execute("SET max_parallel_maintenance_workers = 1")  # leader + 1 worker = 2 cores
+            await conn.execute(HNSW_INDEX_SQL.format(dim=int(cfg.dims)))
+            timings["hnsw_build"] = round(time.perf_counter() - t, 2)
+
+        sizes = await conn.fetchrow(
+            "SELECT count(*) AS chunks, pg_total_relation_size('chunks') AS chunks_bytes, "
+            f"coalesce(pg_relation_size(to_regclass('{index}')), 0) AS hnsw_bytes, "
+            "current_setting('shared_buffers') AS shared_buffers, "
+            "current_setting('server_version') AS postgresql, "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector FROM chunks"
+        )
+        result_sizes = dict(sizes)
+        result_sizes["chunk_text_mb"] = round(text_bytes / 1e6, 1)
+        result_sizes["chunks_mb"] = round(result_sizes.pop("chunks_bytes") / 1e6, 1)
+        result_sizes["hnsw_mb"] = round(result_sizes.pop("hnsw_bytes") / 1e6, 1)
+    finally:
+        await conn.close()
+    return SeedResult(
+        org_id=str(org_id),
+        kb_ids=[str(k) for k in kb_ids],
+        agent_ids=[str(a) for a in agent_ids],
+        material=material,
+        timings_s=timings,
+        sizes=result_sizes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes: stub, vk create-org, vk serve
+
+
+def service_env(
+    pgdir: Path, stub_base_url: str, *, dims: int, workers: int = 0, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The service's environment: only what the flags say (service settings of the calling shell
+    are dropped), rate limits off, OpenAI provider through the stub, quiet logs."""
+    prefixes = ("DB__", "EMBEDDING__", "INGESTION__", "QUERY__", "LIMITS__")
+    names = {"DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOG_LEVEL", "HOST", "PORT"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k.upper() not in names}
+    env.update(
+        {
+            "DB__EMBEDDED_DIR": str(pgdir),
+            "OPENAI_API_KEY": "x",
+            "OPENAI_BASE_URL": stub_base_url,
+            "EMBEDDING__PROVIDER": "openai",
+            "EMBEDDING__OPENAI_DIMENSIONS": str(dims),
+            "INGESTION__WORKERS": str(workers),
+            "LIMITS__QUERY_PER_MINUTE": "0",
+            "LIMITS__MANAGE_PER_MINUTE": "0",
+            "LOG_LEVEL": "WARNING",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "PYTHONUNBUFFERED": "1",
+            **(extra or {}),
+        }
+    )
+    return env
+
+
+def vk_command(*args: str) -> list[str]:
+    vk = Path(sys.executable).with_name("vk")
+    return [str(vk), *args] if vk.exists() else [sys.executable, "-m", "app.cli", *args]
+
+
+def tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Harness:
+    """Everything a benchmark starts, stopped in reverse order by ``close`` (also on errors,
+    Ctrl-C and SIGTERM), and the temporary folder removed."""
+
+    tmp: Path
+    keep_tmp: bool = False
+    stub: StubProcess | None = None
+    service: subprocess.Popen[bytes] | None = None
+    children: list[subprocess.Popen[Any]] = field(default_factory=list)
+    extra_pids: dict[str, int] = field(default_factory=dict)  # helpers whose CPU counts as ours
+    _logs: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, prefix: str, *, keep_tmp: bool = False) -> Harness:
+        return cls(Path(tempfile.mkdtemp(prefix=prefix)), keep_tmp=keep_tmp)
+
+    @property
+    def pgdir(self) -> Path:
+        return self.tmp / "postgres"
+
+    def pids(self) -> dict[str, int | None]:
+        info = postmaster_info(self.pgdir)
+        return {
+            "service": self.service.pid if self.service and self.service.poll() is None else None,
+            "postgres": info["pid"] if info else None,
+            "stub": self.stub.process.pid if self.stub else None,
+            **self.extra_pids,
+        }
+
+    def start_stub(
+        self, *, embed_delay_ms: float = 0.0, chat_delay_ms: float = 0.0, dims: int, port: int = 0
+    ) -> StubProcess:
+        self.stop_stub()
+        self.stub = start_stub_process(
+            port, embed_delay_ms=embed_delay_ms, chat_delay_ms=chat_delay_ms, dimensions=dims
+        )
+        return self.stub
+
+    def stop_stub(self) -> None:
+        if self.stub is not None:
+            self.stub.stop()
+            self.stub = None
+
+    def create_org(self, env: dict[str, str], name: str) -> str:
+        log = self.tmp / "create-org.log"
+        # Output to a file, not a pipe: the daemonised PostgreSQL could inherit and hold a pipe.
+        with log.open("w") as out:
+            done = subprocess.run(
+                vk_command("create-org", name), cwd=REPO_ROOT, env=env, stdout=out,
+                stderr=subprocess.STDOUT, timeout=180, check=False, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        text = log.read_text()
+        match = re.search(r"admin key:\s+(\S+)", text)
+        if done.returncode != 0 or match is None:
+            raise BenchError(f"vk create-org failed (status {done.returncode}):\n{tail(text)}")
+        return match.group(1)
+
+    def start_service(
+        self, env: dict[str, str], *, timeout_s: float = 300.0, launcher: list[str] | None = None
+    ) -> tuple[str, float]:
+        """``vk serve`` on a free port; returns its base URL and the seconds until /ready.
+
+        ``launcher`` replaces ``vk`` (e.g. ``[python, -c, code]`` that patches modules, then runs the
+        CLI); it gets the same ``serve --port ... --host ...`` arguments."""
+        self.stop_service()
+        port = free_port()
+        log = self.tmp / f"service-{port}.log"
+        out = log.open("wb")
+        self._logs.append(out)
+        started = time.perf_counter()
+        self.service = subprocess.Popen(
+            [*launcher, "serve", "--port", str(port), "--host", "127.0.0.1"] if launcher
+            else vk_command("serve", "--port", str(port), "--host", "127.0.0.1"),
+            cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.service.poll() is not None:
+                raise BenchError(
+                    f"vk serve exited with status {self.service.returncode}:\n{tail(log.read_text())}"
+                )
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
+                    return base, round(time.perf_counter() - started, 2)
+            time.sleep(0.25)
+        raise BenchError(f"vk serve was not ready within {timeout_s:g} s:\n{tail(log.read_text())}")
+
+    def service_log(self) -> str:
+        logs = sorted(self.tmp.glob("service-*.log"), key=lambda p: p.stat().st_mtime)
+        return logs[-1].read_text(errors="replace") if logs else ""
+
+    def stop_service(self) -> None:
+        process, self.service = self.service, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown
+        try:
+            process.wait(40)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+    def spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
+        """A helper process (driver, load generator, feeder), stopped by ``close`` if still running."""
+        out = (self.tmp / log_name).open("wb")
+        self._logs.append(out)
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )  # fmt: skip
+        self.children.append(process)
+        return process
+
+    def stop_children(self) -> None:
+        for process in self.children:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(5)
+        self.children.clear()
+
+    def close(self) -> None:
+        steps = (
+            ("helpers", self.stop_children),
+            ("service", self.stop_service),
+            ("postgres", lambda: stop_postgres(self.pgdir)),
+            ("stub", self.stop_stub),
+            ("temp folder", self._remove_tmp),
+        )
+        for name, step in steps:
+            try:
+                step()
+            except Exception as exc:
+                print(f"warning: could not stop {name}: {exc}", file=sys.stderr)
+
+    def _remove_tmp(self) -> None:
+        for handle in self._logs:
+            handle.close()
+        if self.keep_tmp:
+            print(f"kept {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def terminate_on_sigterm() -> None:
+    """SIGTERM takes the same way out as Ctrl-C, through every ``finally``."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+async def create_query_key(base: str, admin_key: str) -> str:
+    async with httpx.AsyncClient(base_url=base, timeout=30.0, trust_env=False) as client:
+        response = await client.post(
+            "/api/keys",
+            json={"role": "query", "name": "benchmark voice runtime"},
+            headers={"Authorization": f"Bearer {admin_key}"},
+        )
+        if response.status_code not in (200, 201):
+            raise BenchError(f"creating a query key answered {response.status_code}: {response.text[:300]}")
+        key: str = response.json()["key"]
+        return key
+
+
+def seeded_service(
+    harness: Harness,
+    cfg: SeedConfig,
+    *,
+    workers: int = 0,
+    name: str = "benchmark",
+    launcher: list[str] | None = None,
+    env_extra: dict[str, str] | None = None,
+    pg_settings: dict[str, str] | None = None,
+) -> tuple[SeedResult, str, str]:
+    """create-org, seed, start the service; returns the seed, the service URL and the admin key."""
+    if harness.stub is None:
+        raise BenchError("start the stub first")
+    env = service_env(harness.pgdir, harness.stub.base_url, dims=cfg.dims, workers=workers, extra=env_extra)
+    t = time.perf_counter()
+    admin_key = harness.create_org(env, name)
+    create_s = round(time.perf_counter() - t, 2)
+    print(f"seeding {cfg.kbs} KBs x {cfg.chunks_per_kb} chunks, {cfg.dims} dimensions", flush=True)
+    seed = asyncio.run(seed_database(harness.pgdir, cfg))
+    seed.timings_s["create_org_and_migrate"] = create_s
+    if pg_settings:
+        # ALTER SYSTEM, then stop: the service's pgserver start-up starts it again with them.
+        asyncio.run(alter_system(harness.pgdir, pg_settings))
+        stop_postgres(harness.pgdir)
+    base, ready_s = harness.start_service(env, launcher=launcher)
+    seed.timings_s["service_start"] = ready_s
+    print(
+        f"seeded in {seed.timings_s['seed_total']} s, HNSW built in {seed.timings_s.get('hnsw_build')} s; "
+        f"service ready in {ready_s} s on {base}",
+        flush=True,
+    )
+    return seed, base, admin_key
+
+
+async def alter_system(pgdir: Path, settings: dict[str, str]) -> None:
+    conn = await pg_connect(pgdir)
+    try:
+        for name, value in settings.items():
+            if not re.fullmatch(r"[a-z_]+", name) or not re.fullmatch(r"[A-Za-z0-9_.]+", value):
+                raise BenchError(f"refusing PostgreSQL setting {name}={value}")
+            await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+    finally:
+        await conn.close()
+
+
+def iter_batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(description="Seed a throw-away database and report the timings.")
+    parser.add_argument("--kbs", type=int, default=100)
+    parser.add_argument("--chunks-per-kb", type=int, default=1000)
+    parser.add_argument("--dims", type=int, default=512)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    terminate_on_sigterm()
+    harness = Harness.create("vk-seed-")
+    try:
+        harness.start_stub(dims=args.dims)
+        assert harness.stub is not None
+        env = service_env(harness.pgdir, harness.stub.base_url, dims=args.dims)
+        harness.create_org(env, "seed")
+        meter = CpuMeter(harness.pids()).start()
+        result = asyncio.run(
+            seed_database(
+                harness.pgdir, SeedConfig(kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, dims=args.dims)
+            )
+        )
+        out = {**result.summary(), "load": meter.stop(), "machine": machine_info(), "date": now_iso()}
+        print(json.dumps(out, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=2) + "\n")
+    finally:
+        harness.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,224 @@
+"""The evaluation end to end on a tiny question set, in-process against the test database:
+documents uploaded through the API, ingestion drained by the test, questions asked through
+the real query endpoint."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.evaluation.commands import build_report, evaluate, replay_with
+from app.evaluation.dataset import load_documents, load_questions
+from app.evaluation.report import write_report
+from app.evaluation.runner import find_knowledge, load_knowledge
+from app.evaluation.service_client import ServiceClient, ServiceError
+
+DOCS = {
+    "Acme_Dental.md": (
+        "# Acme Dental\n\n"
+        "The practice is open Monday to Friday from 9 am to 5 pm. On Saturdays we open from 10 am to 1 pm.\n\n"
+        "Free parking is available behind the building, entrance on Elm Street.\n"
+    ),
+    "Payments.md": (
+        "# Payments\n\n"
+        "We accept cash, debit cards and credit cards. Payment is due at the end of each visit.\n\n"
+        "Members pay 90% of the list price for a cleaning.\n"
+    ),
+    "Emergencies.md": (
+        "# Emergencies\n\nFor a dental emergency outside opening hours, call the emergency line and press 2.\n"
+    ),
+}
+QUESTIONS = [
+    {
+        "id": "hours",
+        "question": "When do you open on Saturdays?",
+        "answers": ["10 am to 1 pm"],
+        "doc": "Acme_Dental.md",
+        "paragraph_index": 0,
+    },
+    {
+        "id": "parking",
+        "question": "Where can I park my car?",
+        "answers": ["behind the building"],
+        "doc": "Acme_Dental.md",
+        "paragraph_index": 1,
+    },
+    {
+        "id": "members",
+        "question": "How much of the list price do members pay for a cleaning?",
+        "answers": ["90%"],
+        "doc": "Payments.md",
+        "paragraph_index": 1,
+    },
+    {
+        "id": "emergency",
+        "question": "Which key do I press on the emergency line?",
+        "answers": ["press 2"],
+        "doc": "Emergencies.md",
+        "paragraph_index": 0,
+    },
+    {
+        "id": "mona",
+        "question": "Who painted the Mona Lisa?",
+        "answers": [],
+        "doc": "Acme_Dental.md",
+        "paragraph_index": 0,
+    },
+    {
+        "id": "non-members",
+        "question": "What do non-members pay for a cleaning?",
+        "answers": [],
+        "doc": "Payments.md",
+        "paragraph_index": 1,
+    },
+]
+
+
+def write_dataset(folder: Path, questions=QUESTIONS) -> Path:
+    docs = folder / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    path = folder / "questions.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    return path
+
+
+def load(folder: Path, questions=QUESTIONS):
+    path = write_dataset(folder, questions)
+    picked = load_questions(path)
+    return picked, load_documents(path.parent / "docs", picked)
+
+
+async def run_tiny(client, org, drain_queue, tmp_path, **kwargs):
+    questions, documents = load(tmp_path)
+    service = ServiceClient(client, org.admin_key)
+    return await evaluate(service, questions, documents, wait=drain_queue, **kwargs)
+
+
+async def test_tiny_set_replies(client, org, drain_queue, tmp_path):
+    evaluation = await run_tiny(client, org, drain_queue, tmp_path)
+    outcomes = [(r.id, r.status, r.correct, r.gold_rank) for r in evaluation.rows[0]]
+    assert outcomes == [
+        ("hours", "answered", True, 1),
+        ("parking", "not_found", False, 1),  # found, but the extractive answerer's support is too low
+        ("members", "answered", True, 1),
+        ("emergency", "answered", True, 1),
+        ("mona", "not_found", None, None),
+        ("non-members", "answered", None, None),  # the members' price, read out anyway
+    ]
+
+
+async def test_tiny_set_metrics(client, org, drain_queue, tmp_path):
+    evaluation = await run_tiny(client, org, drain_queue, tmp_path)
+    document, _ = build_report({}, evaluation)
+    metrics = document["metrics"]
+    assert (metrics["retrieval"], metrics["answers"], metrics["not_found"]) == (
+        {"hit@1": 1.0, "hit@3": 1.0, "hit@5": 1.0, "mrr@10": 1.0, "candidates_returned_max": 3},
+        # F1: (0.6667 + 0 + 0.2 + 0.2857) / 4; the spoken answers are whole sentences.
+        {
+            "contains_gold": 0.75,
+            "token_f1": 0.2881,
+            "answered_share": 0.6667,
+            "speakable_share": 1.0,
+            "degraded": 0,
+        },
+        {"precision": 0.5, "recall": 0.5, "true_positives": 1, "false_positives": 1, "false_negatives": 1},
+    )
+
+
+async def test_spoken_percentage_counts_as_the_gold_answer(client, org, drain_queue, tmp_path):
+    evaluation = await run_tiny(client, org, drain_queue, tmp_path)
+    members = next(r for r in evaluation.rows[0] if r.id == "members")
+    assert (members.answer, members.correct) == (
+        "Members pay 90 percent of the list price for a cleaning.",
+        True,
+    )
+
+
+async def test_reports_are_written(client, org, drain_queue, tmp_path):
+    evaluation = await run_tiny(client, org, drain_queue, tmp_path)
+    json_path, md_path = write_report(tmp_path / "out", *build_report({"mode": "test"}, evaluation))
+    document = json.loads(json_path.read_text())
+    markdown = md_path.read_text()
+    headings = [line for line in markdown.splitlines() if line.startswith("#")]
+    assert (document["kind"], len(document["rows"]), headings) == (
+        "eval",
+        6,
+        [
+            "# Evaluation report",
+            "## Worst cases",
+            "### Wrong answers (0)",
+            "### Missed not_founds (1)",
+            "### False not_founds (1)",
+        ],
+    )
+
+
+async def test_compare_reports_both_variants_side_by_side(client, org, drain_queue, tmp_path):
+    evaluation = await run_tiny(client, org, drain_queue, tmp_path, variants=["default", "concise"])
+    document, markdown = build_report({}, evaluation)
+    # Offline the extractive answerer never reads the grounding prompt: nothing changes.
+    assert (
+        list(document["metrics"]),
+        document["changed"],
+        "| metric | A: default | B: concise | B - A |" in markdown,
+        markdown.index("## Outcome changed (0 of 6)") < markdown.index("## Metrics side by side"),
+    ) == (["default", "concise"], [], True, True)
+
+
+async def test_remote_mode_finds_the_documents_of_an_existing_agent(client, org, drain_queue, tmp_path):
+    _, documents = load(tmp_path)
+    service = ServiceClient(client, org.admin_key)
+    loaded = await load_knowledge(service, documents, wait=drain_queue)
+    found = await find_knowledge(service, loaded.agent_id, documents)
+    assert (found.documents, found.missing) == (loaded.documents, ())
+
+
+async def test_replay_reruns_logged_questions_with_a_variant(client, org, drain_queue, tmp_path):
+    _, documents = load(tmp_path)
+    service = ServiceClient(client, org.admin_key)
+    agent = (await load_knowledge(service, documents, wait=drain_queue)).agent_id
+    for question in (
+        "When do you open on Saturdays?",
+        "Who painted the Mona Lisa?",
+        "when do you open on saturdays",
+    ):
+        r = await client.post(
+            f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers
+        )
+        assert r.status_code == 200
+    document, _ = await replay_with(service, agent, last=10, variant="concise")
+    # Newest first, one row per distinct question: the repeated one is replayed once.
+    rows = [(r["query"], r["logged_status"], r["status"], r["changed_answer"]) for r in document["rows"]]
+    assert (document["metrics"]["logged_calls_read"], rows) == (
+        3,
+        [
+            ("when do you open on saturdays", "answered", "answered", False),
+            ("Who painted the Mona Lisa?", "not_found", "not_found", False),
+        ],
+    )
+
+
+def test_cli_remote_mode_needs_url_key_and_agent(tmp_path):
+    path = write_dataset(tmp_path)
+    result = CliRunner().invoke(cli, ["eval", str(path), "--url", "http://127.0.0.1:9"])
+    assert (result.exit_code, "--url, --key and --agent go together" in result.output) == (2, True)
+
+
+def test_cli_replay_needs_a_running_service():
+    result = CliRunner().invoke(cli, ["replay", "--agent", "a", "--variant", "concise"])
+    assert (result.exit_code, "--url" in result.output) == (2, True)
+
+
+def test_cli_rejects_an_empty_sample(tmp_path):
+    path = write_dataset(tmp_path)
+    result = CliRunner().invoke(cli, ["eval", str(path), "--limit", "0"])
+    assert (result.exit_code, "--limit must be at least 1" in result.output) == (2, True)
+
+
+async def test_unknown_variant_stops_the_run(client, org, drain_queue, tmp_path):
+    with pytest.raises(ServiceError, match="the service refused the variant: unknown prompt variant 'nope'"):
+        await run_tiny(client, org, drain_queue, tmp_path, variants=["nope"])

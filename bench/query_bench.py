@@ -177,7 +177,7 @@ def run_phase(
         attempts.append(result)
         busy = (result["load"]["foreign_cores"] or 0.0) > args.max_foreign_cores
         result["machine_busy"] = busy
-        if not busy or not quiet or attempt == 1 or name.startswith(("warm", "cached")):
+        if not busy or not quiet or attempt == 1 or name.startswith("warm"):
             break
         print(
             f"  {name}: other processes used {result['load']['foreign_cores']} cores during the run; "
@@ -435,22 +435,35 @@ def py_spy_path() -> str | None:
 
 
 def summarise_collapsed(path: Path, top: int = 25) -> dict[str, Any]:
-    """Own time by innermost frame and inclusive time by app/ frame, from py-spy's raw output."""
+    """From py-spy's raw output (``--threads``): samples per thread; for the event-loop thread, own
+    time by innermost frame and inclusive time by app/litestar/openai frame.
+
+    With uvloop the loop itself is C code: samples whose innermost Python frame is ``Runner.run``
+    are uvloop and C protocol code (asyncpg, httptools) called from it, not idle time (py-spy leaves
+    idle samples out)."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not count_text.isdigit():
             continue
         count = int(count_text)
-        total += count
         frames = stack.split(";")
+        thread = frames[0] if frames[0].startswith("thread") else "thread (?)"
+        threads[thread] += count
+        if "MainThread" not in thread:
+            continue
+        total += count
         own[_short(frames[-1])] += count
-        for frame in {_short(f) for f in frames if "/app/" in f or "litestar" in f or "openai" in f}:
+        for frame in {_short(f) for f in frames if "app/" in f or "litestar" in f or "openai" in f}:
             inclusive[frame] += count
+    all_samples = sum(threads.values())
     return {
-        "samples": total,
+        "samples": all_samples,
+        "main_thread_samples": total,
+        "threads": [(t, round(c / all_samples, 4)) for t, c in threads.most_common(8)] if all_samples else [],
         "own": [(f, round(c / total, 4)) for f, c in own.most_common(top)] if total else [],
         "inclusive": [(f, round(c / total, 4)) for f, c in inclusive.most_common(top)] if total else [],
     }
@@ -475,7 +488,7 @@ def run_profile(
     out = harness.tmp / "py-spy.txt"
     process = subprocess.Popen(
         [spy, "record", "--pid", str(harness.service.pid), "--format", "raw", "--rate", "200",
-         "--nonblocking", "--output", str(out), "--duration", "600"],
+         "--nonblocking", "--threads", "--output", str(out), "--duration", "600"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     harness.children.append(process)
@@ -659,6 +672,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 harness, "cached", base, key, repeat[: args.cached], args.concurrency, args
             )
             print_phase(phases["cached"])
+            if args.single:
+                phases["cached-single"] = run_phase(
+                    harness, "cached-single", base, key, repeat[: args.single], 1, args
+                )
+                print_phase(phases["cached-single"])
         if args.sql_samples:
             print(f"\ntiming the query SQL serially ({args.sql_samples} samples)", flush=True)
             result["sql"] = asyncio.run(sql_profile(harness, seed, args.dims, args.sql_samples))
@@ -731,7 +749,7 @@ def print_summary(result: dict[str, Any]) -> None:
             f"{t['insert_chunks_with_tsv']} s, vacuum/analyze {t['vacuum_analyze']} s); HNSW build "
             f"{t.get('hnsw_build')} s; service start {t.get('service_start')} s"
         )
-    for name in ("single", "main", "cached", "slow"):
+    for name in ("single", "main", "cached", "cached-single", "slow"):
         phase = result["phases"].get(name)
         if phase:
             total, load = phase["service_ms"]["total"], phase["load"]
@@ -743,7 +761,8 @@ def print_summary(result: dict[str, Any]) -> None:
                     f"{over['p50']} p99 {over['p99']}"
                 )
             print(
-                f"{name:<9} total p50 {total['p50']} p99 {total['p99']} ms, {phase['requests_per_s']} req/s, "
+                f"{name:<13} total p50 {total['p50']} p99 {total['p99']} ms, "
+                f"{phase['requests_per_s']} req/s, "
                 f"errors {phase['errors']}, cached {phase['cached']}/{phase['requests']}{extra}  "
                 f"[loadavg {load['loadavg_start'][0]}->{load['loadavg_end'][0]}, foreign cores "
                 f"{load['foreign_cores']}]"
@@ -756,7 +775,10 @@ def print_summary(result: dict[str, Any]) -> None:
     if spy := result.get("py_spy"):
         prof = spy.get("profile")
         if prof:
-            print(f"py-spy: {prof['samples']} samples of the service; own time by frame:")
+            print(f"py-spy: {prof['samples']} samples of the service; by thread:")
+            for thread, share in prof["threads"]:
+                print(f"  {share:>6.1%}  {thread}")
+            print(f"event-loop thread ({prof['main_thread_samples']} samples), own time by frame:")
             for frame, share in prof["own"][:15]:
                 print(f"  {share:>6.1%}  {frame}")
             print("inclusive, app/litestar/openai frames:")

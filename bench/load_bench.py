@@ -56,6 +56,7 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.query_bench import WHAT_IF_LAUNCHER  # noqa: E402
 from bench.seed import (  # noqa: E402
     BenchError,
     CpuMeter,
@@ -80,25 +81,34 @@ P99_TARGET_MS = 100.0
 # The open-loop generator (its own process)
 
 
+# uvicorn closes a keep-alive connection after 5 s without a request; a connection idle for longer
+# than this is not reused (sending on one the server is closing would fail for the client's sake).
+MAX_IDLE_S = 3.0
+
+
 class _Pool:
-    """Keep-alive HTTP/1.1 connections; a new one is opened whenever none is idle."""
+    """Keep-alive HTTP/1.1 connections; a new one is opened whenever none is idle and fresh."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[float, tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = []
         self.opened = 0
 
     async def acquire(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self.idle:
-            return self.idle.pop()
+        now = time.perf_counter()
+        while self.idle:
+            released, conn = self.idle.pop()
+            if now - released < MAX_IDLE_S and not conn[0].at_eof():
+                return conn
+            conn[1].close()
         self.opened += 1
         return await asyncio.open_connection(self.host, self.port)
 
     def release(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
-        self.idle.append(conn)
+        self.idle.append((time.perf_counter(), conn))
 
     def close_all(self) -> None:
-        for _, writer in self.idle:
+        for _, (_, writer) in self.idle:
             writer.close()
         self.idle.clear()
 
@@ -543,6 +553,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="rates of the ingestion phase (default: the plain phase's rates up to 1.5 x its best)",
     )
     parser.add_argument("--seed", type=int, default=20250101)
+    parser.add_argument(
+        "--what-if",
+        help="as in query_bench.py: sql, noping, buffers (recommended changes patched in at start-up)",
+    )
+    parser.add_argument("--shared-buffers", default="1GB", help="with --what-if buffers (default 1GB)")
     parser.add_argument("--max-foreign-cores", type=float, default=0.5)
     parser.add_argument("--quiet-wait-s", type=float, default=10.0)
     parser.add_argument("--rerun-busy", action=argparse.BooleanOptionalAction, default=True)
@@ -579,6 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rate_limits": "disabled (LIMITS__QUERY_PER_MINUTE=0, LIMITS__MANAGE_PER_MINUTE=0)",
             "stub_delay_ms": {"embed": 0, "chat": 0},
             "uvicorn_workers": 1,
+            "what_if": args.what_if or None,
         },
     }
     harness = Harness.create("vk-load-bench-", keep_tmp=args.keep_tmp)
@@ -587,7 +603,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         harness.start_stub(dims=args.dims)
         assert harness.stub is not None
         cfg = SeedConfig(kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, dims=args.dims, seed=args.seed)
-        seed, base, admin_key = seeded_service(harness, cfg, name="load-bench")
+        what_if = sorted({w for w in (args.what_if or "").split(",") if w})
+        if set(what_if) - {"sql", "noping", "buffers"}:
+            raise BenchError("--what-if takes sql, noping, buffers")
+        args.launcher = WHAT_IF_LAUNCHER if set(what_if) & {"sql", "noping"} else None
+        args.env_extra = {"VK_WHAT_IF": ",".join(what_if)} if what_if else None
+        seed, base, admin_key = seeded_service(
+            harness,
+            cfg,
+            name="load-bench",
+            launcher=args.launcher,
+            env_extra=args.env_extra,
+            pg_settings={"shared_buffers": args.shared_buffers} if "buffers" in what_if else None,
+        )
         result["seed"] = seed.summary()
         maker = QuestionMaker(seed.material, seed=args.seed)
         best = None
@@ -631,8 +659,11 @@ def ingest_phase(
     import httpx  # noqa: PLC0415
 
     assert harness.stub is not None
-    env = service_env(harness.pgdir, harness.stub.base_url, dims=args.dims, workers=args.ingest_workers)
-    base, ready_s = harness.start_service(env)
+    env = service_env(
+        harness.pgdir, harness.stub.base_url, dims=args.dims, workers=args.ingest_workers,
+        extra=args.env_extra,
+    )  # fmt: skip
+    base, ready_s = harness.start_service(env, launcher=args.launcher)
     print(f"\nservice restarted with INGESTION__WORKERS={args.ingest_workers} in {ready_s} s", flush=True)
     created = httpx.post(
         f"{base}/api/knowledge",

@@ -1023,12 +1023,22 @@ def seeded_service(
         stop_postgres(harness.pgdir)
     base, ready_s = harness.start_service(env, launcher=launcher)
     seed.timings_s["service_start"] = ready_s
+    # What the running server uses (an ALTER SYSTEM above takes effect only after the restart).
+    seed.sizes["shared_buffers"] = asyncio.run(_show(harness.pgdir, "shared_buffers"))
     print(
         f"seeded in {seed.timings_s['seed_total']} s, HNSW built in {seed.timings_s.get('hnsw_build')} s; "
         f"service ready in {ready_s} s on {base}",
         flush=True,
     )
     return seed, base, admin_key
+
+
+async def _show(pgdir: Path, name: str) -> str:
+    conn = await pg_connect(pgdir)
+    try:
+        return str(await conn.fetchval(f"SELECT current_setting('{name}')"))
+    finally:
+        await conn.close()
 
 
 async def alter_system(pgdir: Path, settings: dict[str, str]) -> None:

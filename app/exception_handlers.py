@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import asyncpg
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -94,8 +95,19 @@ def dbapi_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[An
     return internal_error(request, exc)
 
 
+# Raised by the raw asyncpg connections of the hot path (SQLAlchemy wraps the others): a
+# connection lost or closed, a server shutting down or starting up.
+_ASYNCPG_UNAVAILABLE = (
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+)
+
+
 def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if isinstance(exc, ConnectionError | OSError) and not isinstance(exc, PermissionError):
+        return database_unavailable(request, exc)
+    if isinstance(exc, _ASYNCPG_UNAVAILABLE):
         return database_unavailable(request, exc)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return _json(500, "internal_error", "an internal error occurred; it has been logged")

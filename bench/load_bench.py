@@ -56,7 +56,6 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.query_bench import WHAT_IF_LAUNCHER  # noqa: E402
 from bench.seed import (  # noqa: E402
     BenchError,
     CpuMeter,
@@ -554,10 +553,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=20250101)
     parser.add_argument(
-        "--what-if",
-        help="as in query_bench.py: sql, noping, buffers (recommended changes patched in at start-up)",
+        "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
-    parser.add_argument("--shared-buffers", default="1GB", help="with --what-if buffers (default 1GB)")
     parser.add_argument("--max-foreign-cores", type=float, default=0.5)
     parser.add_argument("--quiet-wait-s", type=float, default=10.0)
     parser.add_argument("--rerun-busy", action=argparse.BooleanOptionalAction, default=True)
@@ -594,7 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rate_limits": "disabled (LIMITS__QUERY_PER_MINUTE=0, LIMITS__MANAGE_PER_MINUTE=0)",
             "stub_delay_ms": {"embed": 0, "chat": 0},
             "uvicorn_workers": 1,
-            "what_if": args.what_if or None,
+            "shared_buffers": args.shared_buffers,
         },
     }
     harness = Harness.create("vk-load-bench-", keep_tmp=args.keep_tmp)
@@ -603,18 +600,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         harness.start_stub(dims=args.dims)
         assert harness.stub is not None
         cfg = SeedConfig(kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, dims=args.dims, seed=args.seed)
-        what_if = sorted({w for w in (args.what_if or "").split(",") if w})
-        if set(what_if) - {"sql", "noping", "buffers"}:
-            raise BenchError("--what-if takes sql, noping, buffers")
-        args.launcher = WHAT_IF_LAUNCHER if set(what_if) & {"sql", "noping"} else None
-        args.env_extra = {"VK_WHAT_IF": ",".join(what_if)} if what_if else None
         seed, base, admin_key = seeded_service(
             harness,
             cfg,
             name="load-bench",
-            launcher=args.launcher,
-            env_extra=args.env_extra,
-            pg_settings={"shared_buffers": args.shared_buffers} if "buffers" in what_if else None,
+            pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
         )
         result["seed"] = seed.summary()
         maker = QuestionMaker(seed.material, seed=args.seed)
@@ -659,11 +649,8 @@ def ingest_phase(
     import httpx  # noqa: PLC0415
 
     assert harness.stub is not None
-    env = service_env(
-        harness.pgdir, harness.stub.base_url, dims=args.dims, workers=args.ingest_workers,
-        extra=args.env_extra,
-    )  # fmt: skip
-    base, ready_s = harness.start_service(env, launcher=args.launcher)
+    env = service_env(harness.pgdir, harness.stub.base_url, dims=args.dims, workers=args.ingest_workers)
+    base, ready_s = harness.start_service(env)
     print(f"\nservice restarted with INGESTION__WORKERS={args.ingest_workers} in {ready_s} s", flush=True)
     created = httpx.post(
         f"{base}/api/knowledge",

@@ -268,12 +268,14 @@ def summarise(name: str, data: dict[str, Any], concurrency: int, load: dict[str,
 
 
 async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: int) -> dict[str, Any]:
-    """Time AUTHENTICATE, AGENT_CONTEXT and the exact-plan HYBRID statement serially on one idle
-    connection (custom plans, as the service's connections use), and keep one EXPLAIN ANALYZE."""
+    """Time AUTHENTICATE, AGENT_CONTEXT and the exact-plan hybrid statement (as the service's
+    Retriever builds it) serially on one idle connection, with custom plans as the service's
+    connections use, and keep one EXPLAIN ANALYZE."""
     import numpy as np  # noqa: PLC0415
 
     from app.keys.repository import AUTHENTICATE_SQL  # noqa: PLC0415 - after sys.path set-up
     from app.query import repository as sql  # noqa: PLC0415
+    from app.query.retrieval import Retriever  # noqa: PLC0415
 
     maker = QuestionMaker(seed.material, seed=7)
     conn = await pg_connect(harness.pgdir)
@@ -281,14 +283,11 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
         await conn.execute("SET plan_cache_mode = force_custom_plan")
         org = await conn.fetchval("SELECT org_id FROM api_keys LIMIT 1")
         key_hash = await conn.fetchval("SELECT key_hash FROM api_keys LIMIT 1")
-        hybrid = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_EXACT)
+        retriever = Retriever(dimensions=dims, pgvector_version=(0,), exact_max_chunks=0, rrf_k=60)
+        hybrid = retriever.statement("exact")
         rng = np.random.default_rng(7)
-        what_if = exact_sql_what_if(hybrid)
-        timings: dict[str, list[float]] = {
-            "authenticate": [], "agent_context": [], "hybrid_exact": [], "hybrid_exact_what_if_sql": [],
-        }  # fmt: skip
-        plan_text = plan_what_if = ""
-        same = 0
+        timings: dict[str, list[float]] = {"authenticate": [], "agent_context": [], "hybrid_exact": []}
+        plan_text = ""
         for i in range(samples):
             agent, question = maker.one()
             vector = rng.standard_normal(dims).astype(np.float32)
@@ -306,123 +305,18 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
                 list(ctx["kb_ids"]), model_key(dims), question, "english", 30, 60, 6, model_key(dims),
             )  # fmt: skip
             t = time.perf_counter()
-            original = await conn.fetch(hybrid, *params)
+            await conn.fetch(hybrid, *params)
             timings["hybrid_exact"].append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            tsquery = await conn.fetchval(TSQUERY_SQL, question, "english")
-            patched = await conn.fetch(what_if, *params, tsquery)
-            timings["hybrid_exact_what_if_sql"].append((time.perf_counter() - t) * 1000)
-            same += [r["id"] for r in original] == [r["id"] for r in patched]
             if i == samples - 1:
                 rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + hybrid, *params)
                 plan_text = "\n".join(r[0] for r in rows)
-                rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + what_if, *params, tsquery)
-                plan_what_if = "\n".join(r[0] for r in rows)
     finally:
         await conn.close()
     return {
         "samples": samples,
         "ms": {k: percentiles(v) for k, v in timings.items()},
-        "what_if_sql_same_results": f"{same}/{samples}",
         "explain_analyze_hybrid_exact": plan_text,
-        "explain_analyze_hybrid_exact_what_if_sql": plan_what_if,
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# What-if: the service with a recommended change applied by patching modules at start-up
-# (nothing in app/ is edited). ``--what-if sql,noping,buffers``.
-
-# The question's OR-ed lexemes, exactly as HYBRID_SQL's q CTE builds them.
-TSQUERY_SQL = """
-SELECT coalesce(nullif(array_to_string(array(
-    SELECT quote_literal(lexeme)
-    FROM unnest(tsvector_to_array(to_tsvector($2::text::regconfig, $1))) AS lexeme
-), ' | '), '')::tsquery, ''::tsquery)::text
-"""
-_Q_FROM = """coalesce(
-        nullif(array_to_string(array(
-            SELECT quote_literal(lexeme)
-            FROM unnest(tsvector_to_array(to_tsvector($5::text::regconfig, $4))) AS lexeme
-        ), ' | '), '')::tsquery,
-        ''::tsquery) AS query"""
-# $10 is the tsquery computed beforehand; $4 and $5 stay referenced so their types are known.
-_Q_TO = "$10::text::tsquery AS query WHERE $4::text IS NOT NULL AND $5::text IS NOT NULL"
-_TXT_FROM = """    FROM chunks c, q
-    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $3 AND c.tsv @@ q.query
-"""
-# OFFSET 0 keeps the subquery from being flattened: the planner reads the agent's rows through the
-# KB b-tree and filters them, instead of AND-ing with a GIN bitmap of every tenant's matches.
-_TXT_TO = """    FROM (SELECT id, tsv FROM chunks
-          WHERE kb_id = ANY($2::uuid[]) AND embedding_model = $3 OFFSET 0) c, q
-    WHERE c.tsv @@ q.query
-"""
-
-
-def exact_sql_what_if(exact_sql: str) -> str:
-    """The exact plan's statement with the tsquery as a parameter and the agent's rows fenced."""
-    for fragment in (_Q_FROM, _TXT_FROM):
-        if fragment not in exact_sql:
-            raise BenchError("HYBRID_SQL changed; update the what-if patch in bench/query_bench.py")
-    return exact_sql.replace(_Q_FROM, _Q_TO).replace(_TXT_FROM, _TXT_TO)
-
-
-class _TsqueryConn:
-    """Wraps the asyncpg connection handed to Retriever.search: computes the tsquery first (one
-    extra round trip here; folding it into AGENT_CONTEXT_SQL would avoid even that)."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-    async def fetch(self, query: str, *args: Any) -> Any:
-        if "$10::text::tsquery" in query:
-            tsquery = await self._conn.fetchval(TSQUERY_SQL, args[3], args[4])
-            args = (*args, tsquery)
-        return await self._conn.fetch(query, *args)
-
-
-def what_if_serve() -> None:
-    """``python -c '...what_if_serve()' serve --port P``: patch, then run the CLI."""
-    what = {w for w in os.environ.get("VK_WHAT_IF", "").split(",") if w}
-    if "noping" in what:
-        import app.db.engine as engine_module  # noqa: PLC0415
-
-        original_engine = engine_module.create_async_engine
-
-        def create_async_engine(*args: Any, **kwargs: Any) -> Any:
-            kwargs["pool_pre_ping"] = False
-            return original_engine(*args, **kwargs)
-
-        engine_module.create_async_engine = create_async_engine  # type: ignore[assignment]
-    if "sql" in what:
-        from app.query import retrieval  # noqa: PLC0415
-
-        original_init = retrieval.Retriever.__init__
-        original_search = retrieval.Retriever.search
-
-        def init(self: Any, *args: Any, **kwargs: Any) -> None:
-            original_init(self, *args, **kwargs)
-            self._exact = exact_sql_what_if(self._exact)
-
-        async def search(self: Any, conn: Any, **kwargs: Any) -> Any:
-            return await original_search(self, _TsqueryConn(conn), **kwargs)
-
-        retrieval.Retriever.__init__ = init  # type: ignore[method-assign]
-        retrieval.Retriever.search = search  # type: ignore[method-assign]
-    from app.cli import main as cli_main  # noqa: PLC0415
-
-    sys.argv = ["vk", *sys.argv[1:]]
-    cli_main()
-
-
-WHAT_IF_LAUNCHER = [
-    sys.executable,
-    "-c",
-    "import sys; sys.path.insert(0, '.'); from bench.query_bench import what_if_serve; what_if_serve()",
-]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -572,12 +466,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--py-spy", type=int, default=0, help="requests in a py-spy-profiled run (0 = skip)")
     parser.add_argument("--seed", type=int, default=20250101)
     parser.add_argument(
-        "--what-if",
-        help="apply recommended changes by patching at start-up (app/ untouched): sql = tsquery as a "
-        "parameter + agent rows fenced in the exact plan; noping = pool_pre_ping off; buffers = "
-        "PostgreSQL shared_buffers=--shared-buffers",
+        "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
-    parser.add_argument("--shared-buffers", default="1GB", help="with --what-if buffers (default 1GB)")
     parser.add_argument(
         "--max-foreign-cores",
         type=float,
@@ -611,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ingestion_workers": 0,
             "stub_delay_ms": {"embed": 0, "chat": 0},
             "uvicorn_workers": 1,
-            "what_if": args.what_if or None,
+            "shared_buffers": args.shared_buffers,
         },
         "phases": {},
     }
@@ -625,17 +515,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, docs_per_kb=args.docs_per_kb, dims=args.dims,
             seed=args.seed,
         )  # fmt: skip
-        what_if = sorted({w for w in (args.what_if or "").split(",") if w})
-        unknown = set(what_if) - {"sql", "noping", "buffers"}
-        if unknown:
-            raise BenchError(f"unknown --what-if {sorted(unknown)}; choose from sql, noping, buffers")
         seed, base, admin_key = seeded_service(
             harness,
             cfg,
             name="query-bench",
-            launcher=WHAT_IF_LAUNCHER if set(what_if) & {"sql", "noping"} else None,
-            env_extra={"VK_WHAT_IF": ",".join(what_if)} if what_if else None,
-            pg_settings={"shared_buffers": args.shared_buffers} if "buffers" in what_if else None,
+            pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
         )
         result["seed"] = seed.summary()
         key = asyncio.run(create_query_key(base, admin_key))
@@ -771,7 +655,6 @@ def print_summary(result: dict[str, Any]) -> None:
         print("SQL alone (serial, idle connection), ms p50 / p90 / p99 / max:")
         for name, p in sql["ms"].items():
             print(f"  {name:<25} {_fmt(p)}")
-        print(f"  what-if sql: same chunks as the original in {sql['what_if_sql_same_results']} samples")
     if spy := result.get("py_spy"):
         prof = spy.get("profile")
         if prof:

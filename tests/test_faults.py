@@ -79,6 +79,28 @@ async def test_postgres_restart_fails_fast_with_503_then_recovers(private_pg, se
         assert in_use <= settings.db.pool_size + settings.db.max_overflow
 
 
+async def test_postgres_restarted_between_requests_costs_no_failed_request(private_pg, settings):
+    """Pooled connections to the old server are dropped at checkout (no pre-ping round trip):
+    the first request after a restart, with no request during the outage, succeeds."""
+    from app.db.engine import make_engine, make_sessionmaker
+
+    url = private_pg.get_uri()
+    engine = make_engine(url, settings)
+    org = await make_org(make_sessionmaker(engine), "Acme")
+    await engine.dispose()
+    app = create_app(settings, database_url=url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app, timeout=30) as c:
+        kb = await create_kb(c, org.headers)
+        # Several requests at once, so the pool holds several connections to the old server.
+        await asyncio.gather(*(c.get(f"/api/knowledge/{kb['id']}", headers=org.headers) for _ in range(4)))
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=private_pg.pgdata, user=private_pg.system_user)
+        private_pg.ensure_postgres_running()
+        statuses = [
+            (await c.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).status_code for _ in range(6)
+        ]
+        assert statuses == [200] * 6
+
+
 def _hanging_server() -> tuple[socket.socket, int]:
     """Accepts connections and never answers: an embedding provider that stalls."""
     sock = socket.socket()

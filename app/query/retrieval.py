@@ -55,8 +55,15 @@ class Retriever:
         self.exact_max_chunks = exact_max_chunks
         self.rrf_k = rrf_k
         # Statements are built once; asyncpg caches their preparation per connection.
-        self._exact = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_EXACT)
-        self._hnsw = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
+        self._exact = sql.HYBRID_SQL.format(
+            vector_candidates=sql.VECTOR_EXACT, text_candidates=sql.TEXT_FENCED
+        )
+        self._hnsw = sql.HYBRID_SQL.format(
+            vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions), text_candidates=sql.TEXT_INDEXED
+        )
+
+    def statement(self, plan: str) -> str:
+        return self._exact if plan == "exact" else self._hnsw
 
     def plan(self, chunk_total: int) -> str:
         if chunk_total <= self.exact_max_chunks:

@@ -400,29 +400,22 @@ class QueryService:
         state: dict[str, Any],
     ) -> None:
         """After the response is sent: store the answer in the cache and log the call."""
+        cacheable = (
+            response["status"] in ("answered", "not_found")
+            and not response["degraded"]
+            and not response["cached"]
+            and state["cache_key"] is not None
+            and self.settings.answer_cache_ttl_s > 0
+        )
+        stored = (
+            json.dumps({k: response[k] for k in ("answer", "status", "confidence", "sources", "degraded")})
+            if cacheable
+            else None
+        )
         try:
             async with raw_connection(self.engine) as conn:
-                cacheable = (
-                    response["status"] in ("answered", "not_found")
-                    and not response["degraded"]
-                    and not response["cached"]
-                    and state["cache_key"] is not None
-                    and self.settings.answer_cache_ttl_s > 0
-                )
-                if cacheable:
-                    stored = {
-                        k: response[k] for k in ("answer", "status", "confidence", "sources", "degraded")
-                    }
-                    await conn.execute(
-                        sql.CACHE_PUT_SQL,
-                        state["cache_key"],
-                        org_id,
-                        agent_id,
-                        json.dumps(stored),
-                        self.settings.answer_cache_ttl_s,
-                    )
                 await conn.execute(
-                    sql.LOG_SQL,
+                    sql.FINISH_SQL,
                     uuid.UUID(response["query_id"]),
                     org_id,
                     agent_id,
@@ -438,6 +431,9 @@ class QueryService:
                     json.dumps(response["timings_ms"]),
                     response["cached"],
                     response["degraded"],
+                    state["cache_key"] if cacheable else None,
+                    stored,
+                    self.settings.answer_cache_ttl_s,
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

@@ -48,3 +48,27 @@ def test_upgrade_then_downgrade_then_upgrade(scratch_url):
     assert asyncio.run(_tables(scratch_url)) == {"alembic_version"}
     upgrade(scratch_url)
     assert asyncio.run(_tables(scratch_url)) == EXPECTED
+
+
+async def _storage(url: str) -> dict[str, str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT attname, attstorage FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname IN ('embedding', 'tsv', 'text')"
+        )
+    finally:
+        await conn.close()
+    return {
+        r["attname"]: r["attstorage"].decode() if isinstance(r["attstorage"], bytes) else r["attstorage"]
+        for r in rows
+    }
+
+
+def test_chunk_search_columns_are_kept_inline(scratch_url):
+    """Exact search reads every embedding of a KB: they must not sit in TOAST (0003)."""
+    upgrade(scratch_url)
+    assert asyncio.run(_storage(scratch_url)) == {"embedding": "m", "tsv": "m", "text": "x"}
+    downgrade(scratch_url, "0002")
+    assert asyncio.run(_storage(scratch_url)) == {"embedding": "e", "tsv": "x", "text": "x"}
+    upgrade(scratch_url)

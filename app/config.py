@@ -88,6 +88,14 @@ class QuerySettings(BaseModel):
     top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
     candidates: int = Field(30, ge=5, le=500, description="Candidates per retriever before fusion.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    vector_weight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default: 1 for "
+        "semantic embedders (openai, local), 0 for the lexical embedder, whose hashed bag of "
+        "words repeats BM25's evidence less well (squad-dev: docs/BENCHMARKS.md).",
+    )
     min_confidence: float = Field(0.2, ge=0, le=1, description="Below this the LLM is not called: not_found.")
     exact_search_max_chunks: int = Field(
         20_000, ge=0, description="Agents whose KBs hold at most this many chunks get exact vector search."

@@ -43,7 +43,7 @@ from app.openapi_docs import document_errors
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import prepare_vector_search
-from app.query.retrieval import Retriever
+from app.query.retrieval import Retriever, default_vector_weight
 from app.query.service import QueryService
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,7 @@ def create_app(
                 pgvector_version=pgvector_version,
                 exact_max_chunks=settings.query.exact_search_max_chunks,
                 rrf_k=settings.query.rrf_k,
+                vector_weight=default_vector_weight(settings.query.vector_weight, state.embedder.model_key),
             ),
             prompts=prompts,
             llm=ChatAnswerer(state.openai) if state.openai is not None else None,

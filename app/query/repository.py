@@ -34,43 +34,57 @@ SELECT
       WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 """
 
-# Hybrid retrieval: the nearest chunks by cosine distance and the best full-text matches,
-# fused by reciprocal rank fusion ($3 selects chunks of the current embedding model; $9 is
-# the same key, or a key that matches nothing when the question could not be embedded,
-# which leaves full-text search alone). The full-text query ORs the question's lexemes (a
-# spoken question rarely contains every word of the answer), quoting each lexeme so it
-# is not stemmed twice. q is MATERIALIZED so the tsquery is built once, not once per row
-# it is tested against. {vector_candidates} and {text_candidates} are the fragments below.
+# Hybrid retrieval: the nearest chunks by cosine distance and the best BM25 matches, fused by
+# weighted reciprocal rank fusion ($11 weighs the vector side, BM25 weighs 1). $3 selects
+# chunks of the current embedding model; $9 is the same key, or a key that matches nothing
+# when the question could not be embedded, which leaves BM25 alone. {vector_candidates} is
+# one of the VECTOR_* fragments below.
+#
+# BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004): the question's lexemes in the
+# KB's text-search language; each one's document frequency among the agent's chunks ($10
+# chunks in all) gives its weight, so rare words count and common ones barely do; a spoken
+# question rarely holds every word of the answer, so any matching lexeme scores. Document
+# length is the chunk's token count against the mean of the chunks that matched.
 HYBRID_SQL = """
 WITH vec AS (
     {vector_candidates}
 ), vec_ranked AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
-), q AS MATERIALIZED (
-    SELECT coalesce(
-        nullif(array_to_string(array(
-            SELECT quote_literal(lexeme)
-            FROM unnest(tsvector_to_array(to_tsvector($5::text::regconfig, $4))) AS lexeme
-        ), ' | '), '')::tsquery,
-        ''::tsquery) AS query
+), terms AS MATERIALIZED (
+    SELECT DISTINCT lexeme AS term
+    FROM unnest(tsvector_to_array(to_tsvector($5::text::regconfig, $4))) AS lexeme
+), postings AS MATERIALIZED (
+    SELECT p.chunk_id, p.term, p.tf, p.dl
+    FROM chunk_terms p
+    WHERE p.kb_id = ANY($2::uuid[]) AND p.term IN (SELECT term FROM terms)
+), idf AS MATERIALIZED (
+    SELECT term, ln(1 + (greatest($10::float8 - count(*), 0) + 0.5) / (count(*) + 0.5)) AS w
+    FROM postings GROUP BY term
 ), txt AS (
-    {text_candidates}
+    SELECT p.chunk_id AS id,
+           sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / m.avgdl))) AS rank
+    FROM postings p
+    JOIN idf i ON i.term = p.term,
+    (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM postings) m
+    GROUP BY p.chunk_id
+    ORDER BY rank DESC, p.chunk_id
+    LIMIT $6
 ), txt_ranked AS (
     SELECT id, rank, row_number() OVER (ORDER BY rank DESC, id) AS r FROM txt
 ), fused AS (
     SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
            1 - v.dist AS similarity, t.rank AS text_score,
-           coalesce(1.0 / ($7 + v.r), 0) + coalesce(1.0 / ($7 + t.r), 0) AS score
+           coalesce($11::float8 / ($7 + v.r), 0) + coalesce(1.0 / ($7 + t.r), 0) AS score
     FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
-    ORDER BY score DESC, id
+    ORDER BY score DESC, vector_rank NULLS LAST, id
     LIMIT $8
 )
 SELECT f.id, f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
        c.text, c.section, c.page, c.document_id, d.title
 FROM fused f
-JOIN chunks c ON c.id = f.id
+JOIN chunks c ON c.id = f.id AND c.embedding_model = $3
 JOIN documents d ON d.id = c.document_id
-ORDER BY f.score DESC, f.id
+ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 """
 
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
@@ -92,28 +106,6 @@ VECTOR_HNSW = """
     FROM chunks c
     WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $9
     ORDER BY c.embedding::vector({dim}) <=> $1::text::vector({dim})
-    LIMIT $6
-"""
-
-# Full-text candidates of a small agent (the exact plan): OFFSET 0 fences the agent's rows so
-# PostgreSQL reads them through the KB b-tree and tests each; otherwise it ANDs the KB bitmap
-# with a GIN bitmap of every tenant's matches for the question's ORed lexemes, which costs
-# more the larger the table grows (measured: 6 ms of 9 at 100,000 chunks).
-TEXT_FENCED = """
-    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS rank
-    FROM (SELECT id, tsv FROM chunks
-          WHERE kb_id = ANY($2::uuid[]) AND embedding_model = $3 OFFSET 0) c, q
-    WHERE c.tsv @@ q.query
-    ORDER BY rank DESC, c.id
-    LIMIT $6
-"""
-
-# Full-text candidates of a large agent: the GIN index finds the matches.
-TEXT_INDEXED = """
-    SELECT c.id, ts_rank(c.tsv, q.query, 1) AS rank
-    FROM chunks c, q
-    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $3 AND c.tsv @@ q.query
-    ORDER BY rank DESC, c.id
     LIMIT $6
 """
 

@@ -24,6 +24,18 @@ from app.query import repository as sql
 
 MIN_ITERATIVE = (0, 8, 0)
 
+# The lexical embedder is a hashed bag of words: BM25 ranks the same evidence better, and on
+# squad-dev any say for its vector ranks lowered hit@5 (weight 0: 0.956, 0.1: 0.944, 0.3: 0.907,
+# 0.5: 0.896; docs/BENCHMARKS.md). At 0 its candidates still fill the list when BM25 finds
+# fewer than top_k (a question with no indexed word).
+LEXICAL_VECTOR_WEIGHT = 0.0
+
+
+def default_vector_weight(configured: float | None, model_key: str) -> float:
+    if configured is not None:
+        return configured
+    return LEXICAL_VECTOR_WEIGHT if model_key.startswith("lexical") else 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -48,19 +60,22 @@ def parse_version(text: str | None) -> tuple[int, ...]:
 
 class Retriever:
     def __init__(
-        self, *, dimensions: int, pgvector_version: tuple[int, ...], exact_max_chunks: int, rrf_k: int
+        self,
+        *,
+        dimensions: int,
+        pgvector_version: tuple[int, ...],
+        exact_max_chunks: int,
+        rrf_k: int,
+        vector_weight: float = 1.0,
     ) -> None:
         self.dimensions = dimensions
         self.iterative = pgvector_version >= MIN_ITERATIVE
         self.exact_max_chunks = exact_max_chunks
         self.rrf_k = rrf_k
+        self.vector_weight = vector_weight
         # Statements are built once; asyncpg caches their preparation per connection.
-        self._exact = sql.HYBRID_SQL.format(
-            vector_candidates=sql.VECTOR_EXACT, text_candidates=sql.TEXT_FENCED
-        )
-        self._hnsw = sql.HYBRID_SQL.format(
-            vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions), text_candidates=sql.TEXT_INDEXED
-        )
+        self._exact = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_EXACT)
+        self._hnsw = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
 
     def statement(self, plan: str) -> str:
         return self._exact if plan == "exact" else self._hnsw
@@ -99,6 +114,8 @@ class Retriever:
             self.rrf_k,
             top_k,
             vector_key,
+            chunk_total,
+            self.vector_weight,
         )
         if plan == "exact":
             rows = await conn.fetch(self._exact, *args)

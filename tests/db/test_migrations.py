@@ -18,6 +18,7 @@ EXPECTED = {
     "agent_assignments",
     "chunks",
     "embedding_cache",
+    "chunk_terms",
     "query_log",
     "answer_cache",
     "alembic_version",

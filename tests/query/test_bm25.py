@@ -1,0 +1,72 @@
+"""BM25 ranking over chunk_terms (migration 0004): rare words weigh, common ones barely do;
+the term index follows its chunks in and out."""
+
+import uuid
+
+from sqlalchemy import text
+
+from tests.helpers import create_kb, create_text_doc
+
+QUESTION = "Does the clinic treat zebras?"
+
+
+async def _agent_with(client, org, drain_queue, docs: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """An agent whose one KB holds ``docs``; returns the agent and the document ids (and "kb")."""
+    kb = await create_kb(client, org.headers, "Vet")
+    ids = {}
+    for title, content in docs.items():
+        ids[title] = (await create_text_doc(client, org.headers, kb["id"], title=title, content=content))[
+            "id"
+        ]
+    ids["kb"] = kb["id"]
+    agent = str(uuid.uuid4())
+    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    assert await drain_queue() == {"ready": len(docs)}
+    return agent, ids
+
+
+async def test_a_rare_word_outranks_a_common_word_repeated(client, org, drain_queue):
+    # "clinic" and "treat" are everywhere; "zebra" is in one document, once. ts_rank (no
+    # document frequencies) puts "clinic clinic clinic ... treat" first; BM25 must not.
+    agent, ids = await _agent_with(
+        client,
+        org,
+        drain_queue,
+        {
+            "Clinic": "The clinic clinic clinic is a clinic. Our clinic teams treat pets and treat birds.",
+            "Hours": "The clinic opens at nine. We treat cats.",
+            "Staff": "Every clinic vet can treat dogs.",
+            "Fees": "The clinic charges fees when we treat animals.",
+            "Exotic": "Yes, zebras are welcome; bring the vaccination card.",
+        },
+    )
+    r = await client.post(
+        f"/api/agents/{agent}/query_knowledge", json={"query": QUESTION}, headers=org.headers,
+        params={"debug": "true"},
+    )  # fmt: skip
+    candidates = r.json()["debug"]["candidates"]
+    by_text_rank = sorted((c for c in candidates if c["text_rank"]), key=lambda c: c["text_rank"])
+    assert by_text_rank[0]["document_id"] == ids["Exotic"]
+    assert by_text_rank[0]["text_score"] > by_text_rank[1]["text_score"]
+    assert len(by_text_rank) == 5  # any matching lexeme is enough to be a candidate
+
+
+async def test_chunk_terms_follow_their_chunks(client, org, drain_queue, engine):
+    _agent, ids = await _agent_with(client, org, drain_queue, {"Exotic": "Zebras are welcome at the clinic."})
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT t.term, t.tf FROM chunk_terms t JOIN chunks c ON c.id = t.chunk_id "
+                    "WHERE c.document_id = :d ORDER BY t.term"
+                ),
+                {"d": ids["Exotic"]},
+            )
+        ).all()
+    # The KB's language (english) stems and drops stop words; the title counts too.
+    assert [tuple(r) for r in rows] == [("clinic", 1), ("exot", 1), ("welcom", 1), ("zebra", 1)]
+    r = await client.delete(f"/api/knowledge/{ids['kb']}/documents/{ids['Exotic']}", headers=org.headers)
+    assert r.status_code == 204
+    async with engine.connect() as conn:
+        left = (await conn.execute(text("SELECT count(*) FROM chunk_terms"))).scalar()
+    assert left == 0

@@ -4,6 +4,7 @@ and the lifespan that owns every long-lived client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
@@ -42,7 +44,7 @@ from app.observability.middleware import request_id_middleware
 from app.openapi_docs import document_errors
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
-from app.query.indexes import prepare_vector_search
+from app.query.indexes import build_vector_index, pgvector_version
 from app.query.retrieval import Retriever, default_vector_weight
 from app.query.service import QueryService
 
@@ -93,13 +95,14 @@ def create_app(
             worker_id(),
             quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
         )
-        pgvector_version = await prepare_vector_search(state.engine, state.embedder.dimensions)
+        version = await pgvector_version(state.engine)
+        index_task = asyncio.create_task(_build_index(state.engine, state.embedder.dimensions))
         state.query_service = QueryService(
             engine=state.engine,
             embedder=state.embedder,
             retriever=Retriever(
                 dimensions=state.embedder.dimensions,
-                pgvector_version=pgvector_version,
+                pgvector_version=version,
                 exact_max_chunks=settings.query.exact_search_max_chunks,
                 rrf_k=settings.query.rrf_k,
                 vector_weight=default_vector_weight(settings.query.vector_weight, state.embedder.model_key),
@@ -122,6 +125,9 @@ def create_app(
         try:
             yield
         finally:
+            index_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await index_task
             if pool is not None:
                 await pool.stop()
             await state.fetcher.aclose()
@@ -187,6 +193,16 @@ def create_app(
     )
     document_errors(app)
     return app
+
+
+async def _build_index(engine: AsyncEngine, dimensions: int) -> None:
+    try:
+        await build_vector_index(engine, dimensions)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        # Queries stay correct without it (exact scans); the next start tries again.
+        log.exception("could not build the HNSW index for %d dimensions", dimensions)
 
 
 def files_fingerprint(directory: Path) -> str:

@@ -112,7 +112,7 @@ VECTOR_HNSW = """
 PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
 HNSW_INDEX_SQL = """
-CREATE INDEX IF NOT EXISTS ix_chunks_hnsw_{dim} ON chunks
+CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_chunks_hnsw_{dim} ON chunks
 USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}
 """
 

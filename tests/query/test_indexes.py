@@ -1,0 +1,50 @@
+"""The HNSW index is built in the background, concurrently, and rebuilt when left invalid."""
+
+from sqlalchemy import text
+
+from app.query.indexes import build_vector_index, pgvector_version
+
+INDEX = "ix_chunks_hnsw_512"
+
+
+async def _validity(engine) -> bool | None:
+    async with engine.connect() as conn:
+        return (
+            await conn.execute(
+                text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:n)"), {"n": INDEX}
+            )
+        ).scalar()
+
+
+async def test_builds_once_then_finds_it(engine):
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP INDEX IF EXISTS {INDEX}"))
+    assert await _validity(engine) is None
+    assert await build_vector_index(engine, 512) == "built"
+    assert await _validity(engine) is True
+    assert await build_vector_index(engine, 512) == "present"
+
+
+async def test_an_invalid_index_is_dropped_and_rebuilt(engine):
+    await build_vector_index(engine, 512)
+    async with engine.begin() as conn:
+        # What an interrupted CREATE INDEX CONCURRENTLY leaves behind.
+        await conn.execute(
+            text("UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(:n)"), {"n": INDEX}
+        )
+    assert await _validity(engine) is False
+    assert await build_vector_index(engine, 512) == "built"
+    assert await _validity(engine) is True
+
+
+async def test_one_builder_at_a_time(engine):
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT pg_advisory_lock(hashtext(:n))"), {"n": INDEX})
+        try:
+            assert await build_vector_index(engine, 512) == "busy"
+        finally:
+            await conn.execute(text("SELECT pg_advisory_unlock(hashtext(:n))"), {"n": INDEX})
+
+
+async def test_reads_the_servers_pgvector_version(engine):
+    assert await pgvector_version(engine) >= (0, 5)

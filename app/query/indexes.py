@@ -22,7 +22,7 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
     """Make sure the HNSW expression index for ``dimensions`` exists and is valid.
 
     Run in the background at start-up: over 100,000 chunks the build takes minutes (76 s at
-    512 dimensions on 2 cores), which must neither delay start-up nor stop ingestion, hence
+    512 dimensions with 2 parallel workers, longer with one), which must neither delay start-up nor stop ingestion, hence
     CONCURRENTLY and no statement timeout. Until it is valid, queries of large agents still
     answer correctly: the HNSW statement without its index is an exact scan. An advisory lock
     lets one replica build while the others carry on. Returns what was done.
@@ -38,6 +38,8 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
             if valid:
                 return "present"
             await conn.execute("SET statement_timeout = 0")
+            # One process: parallel build workers would take every core from the queries.
+            await conn.execute("SET max_parallel_maintenance_workers = 0")
             if valid is False:
                 # Left invalid by an interrupted concurrent build: it is not used, only maintained.
                 await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
@@ -47,4 +49,5 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
             return "built"
         finally:
             await conn.execute("RESET statement_timeout")
+            await conn.execute("RESET max_parallel_maintenance_workers")
             await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", name)

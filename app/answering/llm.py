@@ -31,7 +31,8 @@ class ChatAnswerer:
     """
 
     def __init__(self, client: openai.AsyncOpenAI) -> None:
-        self.client = client
+        # Copied once here, not per call: with_options() builds a new client each time.
+        self.client = client.with_options(max_retries=0)
 
     async def complete(
         self,
@@ -48,13 +49,13 @@ class ChatAnswerer:
             # httpx's timeout bounds each read, not the whole call: a server trickling
             # bytes could outlive it, so the total is bounded here as well.
             async with asyncio.timeout(timeout):
-                response = await self.client.with_options(
-                    timeout=timeout, max_retries=0
-                ).chat.completions.create(
+                # A per-request timeout: with_options() here would copy the client per call.
+                response = await self.client.chat.completions.create(
                     model=model,
                     messages=messages,  # type: ignore[arg-type]
                     temperature=temperature,
                     max_tokens=max_tokens,
+                    timeout=timeout,
                 )
         except (openai.APITimeoutError, TimeoutError) as exc:
             raise LLMError("the model did not answer in time") from exc

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from app.embeddings.base import EmbeddingError, normalise_rows
 
@@ -73,10 +76,15 @@ class LocalEmbedder:
         return self._dimensions
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed texts in input order, a slice at a time in a worker thread."""
+        """Embed texts in input order, a slice at a time in a worker thread.
+
+        The model reads at most ``max_seq_length`` word pieces (256 for all-MiniLM-L6-v2) and
+        silently drops the rest, which is about half of a 500-token chunk. A longer text is
+        cut into windows the model reads whole; its vector is their normalised mean.
+        """
         vectors: list[list[float]] = []
         for start in range(0, len(texts), _DOCUMENT_SLICE):
-            vectors.extend(await asyncio.to_thread(self._encode, texts[start : start + _DOCUMENT_SLICE]))
+            vectors.extend(await asyncio.to_thread(self._encode_long, texts[start : start + _DOCUMENT_SLICE]))
         return vectors
 
     async def embed_query(self, text: str, *, timeout: float) -> list[float]:
@@ -89,6 +97,26 @@ class LocalEmbedder:
             message = f"local query embedding timed out after {timeout:g}s"
             raise EmbeddingError(message, retryable=True) from exc
         return vectors[0]
+
+    def _windows(self, text: str) -> list[str]:
+        limit = int(getattr(self._model, "max_seq_length", 0) or 0) - 2  # [CLS] and [SEP]
+        tokenizer = getattr(self._model, "tokenizer", None)
+        if limit <= 0 or tokenizer is None or len(text) < limit:  # a piece covers a character or more
+            return [text]
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        if len(offsets) <= limit:
+            return [text]
+        starts = range(0, len(offsets), limit)
+        return [text[offsets[i][0] : offsets[min(i + limit, len(offsets)) - 1][1]] for i in starts]
+
+    def _encode_long(self, texts: Sequence[str]) -> list[list[float]]:
+        pieces = [self._windows(text) for text in texts]
+        if all(len(p) == 1 for p in pieces):
+            return self._encode(texts)
+        flat = np.asarray(self._encode([window for p in pieces for window in p]))
+        bounds = np.cumsum([0, *(len(p) for p in pieces)])
+        means = [flat[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)]
+        return normalise_rows(means, source=f"local model {self._model_name}")
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
         with self._lock:

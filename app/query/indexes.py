@@ -22,10 +22,11 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
     """Make sure the HNSW expression index for ``dimensions`` exists and is valid.
 
     Run in the background at start-up: over 100,000 chunks the build takes minutes (76 s at
-    512 dimensions with 2 parallel workers, longer with one), which must neither delay start-up nor stop ingestion, hence
-    CONCURRENTLY and no statement timeout. Until it is valid, queries of large agents still
-    answer correctly: the HNSW statement without its index is an exact scan. An advisory lock
-    lets one replica build while the others carry on. Returns what was done.
+    512 dimensions with 2 parallel workers, longer with one), which must neither delay
+    start-up nor stop ingestion, hence CONCURRENTLY and no statement timeout. Until it is
+    valid, queries of large agents still answer correctly: the HNSW statement without its
+    index is an exact scan. An advisory lock lets one replica build while the others carry
+    on. Returns what was done.
     """
     name = f"ix_chunks_hnsw_{int(dimensions)}"
     async with raw_connection(engine) as conn:

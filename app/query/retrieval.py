@@ -100,7 +100,7 @@ class Retriever:
     ) -> tuple[list[Candidate], str]:
         plan = self.plan(chunk_total)
         if vector is None:
-            # No embedding (provider down or too slow): full-text search alone still answers.
+            # No embedding (provider down or too slow): BM25 alone still answers.
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
         else:
             vector_key = model_key

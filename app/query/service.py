@@ -155,8 +155,19 @@ class QueryService:
         except AppError:
             raise
         except (TimeoutError, OSError, EmbeddingError) as exc:
-            log.warning("query %s could not be answered: %s", query_id, type(exc).__name__)
-            response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
+            found = state.get("found")
+            if isinstance(exc, TimeoutError) and found is not None:
+                # The deadline struck after retrieval (the model's own timeout normally fires
+                # first, but a loaded event loop can run both timers at once): the top chunk
+                # still answers.
+                log.warning(
+                    "query %s ran out of time after retrieval; answering from the top chunk", query_id
+                )
+                candidates, confidence, sources = found
+                response = self._fallback(question, candidates, confidence, sources, state["prompt"])
+            else:
+                log.warning("query %s could not be answered: %s", query_id, type(exc).__name__)
+                response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
         except Exception as exc:
             # Database errors and anything unforeseen: a spoken apology, never a 500.
             log.exception("query %s failed", query_id, exc_info=exc)
@@ -246,6 +257,8 @@ class QueryService:
                 confidence=parts,
             )
         sources = [_source(c) for c in candidates]
+        if candidates:
+            state["found"] = (candidates, confidence, sources)
         if not candidates or confidence < self.settings.min_confidence:
             return self._reply("not_found", prompt.not_found_reply, confidence, sources)
         if self.llm is None:
@@ -262,7 +275,7 @@ class QueryService:
             vector = await self.embedder.embed_query(normalised, timeout=self.embed_timeout_s)
         except EmbeddingError as exc:
             PROVIDER_ERRORS.labels("embedding").inc()
-            log.warning("query embedding failed, using full-text search only: %s", exc)
+            log.warning("query embedding failed, using BM25 only: %s", exc)
             return None
         finally:
             trace.embed += (time.perf_counter() - t) * 1000

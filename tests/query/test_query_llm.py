@@ -247,3 +247,20 @@ async def test_query_embedding_failure_falls_back_to_full_text(
             assert body["debug"]["embedded"] is False
             assert body["debug"]["candidates"][0]["section"] == "Parking"
             assert body["debug"]["candidates"][0]["vector_rank"] is None
+
+
+async def test_deadline_striking_after_retrieval_still_answers_from_the_top_chunk(llm, org, engine):
+    """If the request's own deadline fires before the model call gives up (a loaded event loop
+    can run both timers together), the caller still hears the top chunk, not an apology."""
+    app = llm(deadline_s=0.5)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+
+        async def stuck(*args, **kwargs):
+            await asyncio.sleep(30)  # ignores its own timeout
+
+        app.state.query_service.llm.complete = stuck
+        body = await _ask(c, org, agent, "Where can I park my car?")
+    assert body["status"] == "answered"
+    assert body["degraded"] is True
+    assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."

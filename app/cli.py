@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import os
+import tempfile
+from typing import Annotated, Any
 
 import typer
 
@@ -24,26 +26,47 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default from HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default from PORT).")] = None,
     migrate: Annotated[bool, typer.Option(help="Bring the schema up to date first.")] = True,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            envvar="WEB_CONCURRENCY",
+            help="Server processes sharing the port (one event loop each). With more than one, "
+            "/metrics aggregates them through PROMETHEUS_MULTIPROC_DIR (a fresh temporary folder "
+            "unless set).",
+        ),
+    ] = 1,
 ) -> None:
     """Start the HTTP service (and its in-process ingestion workers)."""
     import uvicorn
 
     from app.db import migrate as migrations
-    from app.main import create_app
 
     settings = get_settings()
     url = _database_url()
     if migrate:
         migrations.upgrade(url)
     configure_logging(settings.log_level)
-    uvicorn.run(
-        create_app(settings, database_url=url),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # keep the JSON logging configured above
-        timeout_graceful_shutdown=30,
-    )
+    options: dict[str, Any] = {
+        "host": host or settings.host,
+        "port": port or settings.port,
+        "log_level": settings.log_level.lower(),
+        "log_config": None,  # keep the JSON logging configured above
+        "timeout_graceful_shutdown": 30,
+    }
+    if workers == 1:
+        from app.main import create_app
+
+        uvicorn.run(create_app(settings, database_url=url), **options)
+        return
+    # The processes are started afresh and read their settings from the environment: hand them
+    # the database this process resolved (the embedded server is already running) and a
+    # metrics folder, which must be set before they import prometheus_client.
+    os.environ["DATABASE_URL"] = url
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vk-metrics-")
+    uvicorn.run("app.main:app_factory", factory=True, workers=workers, **options)
 
 
 @cli.command()

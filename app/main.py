@@ -39,6 +39,7 @@ from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
 from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
+from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware
 from app.openapi_docs import document_errors
@@ -226,7 +227,9 @@ def make_openai_client(settings: Settings) -> openai.AsyncOpenAI | None:
 
 
 def app_factory() -> Litestar:
-    """Entry point for ``uvicorn --factory app.main:app_factory``."""
+    """Entry point for ``uvicorn --factory app.main:app_factory`` (and each ``vk serve --workers``
+    process): settings from the environment, JSON logs as ``vk serve`` configures them."""
+    configure_logging(get_settings().log_level)
     return create_app()
 
 

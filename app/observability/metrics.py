@@ -31,7 +31,14 @@ INGESTION_JOBS = Counter(
     "Documents processed, by outcome (ready, unchanged, failed, retry, lost).",
     ["outcome"],
 )
-INGESTION_QUEUE = Gauge("vk_ingestion_queue_documents", "Documents per status, as last counted.", ["status"])
+# Every process counts the same table: with several server processes (PROMETHEUS_MULTIPROC_DIR)
+# the most recent count is the answer, not the sum.
+INGESTION_QUEUE = Gauge(
+    "vk_ingestion_queue_documents",
+    "Documents per status, as last counted.",
+    ["status"],
+    multiprocess_mode="mostrecent",
+)
 PROVIDER_ERRORS = Counter(
     "vk_provider_errors_total", "Failed calls to model providers, by kind (embedding, chat).", ["kind"]
 )

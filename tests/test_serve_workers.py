@@ -1,0 +1,64 @@
+"""`vk serve --workers 2`: several processes share the port, and /metrics adds them up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import REPO
+from tests.test_faults import _free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _health_count(metrics: str) -> float:
+    pattern = r'^vk_http_requests_total\{[^}]*path="/health"[^}]*\} ([0-9.e+]+)$'
+    return sum(float(v) for v in re.findall(pattern, metrics, flags=re.M))
+
+
+async def test_two_worker_processes_share_the_port_and_the_metrics(database_url, engine, tmp_path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
+    env.update(
+        DATABASE_URL=database_url,
+        INGESTION__WORKERS="0",
+        LOG_LEVEL="WARNING",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path),
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate", "--workers", "2"],
+        cwd=REPO,
+        env=env,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            for _ in range(200):
+                try:
+                    if (await http.get("/ready")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.2)
+            children = psutil.Process(server.pid).children()
+            assert len([c for c in children if "python" in c.name().lower()]) >= 2
+            before = _health_count((await http.get("/metrics")).text)
+            # New connections each time, so both processes take some of them.
+            for _ in range(40):
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as once:
+                    assert (await once.get("/health")).status_code == 200
+            after = _health_count((await http.get("/metrics")).text)
+        assert after - before == 40
+        # Both processes counted requests (one file per process and metric type), and the
+        # figure above is their sum.
+        writers = {p.stem.rsplit("_", 1)[-1] for p in tmp_path.glob("counter_*.db")}
+        assert len(writers) >= 2
+    finally:
+        server.terminate()
+        assert server.wait(timeout=40) is not None

@@ -70,6 +70,7 @@ from bench.seed import (  # noqa: E402
     service_env,
     tail,
     terminate_on_sigterm,
+    vk_command,
     wait_for_quiet,
 )
 
@@ -543,7 +544,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout-s", type=float, default=10.0, help="per-request timeout (an error)")
     parser.add_argument("--procs", type=int, default=1, help="generator processes (default 1)")
     parser.add_argument("--phases", default="plain,ingest", help="plain, ingest or both (default)")
-    parser.add_argument("--ingest-workers", type=int, default=4, help="INGESTION__WORKERS in phase 'ingest'")
+    parser.add_argument("--ingest-workers", type=int, default=4, help="ingestion slots in phase 'ingest'")
+    parser.add_argument(
+        "--ingest-in",
+        choices=("worker", "service"),
+        default="worker",
+        help="phase 'ingest' runs ingestion in a separate niced `vk worker` (default, as deployed) or "
+        "inside the service process (INGESTION__WORKERS)",
+    )
+    parser.add_argument("--ingest-nice", type=int, default=10, help="niceness of that worker (default 10)")
     parser.add_argument("--ingest-backlog", type=int, default=32, help="documents kept queued (default 32)")
     parser.add_argument("--ingest-post-concurrency", type=int, default=2)
     parser.add_argument("--ingest-doc-bytes", type=int, default=5000)
@@ -552,6 +561,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="rates of the ingestion phase (default: the plain phase's rates up to 1.5 x its best)",
     )
     parser.add_argument("--seed", type=int, default=20250101)
+    parser.add_argument(
+        "--server-workers", type=int, default=1, help="service processes (vk serve --workers, default 1)"
+    )
     parser.add_argument(
         "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
@@ -590,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "generator_processes": args.procs,
             "rate_limits": "disabled (LIMITS__QUERY_PER_MINUTE=0, LIMITS__MANAGE_PER_MINUTE=0)",
             "stub_delay_ms": {"embed": 0, "chat": 0},
-            "uvicorn_workers": 1,
+            "uvicorn_workers": args.server_workers,
             "shared_buffers": args.shared_buffers,
         },
     }
@@ -605,6 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg,
             name="load-bench",
             pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
+            env_extra={"WEB_CONCURRENCY": str(args.server_workers)},
         )
         result["seed"] = seed.summary()
         maker = QuestionMaker(seed.material, seed=args.seed)
@@ -649,9 +662,34 @@ def ingest_phase(
     import httpx  # noqa: PLC0415
 
     assert harness.stub is not None
-    env = service_env(harness.pgdir, harness.stub.base_url, dims=args.dims, workers=args.ingest_workers)
+    in_service = args.ingest_in == "service"
+    env = service_env(
+        harness.pgdir,
+        harness.stub.base_url,
+        dims=args.dims,
+        workers=args.ingest_workers if in_service else 0,
+        extra={"WEB_CONCURRENCY": str(args.server_workers)},
+    )
     base, ready_s = harness.start_service(env)
-    print(f"\nservice restarted with INGESTION__WORKERS={args.ingest_workers} in {ready_s} s", flush=True)
+    if in_service:
+        print(f"\nservice restarted with INGESTION__WORKERS={args.ingest_workers} in {ready_s} s", flush=True)
+    else:
+        # The deployment docs/OPERATIONS.md recommends: ingestion in its own `vk worker` process,
+        # at a lower CPU priority than the service that answers callers.
+        worker_env = service_env(harness.pgdir, harness.stub.base_url, dims=args.dims, workers=0)
+        command = [
+            "nice",
+            "-n",
+            str(args.ingest_nice),
+            *vk_command("worker", "--concurrency", str(args.ingest_workers)),
+        ]
+        process = harness.spawn(command, "ingest-worker.log", env=worker_env)
+        harness.extra_pids["ingest_worker"] = process.pid
+        print(
+            f"\nservice restarted in {ready_s} s; `nice -n {args.ingest_nice} vk worker --concurrency "
+            f"{args.ingest_workers}` started beside it",
+            flush=True,
+        )
     created = httpx.post(
         f"{base}/api/knowledge",
         json={"title": "Ingestion beside the load"},
@@ -702,6 +740,9 @@ def ingest_phase(
     phase.update(
         {
             "ingestion_workers": args.ingest_workers,
+            "ingestion_in": args.ingest_in
+            if args.ingest_in == "service"
+            else f"vk worker, nice {args.ingest_nice}",
             "ingestion_docs_ready": ready1 - ready0,
             "ingestion_docs_per_s": round((ready1 - ready0) / elapsed, 2),
             "ingestion_window_s": round(elapsed, 1),

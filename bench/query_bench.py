@@ -466,6 +466,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--py-spy", type=int, default=0, help="requests in a py-spy-profiled run (0 = skip)")
     parser.add_argument("--seed", type=int, default=20250101)
     parser.add_argument(
+        "--server-workers", type=int, default=1, help="service processes (vk serve --workers, default 1)"
+    )
+    parser.add_argument(
         "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
     parser.add_argument(
@@ -500,7 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rate_limits": "disabled (LIMITS__QUERY_PER_MINUTE=0, LIMITS__MANAGE_PER_MINUTE=0)",
             "ingestion_workers": 0,
             "stub_delay_ms": {"embed": 0, "chat": 0},
-            "uvicorn_workers": 1,
+            "uvicorn_workers": args.server_workers,
             "shared_buffers": args.shared_buffers,
         },
         "phases": {},
@@ -520,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg,
             name="query-bench",
             pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
+            env_extra={"WEB_CONCURRENCY": str(args.server_workers)},
         )
         result["seed"] = seed.summary()
         key = asyncio.run(create_query_key(base, admin_key))

@@ -930,12 +930,15 @@ class Harness:
             process.kill()
             process.wait(10)
 
-    def spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
-        """A helper process (driver, load generator, feeder), stopped by ``close`` if still running."""
+    def spawn(
+        self, command: list[str], log_name: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A helper process (driver, load generator, feeder, worker), stopped by ``close`` if still
+        running."""
         out = (self.tmp / log_name).open("wb")
         self._logs.append(out)
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
+            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
             start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
         )  # fmt: skip
         self.children.append(process)

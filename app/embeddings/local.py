@@ -103,7 +103,9 @@ class LocalEmbedder:
         tokenizer = getattr(self._model, "tokenizer", None)
         if limit <= 0 or tokenizer is None or len(text) < limit:  # a piece covers a character or more
             return [text]
-        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
+            "offset_mapping"
+        ]
         if len(offsets) <= limit:
             return [text]
         starts = range(0, len(offsets), limit)

@@ -42,7 +42,9 @@ def test_missing_bundled_model_gives_install_hint(monkeypatch: pytest.MonkeyPatc
 
 
 class _FakeTokenizer:
-    def __call__(self, text: str, *, add_special_tokens: bool, return_offsets_mapping: bool) -> dict:
+    def __call__(
+        self, text: str, *, add_special_tokens: bool, return_offsets_mapping: bool, verbose: bool
+    ) -> dict:
         assert (add_special_tokens, return_offsets_mapping) == (False, True)
         offsets, at = [], 0
         for word in text.split(" "):

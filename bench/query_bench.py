@@ -303,6 +303,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             params = (
                 json.dumps([round(float(x), 6) for x in vector], separators=(",", ":")),
                 list(ctx["kb_ids"]), model_key(dims), question, "english", 30, 60, 6, model_key(dims),
+                ctx["chunk_total"], 1.0,
             )  # fmt: skip
             t = time.perf_counter()
             await conn.fetch(hybrid, *params)

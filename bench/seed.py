@@ -745,6 +745,8 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
 
         t = time.perf_counter()
         await conn.execute("VACUUM (ANALYZE) chunks")
+        # As autovacuum would after a bulk insert: sets the visibility map for index-only scans.
+        await conn.execute("VACUUM (ANALYZE) chunk_terms")
         await conn.execute("ANALYZE documents")
         await conn.execute("ANALYZE knowledge_bases")
         await conn.execute("ANALYZE agent_assignments")

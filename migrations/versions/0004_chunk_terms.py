@@ -35,7 +35,9 @@ def upgrade() -> None:
         chunk_id bigint NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
         tf integer NOT NULL,
         dl integer NOT NULL,
-        PRIMARY KEY (kb_id, term, chunk_id)
+        -- INCLUDE: BM25 reads a term's postings by index-only scan, not one heap page per
+        -- posting (measured: 2.6 -> 0.25 ms for 2,500 postings).
+        PRIMARY KEY (kb_id, term, chunk_id) INCLUDE (tf, dl)
     )""")
     # The cascade from chunks finds a chunk's rows through this index.
     op.execute("CREATE INDEX ix_chunk_terms_chunk ON chunk_terms (chunk_id)")

@@ -92,9 +92,8 @@ class QuerySettings(BaseModel):
         None,
         ge=0,
         le=1,
-        description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default: 1 for "
-        "semantic embedders (openai, local), 0 for the lexical embedder, whose hashed bag of "
-        "words repeats BM25's evidence less well (squad-dev: docs/BENCHMARKS.md).",
+        description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default by "
+        "embedder, as measured on squad-dev (docs/BENCHMARKS.md): lexical 0, local 0.5, openai 1.",
     )
     min_confidence: float = Field(0.2, ge=0, le=1, description="Below this the LLM is not called: not_found.")
     exact_search_max_chunks: int = Field(

@@ -21,7 +21,6 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
@@ -45,7 +44,7 @@ from app.observability.middleware import request_id_middleware
 from app.openapi_docs import document_errors
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
-from app.query.indexes import build_vector_index, pgvector_version
+from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.retrieval import Retriever, default_vector_weight
 from app.query.service import QueryService
 
@@ -97,7 +96,13 @@ def create_app(
             quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
         )
         version = await pgvector_version(state.engine)
-        index_task = asyncio.create_task(_build_index(state.engine, state.embedder.dimensions))
+        index_task = asyncio.create_task(
+            maintain_vector_index(
+                state.engine,
+                state.embedder.dimensions,
+                min_chunks=settings.query.exact_search_max_chunks,
+            )
+        )
         state.query_service = QueryService(
             engine=state.engine,
             embedder=state.embedder,
@@ -194,16 +199,6 @@ def create_app(
     )
     document_errors(app)
     return app
-
-
-async def _build_index(engine: AsyncEngine, dimensions: int) -> None:
-    try:
-        await build_vector_index(engine, dimensions)
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        # Queries stay correct without it (exact scans); the next start tries again.
-        log.exception("could not build the HNSW index for %d dimensions", dimensions)
 
 
 def files_fingerprint(directory: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,7 +19,7 @@ async def pgvector_version(engine: AsyncEngine) -> tuple[int, ...]:
         return parse_version(await conn.fetchval(sql.PGVECTOR_VERSION_SQL))
 
 
-async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
+async def build_vector_index(engine: AsyncEngine, dimensions: int, *, min_chunks: int = 0) -> str:
     """Make sure the HNSW expression index for ``dimensions`` exists and is valid.
 
     Run in the background at start-up: over 100,000 chunks the build takes minutes (76 s at
@@ -27,6 +28,11 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
     valid, queries of large agents still answer correctly: the HNSW statement without its
     index is an exact scan. An advisory lock lets one replica build while the others carry
     on. Returns what was done.
+
+    Only agents reading more than ``min_chunks`` chunks (QUERY__EXACT_SEARCH_MAX_CHUNKS) use
+    it, and keeping it costs every chunk insert an HNSW insert (measured: about 8 ms of
+    PostgreSQL CPU per 1,536-dimension vector, most of ingestion's database time), so it is
+    not built while all knowledge bases together hold fewer chunks than that.
     """
     name = f"ix_chunks_hnsw_{int(dimensions)}"
     async with raw_connection(engine) as conn:
@@ -39,11 +45,15 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
             if valid:
                 return "present"
             await conn.execute("SET statement_timeout = 0")
-            # One process: parallel build workers would take every core from the queries.
-            await conn.execute("SET max_parallel_maintenance_workers = 0")
             if valid is False:
                 # Left invalid by an interrupted concurrent build: it is not used, only maintained.
                 await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            if min_chunks > 0:
+                total = await conn.fetchval("SELECT coalesce(sum(chunk_count), 0) FROM knowledge_bases")
+                if total <= min_chunks:
+                    return "not needed"
+            # One process: parallel build workers would take every core from the queries.
+            await conn.execute("SET max_parallel_maintenance_workers = 0")
             log.info("building the HNSW index for %d-dimensional embeddings", dimensions)
             await conn.execute(sql.HNSW_INDEX_SQL.format(dim=int(dimensions)))
             log.info("HNSW index for %d-dimensional embeddings ready", dimensions)
@@ -52,3 +62,20 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int) -> str:
             await conn.execute("RESET statement_timeout")
             await conn.execute("RESET max_parallel_maintenance_workers")
             await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", name)
+
+
+async def maintain_vector_index(
+    engine: AsyncEngine, dimensions: int, *, min_chunks: int, interval_s: float = 300.0
+) -> None:
+    """Background task of each server process: build the index once it is needed (checked
+    every ``interval_s``), then stop."""
+    while True:
+        try:
+            if await build_vector_index(engine, dimensions, min_chunks=min_chunks) in ("present", "built"):
+                return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Queries stay correct without it (exact scans); try again at the next check.
+            log.exception("could not build the HNSW index for %d dimensions", dimensions)
+        await asyncio.sleep(interval_s)

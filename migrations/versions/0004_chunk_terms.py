@@ -6,9 +6,10 @@ needs each term's document frequency within the agent's knowledge bases and each
 term frequencies: this table holds one row per (chunk, lexeme), with the lexemes of the
 chunk's own tsvector (the KB's text-search language, title and section included).
 
-A statement-level trigger fills it from every INSERT into chunks (one INSERT ... SELECT per
-statement, through a transition table), so no writer can forget it; rows go with their chunk
-(ON DELETE CASCADE). Chunks are never updated in place (re-indexing swaps them).
+Statement-level triggers keep it in step with chunks, so no writer can forget it: every
+INSERT adds the new chunks' rows and every DELETE (cascaded ones included) removes the old
+chunks' rows, one statement each through a transition table; TRUNCATE empties it. Chunks
+are never updated in place (re-indexing swaps them).
 
 Measured on squad-dev (paragraph-level reference, our tokeniser): BM25 hit@1 0.83 against
 0.57 for the lexical embedder alone.
@@ -28,19 +29,19 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    # No foreign key to chunks: a per-row RI check and a chunk_id index cost ~40 % of the
+    # insert (measured), and the triggers below keep the table exactly in step instead.
     op.execute("""
     CREATE TABLE chunk_terms (
         kb_id uuid NOT NULL,
         term text NOT NULL,
-        chunk_id bigint NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        chunk_id bigint NOT NULL,
         tf integer NOT NULL,
         dl integer NOT NULL,
         -- INCLUDE: BM25 reads a term's postings by index-only scan, not one heap page per
         -- posting (measured: 2.6 -> 0.25 ms for 2,500 postings).
         PRIMARY KEY (kb_id, term, chunk_id) INCLUDE (tf, dl)
     )""")
-    # The cascade from chunks finds a chunk's rows through this index.
-    op.execute("CREATE INDEX ix_chunk_terms_chunk ON chunk_terms (chunk_id)")
     op.execute("""
     CREATE FUNCTION chunk_terms_from_new_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -50,10 +51,37 @@ def upgrade() -> None:
         RETURN NULL;
     END
     $$""")
+    # A deleted chunk's rows are found by primary key: its own lexemes name them.
+    op.execute("""
+    CREATE FUNCTION chunk_terms_of_old_chunks() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM chunk_terms t
+        USING (SELECT o.kb_id, o.id, u.lexeme FROM old_chunks o, unnest(o.tsv) AS u) AS x
+        WHERE t.kb_id = x.kb_id AND t.term = x.lexeme AND t.chunk_id = x.id;
+        RETURN NULL;
+    END
+    $$""")
+    op.execute("""
+    CREATE FUNCTION chunk_terms_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        TRUNCATE chunk_terms;
+        RETURN NULL;
+    END
+    $$""")
     op.execute("""
     CREATE TRIGGER chunks_fill_terms AFTER INSERT ON chunks
     REFERENCING NEW TABLE AS new_chunks
     FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_from_new_chunks()
+    """)
+    # Also fires for the deletes cascaded from documents and knowledge bases.
+    op.execute("""
+    CREATE TRIGGER chunks_drop_terms AFTER DELETE ON chunks
+    REFERENCING OLD TABLE AS old_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_of_old_chunks()
+    """)
+    op.execute("""
+    CREATE TRIGGER chunks_truncate_terms AFTER TRUNCATE ON chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION chunk_terms_truncate()
     """)
     # Queries no longer read tsv through GIN (BM25 reads chunk_terms); keeping the index would
     # only slow every chunk insert.
@@ -66,7 +94,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER chunks_truncate_terms ON chunks")
+    op.execute("DROP TRIGGER chunks_drop_terms ON chunks")
     op.execute("DROP TRIGGER chunks_fill_terms ON chunks")
+    op.execute("DROP FUNCTION chunk_terms_truncate()")
+    op.execute("DROP FUNCTION chunk_terms_of_old_chunks()")
     op.execute("DROP FUNCTION chunk_terms_from_new_chunks()")
     op.execute("DROP TABLE chunk_terms")
     op.execute("CREATE INDEX ix_chunks_tsv ON chunks USING gin (tsv)")

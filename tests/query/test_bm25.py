@@ -51,8 +51,22 @@ async def test_a_rare_word_outranks_a_common_word_repeated(client, org, drain_qu
     assert len(by_text_rank) == 5  # any matching lexeme is enough to be a candidate
 
 
+async def _terms(engine) -> list[tuple[str, str]]:
+    """(document id, term) of every chunk_terms row, through the chunk it names."""
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT c.document_id::text, t.term FROM chunk_terms t "
+                "LEFT JOIN chunks c ON c.id = t.chunk_id ORDER BY 1, 2"
+            )
+        )
+        return [tuple(r) for r in rows.all()]
+
+
 async def test_chunk_terms_follow_their_chunks(client, org, drain_queue, engine):
-    _agent, ids = await _agent_with(client, org, drain_queue, {"Exotic": "Zebras are welcome at the clinic."})
+    _agent, ids = await _agent_with(
+        client, org, drain_queue, {"Exotic": "Zebras are welcome at the clinic.", "Hours": "Open daily."}
+    )
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
@@ -65,8 +79,15 @@ async def test_chunk_terms_follow_their_chunks(client, org, drain_queue, engine)
         ).all()
     # The KB's language (english) stems and drops stop words; the title counts too.
     assert [tuple(r) for r in rows] == [("clinic", 1), ("exot", 1), ("welcom", 1), ("zebra", 1)]
+    hours = sorted([(ids["Hours"], "daili"), (ids["Hours"], "hour"), (ids["Hours"], "open")])
+    assert len(await _terms(engine)) == 4 + len(hours)
+
+    # A deleted document takes exactly its own rows (no row left pointing at no chunk).
     r = await client.delete(f"/api/knowledge/{ids['kb']}/documents/{ids['Exotic']}", headers=org.headers)
     assert r.status_code == 204
-    async with engine.connect() as conn:
-        left = (await conn.execute(text("SELECT count(*) FROM chunk_terms"))).scalar()
-    assert left == 0
+    assert await _terms(engine) == hours
+
+    # Deleting the knowledge base cascades to its chunks, and from them to their rows.
+    r = await client.delete(f"/api/knowledge/{ids['kb']}", headers=org.headers)
+    assert r.status_code == 204
+    assert await _terms(engine) == []

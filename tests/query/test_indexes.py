@@ -48,3 +48,40 @@ async def test_one_builder_at_a_time(engine):
 
 async def test_reads_the_servers_pgvector_version(engine):
     assert await pgvector_version(engine) >= (0, 5)
+
+
+async def test_not_built_while_no_agent_could_use_it(engine):
+    """Agents up to min_chunks chunks search exactly; an index nobody reads would only slow
+    every insert, so it waits until the knowledge bases hold more chunks than that."""
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP INDEX IF EXISTS {INDEX}"))
+    assert await build_vector_index(engine, 512, min_chunks=20_000) == "not needed"
+    assert await _validity(engine) is None
+    async with engine.begin() as conn:
+        org = (
+            await conn.execute(
+                text(
+                    "INSERT INTO organisations (id, name, created_at) VALUES (gen_random_uuid(), 'a', now()) RETURNING id"
+                )
+            )
+        ).scalar()
+        await conn.execute(
+            text(
+                "INSERT INTO knowledge_bases (id, org_id, title, description, language, content_version,"
+                " chunk_count, created_at, updated_at) VALUES (gen_random_uuid(), :o, 'big', '', 'english', 1,"
+                " 20001, now(), now())"
+            ),
+            {"o": org},
+        )
+    assert await build_vector_index(engine, 512, min_chunks=20_000) == "built"
+    assert await _validity(engine) is True
+
+
+async def test_an_invalid_leftover_is_dropped_even_when_not_needed(engine):
+    await build_vector_index(engine, 512)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(:n)"), {"n": INDEX}
+        )
+    assert await build_vector_index(engine, 512, min_chunks=20_000) == "not needed"
+    assert await _validity(engine) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -62,3 +63,32 @@ async def test_two_worker_processes_share_the_port_and_the_metrics(database_url,
     finally:
         server.terminate()
         assert server.wait(timeout=40) is not None
+
+
+async def test_access_log_lines_carry_the_request_id(database_url, engine):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
+    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", LOG_LEVEL="INFO")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            for _ in range(200):
+                try:
+                    if (await http.get("/ready")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.2)
+            r = await http.get("/health", headers={"X-Request-ID": "call-42"})
+            assert r.headers["X-Request-ID"] == "call-42"
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=40)
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    access = [e for e in lines if e["logger"] == "uvicorn.access" and "/health" in e["msg"]]
+    assert [e.get("request_id") for e in access] == ["call-42"]

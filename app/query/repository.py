@@ -45,6 +45,9 @@ SELECT
 # chunks in all) gives its weight, so rare words count and common ones barely do; a spoken
 # question rarely holds every word of the answer, so any matching lexeme scores. Document
 # length is the chunk's token count against the mean of the chunks that matched.
+# chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
+# the old one can take a BM25 slot, and the final join drops it (a shorter list, never a
+# wrong chunk).
 HYBRID_SQL = """
 WITH vec AS (
     {vector_candidates}

@@ -86,6 +86,10 @@ async def test_postgres_restart_under_concurrent_load(private_pg, settings):
     doubled (documents and chunks)."""
     from app.db.engine import make_engine, make_sessionmaker
 
+    # Hundreds of calls in a few seconds: the management rate limit would answer 429.
+    settings = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"manage_per_minute": 0})}
+    )
     url = private_pg.get_uri()
     engine = make_engine(url, settings)
     org = await make_org(make_sessionmaker(engine), "Acme")

@@ -885,13 +885,8 @@ class Harness:
             raise BenchError(f"vk create-org failed (status {done.returncode}):\n{tail(text)}")
         return match.group(1)
 
-    def start_service(
-        self, env: dict[str, str], *, timeout_s: float = 300.0, launcher: list[str] | None = None
-    ) -> tuple[str, float]:
-        """``vk serve`` on a free port; returns its base URL and the seconds until /ready.
-
-        ``launcher`` replaces ``vk`` (e.g. ``[python, -c, code]`` that patches modules, then runs the
-        CLI); it gets the same ``serve --port ... --host ...`` arguments."""
+    def start_service(self, env: dict[str, str], *, timeout_s: float = 300.0) -> tuple[str, float]:
+        """``vk serve`` on a free port; returns its base URL and the seconds until /ready."""
         self.stop_service()
         port = free_port()
         log = self.tmp / f"service-{port}.log"
@@ -899,8 +894,7 @@ class Harness:
         self._logs.append(out)
         started = time.perf_counter()
         self.service = subprocess.Popen(
-            [*launcher, "serve", "--port", str(port), "--host", "127.0.0.1"] if launcher
-            else vk_command("serve", "--port", str(port), "--host", "127.0.0.1"),
+            vk_command("serve", "--port", str(port), "--host", "127.0.0.1"),
             cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
         )  # fmt: skip
@@ -1008,7 +1002,6 @@ def seeded_service(
     *,
     workers: int = 0,
     name: str = "benchmark",
-    launcher: list[str] | None = None,
     env_extra: dict[str, str] | None = None,
     pg_settings: dict[str, str] | None = None,
 ) -> tuple[SeedResult, str, str]:
@@ -1026,7 +1019,7 @@ def seeded_service(
         # ALTER SYSTEM, then stop: the service's pgserver start-up starts it again with them.
         asyncio.run(alter_system(harness.pgdir, pg_settings))
         stop_postgres(harness.pgdir)
-    base, ready_s = harness.start_service(env, launcher=launcher)
+    base, ready_s = harness.start_service(env)
     seed.timings_s["service_start"] = ready_s
     # What the running server uses (an ALTER SYSTEM above takes effect only after the restart).
     seed.sizes["shared_buffers"] = asyncio.run(_show(harness.pgdir, "shared_buffers"))

@@ -39,14 +39,19 @@ def private_pg():
         server.cleanup()
 
 
-async def test_postgres_restart_fails_fast_with_503_then_recovers(private_pg, settings):
+async def _org_and_app(private_pg, settings):
+    """An organisation in the private PostgreSQL and an app on it (no in-process workers)."""
     from app.db.engine import make_engine, make_sessionmaker
 
     url = private_pg.get_uri()
     engine = make_engine(url, settings)
     org = await make_org(make_sessionmaker(engine), "Acme")
     await engine.dispose()
-    app = create_app(settings, database_url=url, resolver=fake_resolver, run_workers=False)
+    return org, create_app(settings, database_url=url, resolver=fake_resolver, run_workers=False)
+
+
+async def test_postgres_restart_fails_fast_with_503_then_recovers(private_pg, settings):
+    org, app = await _org_and_app(private_pg, settings)
     async with AsyncTestClient(app=app, timeout=30) as c:
         kb = await create_kb(c, org.headers)
         for i in range(5):
@@ -156,13 +161,7 @@ async def test_postgres_restart_under_concurrent_load(private_pg, settings):
 async def test_postgres_restarted_between_requests_costs_no_failed_request(private_pg, settings):
     """Pooled connections to the old server are dropped at checkout (no pre-ping round trip):
     the first request after a restart, with no request during the outage, succeeds."""
-    from app.db.engine import make_engine, make_sessionmaker
-
-    url = private_pg.get_uri()
-    engine = make_engine(url, settings)
-    org = await make_org(make_sessionmaker(engine), "Acme")
-    await engine.dispose()
-    app = create_app(settings, database_url=url, resolver=fake_resolver, run_workers=False)
+    org, app = await _org_and_app(private_pg, settings)
     async with AsyncTestClient(app=app, timeout=30) as c:
         kb = await create_kb(c, org.headers)
         # Several requests at once, so the pool holds several connections to the old server.

@@ -19,6 +19,17 @@ from tests.test_faults import _free_port
 pytestmark = pytest.mark.timeout(120)
 
 
+async def _wait_ready(http: httpx.AsyncClient) -> None:
+    for _ in range(200):
+        try:
+            if (await http.get("/ready")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.2)
+    raise AssertionError("the server never became ready")
+
+
 def _health_count(metrics: str) -> float:
     pattern = r'^vk_http_requests_total\{[^}]*path="/health"[^}]*\} ([0-9.e+]+)$'
     return sum(float(v) for v in re.findall(pattern, metrics, flags=re.M))
@@ -40,13 +51,7 @@ async def test_two_worker_processes_share_the_port_and_the_metrics(database_url,
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            for _ in range(200):
-                try:
-                    if (await http.get("/ready")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.2)
+            await _wait_ready(http)
             children = psutil.Process(server.pid).children()
             assert len([c for c in children if "python" in c.name().lower()]) >= 2
             before = _health_count((await http.get("/metrics")).text)
@@ -77,13 +82,7 @@ async def test_access_log_lines_carry_the_request_id(database_url, engine):
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            for _ in range(200):
-                try:
-                    if (await http.get("/ready")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.2)
+            await _wait_ready(http)
             r = await http.get("/health", headers={"X-Request-ID": "call-42"})
             assert r.headers["X-Request-ID"] == "call-42"
     finally:

@@ -286,7 +286,9 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
         retriever = Retriever(dimensions=dims, pgvector_version=(0,), exact_max_chunks=0, rrf_k=60)
         hybrid = retriever.statement("exact")
         rng = np.random.default_rng(7)
-        timings: dict[str, list[float]] = {"authenticate": [], "agent_context": [], "hybrid_exact": []}
+        timings: dict[str, list[float]] = {
+            "authenticate": [], "agent_context": [], "bm25": [], "vector_and_fusion_exact": [],
+        }  # fmt: skip
         plan_text = ""
         for i in range(samples):
             agent, question = maker.one()
@@ -300,17 +302,25 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
                 sql.AGENT_CONTEXT_SQL, org, uuid.UUID(agent), f"bench|{question}", None, "default"
             )
             timings["agent_context"].append((time.perf_counter() - t) * 1000)
+            kbs = list(ctx["kb_ids"])
+            t = time.perf_counter()
+            text_rows = await conn.fetch(sql.TEXT_SQL, kbs, question, "english", ctx["chunk_total"], 30)
+            timings["bm25"].append((time.perf_counter() - t) * 1000)
             params = (
                 json.dumps([round(float(x), 6) for x in vector], separators=(",", ":")),
-                list(ctx["kb_ids"]), model_key(dims), question, "english", 30, 60, 6, model_key(dims),
-                ctx["chunk_total"], 1.0,
+                kbs, model_key(dims), 30, 60, 6, model_key(dims), 1.0,
+                [r["id"] for r in text_rows], [r["rank"] for r in text_rows],
             )  # fmt: skip
             t = time.perf_counter()
             await conn.fetch(hybrid, *params)
-            timings["hybrid_exact"].append((time.perf_counter() - t) * 1000)
+            timings["vector_and_fusion_exact"].append((time.perf_counter() - t) * 1000)
             if i == samples - 1:
-                rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + hybrid, *params)
+                explain = "EXPLAIN (ANALYZE, BUFFERS) "
+                text_args = (kbs, question, "english", ctx["chunk_total"], 30)
+                rows = await conn.fetch(explain + sql.TEXT_SQL, *text_args)
                 plan_text = "\n".join(r[0] for r in rows)
+                rows = await conn.fetch(explain + hybrid, *params)
+                plan_text += "\n\n" + "\n".join(r[0] for r in rows)
     finally:
         await conn.close()
     return {

@@ -34,53 +34,61 @@ SELECT
       WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 """
 
-# Hybrid retrieval: the nearest chunks by cosine distance and the best BM25 matches, fused by
-# weighted reciprocal rank fusion ($11 weighs the vector side, BM25 weighs 1). $3 selects
-# chunks of the current embedding model; $9 is the same key, or a key that matches nothing
-# when the question could not be embedded, which leaves BM25 alone. {vector_candidates} is
-# one of the VECTOR_* fragments below.
+# Hybrid retrieval in two statements, so the text side runs while the question's embedding
+# is still on its way (the provider call is the longest wait of a call):
 #
-# BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004): the question's lexemes in the
-# KB's text-search language; each one's document frequency among the agent's chunks ($10
-# chunks in all) gives its weight, so rare words count and common ones barely do; a spoken
-# question rarely holds every word of the answer, so any matching lexeme scores. Document
-# length is the chunk's token count against the mean of the chunks that matched.
+# 1. TEXT_SQL, BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004): the question's
+#    lexemes in the KB's text-search language; each one's document frequency among the
+#    agent's chunks ($4 chunks in all) gives its weight, so rare words count and common ones
+#    barely do; a spoken question rarely holds every word of the answer, so any matching
+#    lexeme scores. Document length is the chunk's token count against the mean of the
+#    chunks that matched.
+# 2. FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates}, one of the
+#    VECTOR_* fragments below), fused with the BM25 list ($9 ids, $10 scores, best first) by
+#    weighted reciprocal rank fusion ($8 weighs the vector side, BM25 weighs 1), and the
+#    chosen chunks' text. $3 selects chunks of the current embedding model; $7 is the same
+#    key, or a key that matches nothing when the question could not be embedded, which
+#    leaves BM25 alone.
+#
 # chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
 # the old one can take a BM25 slot, and the final join drops it (a shorter list, never a
 # wrong chunk).
-HYBRID_SQL = """
+TEXT_SQL = """
+WITH terms AS MATERIALIZED (
+    SELECT DISTINCT lexeme AS term
+    FROM unnest(tsvector_to_array(to_tsvector($3::text::regconfig, $2))) AS lexeme
+), postings AS MATERIALIZED (
+    SELECT p.chunk_id, p.term, p.tf, p.dl
+    FROM chunk_terms p
+    WHERE p.kb_id = ANY($1::uuid[]) AND p.term IN (SELECT term FROM terms)
+), idf AS MATERIALIZED (
+    SELECT term, ln(1 + (greatest($4::float8 - count(*), 0) + 0.5) / (count(*) + 0.5)) AS w
+    FROM postings GROUP BY term
+)
+SELECT p.chunk_id AS id,
+       sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / m.avgdl))) AS rank
+FROM postings p
+JOIN idf i ON i.term = p.term,
+(SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM postings) m
+GROUP BY p.chunk_id
+ORDER BY rank DESC, p.chunk_id
+LIMIT $5
+"""
+
+FUSED_SQL = """
 WITH vec AS (
     {vector_candidates}
 ), vec_ranked AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
-), terms AS MATERIALIZED (
-    SELECT DISTINCT lexeme AS term
-    FROM unnest(tsvector_to_array(to_tsvector($5::text::regconfig, $4))) AS lexeme
-), postings AS MATERIALIZED (
-    SELECT p.chunk_id, p.term, p.tf, p.dl
-    FROM chunk_terms p
-    WHERE p.kb_id = ANY($2::uuid[]) AND p.term IN (SELECT term FROM terms)
-), idf AS MATERIALIZED (
-    SELECT term, ln(1 + (greatest($10::float8 - count(*), 0) + 0.5) / (count(*) + 0.5)) AS w
-    FROM postings GROUP BY term
-), txt AS (
-    SELECT p.chunk_id AS id,
-           sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / m.avgdl))) AS rank
-    FROM postings p
-    JOIN idf i ON i.term = p.term,
-    (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM postings) m
-    GROUP BY p.chunk_id
-    ORDER BY rank DESC, p.chunk_id
-    LIMIT $6
 ), txt_ranked AS (
-    SELECT id, rank, row_number() OVER (ORDER BY rank DESC, id) AS r FROM txt
+    SELECT t.id, t.rank, t.r FROM unnest($9::bigint[], $10::float8[]) WITH ORDINALITY AS t(id, rank, r)
 ), fused AS (
     SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
            1 - v.dist AS similarity, t.rank AS text_score,
-           coalesce($11::float8 / ($7 + v.r), 0) + coalesce(1.0 / ($7 + t.r), 0) AS score
+           coalesce($8::float8 / ($5 + v.r), 0) + coalesce(1.0 / ($5 + t.r), 0) AS score
     FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
     ORDER BY score DESC, vector_rank NULLS LAST, id
-    LIMIT $8
+    LIMIT $6
 )
 SELECT f.id, f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
        c.text, c.section, c.page, c.document_id, d.title
@@ -96,9 +104,9 @@ ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 VECTOR_EXACT = """
     SELECT c.id, c.embedding <=> $1::text::vector AS dist
     FROM chunks c
-    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $9
+    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
     ORDER BY dist, c.id
-    LIMIT $6
+    LIMIT $4
 """
 
 # Approximate search through the HNSW expression index for the dimension in use. With
@@ -107,9 +115,9 @@ VECTOR_EXACT = """
 VECTOR_HNSW = """
     SELECT c.id, c.embedding::vector({dim}) <=> $1::text::vector({dim}) AS dist
     FROM chunks c
-    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $9
+    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
     ORDER BY c.embedding::vector({dim}) <=> $1::text::vector({dim})
-    LIMIT $6
+    LIMIT $4
 """
 
 PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"

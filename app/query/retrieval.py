@@ -15,8 +15,9 @@ chosen per request from the agent's chunk count:
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,14 @@ def default_vector_weight(configured: float | None, model_key: str) -> float:
         return configured
     family = model_key.split(":", 1)[0].split("-", 1)[0]
     return _VECTOR_WEIGHTS.get(family, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    candidates: list[Candidate]
+    plan: str
+    embedded: bool
+    timing_ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +86,11 @@ class Retriever:
         self.rrf_k = rrf_k
         self.vector_weight = vector_weight
         # Statements are built once; asyncpg caches their preparation per connection.
-        self._exact = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_EXACT)
-        self._hnsw = sql.HYBRID_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
+        self._exact = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_EXACT)
+        self._hnsw = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
 
     def statement(self, plan: str) -> str:
+        """The vector-and-fusion statement of ``plan`` (TEXT_SQL runs before it)."""
         return self._exact if plan == "exact" else self._hnsw
 
     def plan(self, chunk_total: int) -> str:
@@ -92,7 +102,7 @@ class Retriever:
         self,
         conn: Any,
         *,
-        vector: Sequence[float] | None,
+        embedding: Awaitable[Sequence[float] | None],
         kb_ids: Sequence[uuid.UUID],
         model_key: str,
         question: str,
@@ -100,8 +110,15 @@ class Retriever:
         chunk_total: int,
         candidates: int,
         top_k: int,
-    ) -> tuple[list[Candidate], str]:
+    ) -> Retrieval:
+        """BM25 first, while ``embedding`` (a running task) is still on its way; then the
+        vector side and the fusion. ``timing_ms`` counts the two statements, not the wait."""
         plan = self.plan(chunk_total)
+        kbs = list(kb_ids)
+        t = time.perf_counter()
+        text = await conn.fetch(sql.TEXT_SQL, kbs, question, language, chunk_total, candidates)
+        spent = time.perf_counter() - t
+        vector = await embedding
         if vector is None:
             # No embedding (provider down or too slow): BM25 alone still answers.
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
@@ -109,17 +126,17 @@ class Retriever:
             vector_key = model_key
         args = (
             json.dumps(list(vector), separators=(",", ":")),
-            list(kb_ids),
+            kbs,
             model_key,
-            question,
-            language,
             candidates,
             self.rrf_k,
             top_k,
             vector_key,
-            chunk_total,
             self.vector_weight,
+            [r["id"] for r in text],
+            [r["rank"] for r in text],
         )
+        t = time.perf_counter()
         if plan == "exact":
             rows = await conn.fetch(self._exact, *args)
         else:
@@ -130,7 +147,8 @@ class Retriever:
                 else:
                     await conn.execute("SET LOCAL hnsw.ef_search = 1000")
                 rows = await conn.fetch(self._hnsw, *args)
-        return [
+        spent += time.perf_counter() - t
+        found = [
             Candidate(
                 chunk_id=r["id"],
                 document_id=r["document_id"],
@@ -145,4 +163,5 @@ class Retriever:
                 score=float(r["score"]),
             )
             for r in rows
-        ], plan
+        ]
+        return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent * 1000)

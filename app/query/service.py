@@ -225,20 +225,27 @@ class QueryService:
                 state["from_cache"] = True
                 return cached
 
-            vector = await self._embed(normalised, trace)
-            t = time.perf_counter()
-            candidates, plan = await self.retriever.search(
-                conn,
-                vector=vector,
-                kb_ids=ctx["kb_ids"],
-                model_key=self.embedder.model_key,
-                question=question,
-                language=ctx["language"] or "english",
-                chunk_total=ctx["chunk_total"],
-                candidates=self.settings.candidates,
-                top_k=self.settings.top_k,
-            )
-            trace.search += (time.perf_counter() - t) * 1000
+            # The embedding is fetched while BM25 runs: the provider call overlaps the SQL.
+            embedding = asyncio.ensure_future(self._embed(normalised, trace))
+            try:
+                found = await self.retriever.search(
+                    conn,
+                    embedding=embedding,
+                    kb_ids=ctx["kb_ids"],
+                    model_key=self.embedder.model_key,
+                    question=question,
+                    language=ctx["language"] or "english",
+                    chunk_total=ctx["chunk_total"],
+                    candidates=self.settings.candidates,
+                    top_k=self.settings.top_k,
+                )
+            finally:
+                if not embedding.done():
+                    embedding.cancel()
+                elif not embedding.cancelled():
+                    embedding.exception()  # retrieved, so a failure is not reported twice
+            trace.search += found.timing_ms
+            candidates = found.candidates
         state["chunks"] = [
             {
                 "chunk_id": c.chunk_id,
@@ -251,8 +258,8 @@ class QueryService:
         confidence, parts = self.confidence(question, candidates)
         if state["debug"] is not None:
             state["debug"].update(
-                plan=plan,
-                embedded=vector is not None,
+                plan=found.plan,
+                embedded=found.embedded,
                 candidates=[_debug_candidate(c) for c in candidates],
                 confidence=parts,
             )

@@ -40,12 +40,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import datetime as dt
-import importlib.util
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -69,33 +66,17 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench.corpus import make_corpus  # noqa: E402
 from bench.openai_stub import StubProcess, free_port, start_stub_process  # noqa: E402
+from bench.seed import (  # noqa: E402
+    BenchError,
+    die_with_parent,
+    finish_report,
+    machine_info,
+    pg_bin,
+    postmaster_info,
+    stop_postgres,
+)
 
 TARGET_S = 60.0  # the figure the project promised for 1,000 documents of ~5 KB
-
-
-class BenchError(Exception):
-    """The benchmark could not run to the end; the message says where it stopped."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Machine
-
-
-def machine_info() -> dict[str, Any]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "cpus": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "cpu_model": model,
-        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
 
 
 def code_version(repo: Path) -> dict[str, Any]:
@@ -175,58 +156,6 @@ def measure_chunking(
 
 # ---------------------------------------------------------------------------------------------
 # Processes
-
-
-def _die_with_parent() -> None:
-    # Linux: if the benchmark is killed outright (SIGKILL), its children get SIGTERM instead of
-    # running on unattended. PR_SET_PDEATHSIG = 1.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-
-
-def pg_ctl_path() -> Path:
-    # Located without importing pgserver, whose import has side effects (lock and runtime folders).
-    spec = importlib.util.find_spec("pgserver")
-    if spec is None or not spec.submodule_search_locations:
-        raise BenchError("pgserver is not installed in this environment")
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / "pg_ctl"
-
-
-def postmaster_info(pgdir: Path) -> dict[str, Any] | None:
-    """pid, port and socket folder from ``postmaster.pid`` (PostgreSQL's documented layout)."""
-    try:
-        lines = (pgdir / "postmaster.pid").read_text().splitlines()
-    except OSError:
-        return None
-    if len(lines) < 5 or not lines[0].strip().isdigit():
-        return None
-    return {"pid": int(lines[0]), "port": int(lines[3] or 5432), "socket_dir": lines[4] or None}
-
-
-def stop_postgres(pgdir: Path) -> None:
-    """Stop the embedded server that ``vk`` left running (it keeps it on purpose)."""
-    info = postmaster_info(pgdir)
-    if info is None or not psutil.pid_exists(info["pid"]):
-        return
-    # pgserver runs PostgreSQL as the unprivileged `pgserver` user when started by root, and
-    # pg_ctl refuses to run as root: do what pgserver does.
-    user = "pgserver" if os.geteuid() == 0 else None
-    try:
-        subprocess.run(
-            [str(pg_ctl_path()), "-D", str(pgdir), "-m", "fast", "-w", "-t", "30", "stop"],
-            user=user,
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=40,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
-        # Fall back to the postmaster's own pid, read from our own data folder: SIGQUIT is
-        # PostgreSQL's immediate shutdown.
-        with contextlib.suppress(psutil.Error):
-            process = psutil.Process(info["pid"])
-            process.send_signal(signal.SIGQUIT)
-            process.wait(10)
 
 
 @dataclass
@@ -311,7 +240,7 @@ def create_org(repo: Path, env: dict[str, str], log: Path) -> str:
     with log.open("w") as out:
         done = subprocess.run(
             vk_command("create-org", "ingest-bench"), cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
-            timeout=180, check=False, preexec_fn=_die_with_parent,
+            timeout=180, check=False, preexec_fn=die_with_parent,
         )  # fmt: skip
     text = log.read_text()
     match = re.search(r"admin key:\s+(\S+)", text)
@@ -335,7 +264,7 @@ def start_service(
         command,
         cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
         # Own session: Ctrl-C reaches the benchmark only, which stops the service in order.
-        start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+        start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -357,7 +286,7 @@ def psql(pgdir: Path, sql: str) -> str:
     if info is None:
         raise BenchError("the embedded PostgreSQL is not running")
     host = info["socket_dir"] or "127.0.0.1"
-    command = [str(pg_ctl_path().with_name("psql")), "-h", host, "-p", str(info["port"]), "-U", "postgres"]
+    command = [str(pg_bin("psql")), "-h", host, "-p", str(info["port"]), "-U", "postgres"]
     command += ["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     if done.returncode != 0:
@@ -643,7 +572,7 @@ def print_report(result: dict[str, Any]) -> None:
     print("== ingestion benchmark ==")
     _line(
         "machine",
-        f"{machine['cpus_usable']} cpus ({machine['cpu_model']}), {machine['memory_gb']} GB RAM, "
+        f"{machine['nproc']} cpus ({machine['cpu_model']}), {machine['memory_gb']} GB RAM, "
         f"Python {machine['python']}",
     )
     if pg := result.get("postgres"):
@@ -850,12 +779,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.service_log.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(resources.tmp / "service.log", args.service_log)
         resources.close()
-    result["wall_s"] = round(time.perf_counter() - started, 1)
-    print_report(result)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"figures written to {args.json}")
+    finish_report(result, started, print_report, args.json)
     return status
 
 

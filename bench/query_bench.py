@@ -62,6 +62,7 @@ from bench.seed import (  # noqa: E402
     SeedConfig,
     SeedResult,
     create_query_key,
+    finish_report,
     machine_info,
     model_key,
     now_iso,
@@ -618,12 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 130
     finally:
         harness.close()
-    result["wall_s"] = round(time.perf_counter() - started, 1)
-    print_summary(result)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"figures written to {args.json}")
+    finish_report(result, started, print_summary, args.json)
     return status
 
 

@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -505,7 +505,7 @@ class QuestionMaker:
 # The embedded PostgreSQL
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # Linux: a child whose benchmark is SIGKILLed gets SIGTERM instead of running on (PR_SET_PDEATHSIG).
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
@@ -877,7 +877,7 @@ class Harness:
         with log.open("w") as out:
             done = subprocess.run(
                 vk_command("create-org", name), cwd=REPO_ROOT, env=env, stdout=out,
-                stderr=subprocess.STDOUT, timeout=180, check=False, preexec_fn=_die_with_parent,
+                stderr=subprocess.STDOUT, timeout=180, check=False, preexec_fn=die_with_parent,
             )  # fmt: skip
         text = log.read_text()
         match = re.search(r"admin key:\s+(\S+)", text)
@@ -896,7 +896,7 @@ class Harness:
         self.service = subprocess.Popen(
             vk_command("serve", "--port", str(port), "--host", "127.0.0.1"),
             cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+            start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout_s
@@ -935,7 +935,7 @@ class Harness:
         self._logs.append(out)
         process = subprocess.Popen(
             command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+            start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
         )  # fmt: skip
         self.children.append(process)
         return process
@@ -1048,6 +1048,18 @@ async def alter_system(pgdir: Path, settings: dict[str, str]) -> None:
             await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
     finally:
         await conn.close()
+
+
+def finish_report(
+    result: dict[str, Any], started: float, report: Callable[[dict[str, Any]], None], path: Path | None
+) -> None:
+    """Every benchmark's last step: total wall time, the printed report, and the JSON figures."""
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    report(result)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"figures written to {path}")
 
 
 def iter_batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

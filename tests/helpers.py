@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import socket
 from typing import Any
 
+import httpx
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
@@ -38,3 +42,43 @@ async def create_key(client: Client, headers: dict[str, str], role: str = "query
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on, for a server process a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def wait_until_up(base_url: str, path: str = "/health", attempts: int = 200) -> None:
+    """Poll a server process a test started until ``path`` answers 200."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        for _ in range(attempts):
+            try:
+                if (await http.get(path)).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"{base_url}{path} never answered 200")
+
+
+def embeddings_reply(request: httpx.Request) -> httpx.Response:
+    """A respx side effect answering an OpenAI embeddings request: one 1,536-dimension unit
+    vector per input, in order."""
+    body = json.loads(request.content)
+    data = [
+        {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535}
+        for i in range(len(body["input"]))
+    ]
+    return httpx.Response(
+        200,
+        json={
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        },
+    )

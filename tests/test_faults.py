@@ -24,7 +24,7 @@ from app.db.migrate import upgrade
 from app.ingestion.worker import drain
 from app.main import create_app
 from tests.conftest import REPO, fake_resolver, make_ingestor, make_org
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import create_kb, create_text_doc, free_port, wait_until_up
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -280,16 +280,10 @@ async def test_sigterm_releases_in_flight_jobs(client, org, engine, database_url
     assert tuple(row) == ("pending", None, None, 0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_sigterm_lets_in_flight_requests_finish(org, database_url):
     """`vk serve` on SIGTERM stops accepting, finishes the request in flight, exits 0."""
     sock, stub_port = _hanging_server()  # the answering model stalls: the request takes its full deadline
-    port = _free_port()
+    port = free_port()
     env = _worker_env(database_url, stub_port, INGESTION__WORKERS="0", QUERY__DEADLINE_S="2.0")
     env["EMBEDDING__PROVIDER"] = "lexical"
     server = subprocess.Popen(
@@ -297,13 +291,8 @@ async def test_sigterm_lets_in_flight_requests_finish(org, database_url):
     )
     base = f"http://127.0.0.1:{port}"
     try:
+        await wait_until_up(base)
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-            for _ in range(150):
-                try:
-                    if (await http.get("/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.2)
             kb = (await http.post("/api/knowledge", json={"title": "FAQ"}, headers=org.headers)).json()
             await http.post(
                 f"/api/knowledge/{kb['id']}/documents",

@@ -10,17 +10,16 @@ import shutil
 import subprocess
 import sys
 
-import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.test_faults import _free_port
+from tests.helpers import free_port, wait_until_up
 
 pytestmark = pytest.mark.timeout(600)
 
 
 async def test_api_conforms_to_its_schema(org, database_url):
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "LIMITS__", "INGESTION__"))}
     env.update(
         DATABASE_URL=database_url,
@@ -33,13 +32,7 @@ async def test_api_conforms_to_its_schema(org, database_url):
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"], cwd=REPO, env=env
     )
     try:
-        async with httpx.AsyncClient() as http:
-            for _ in range(150):
-                try:
-                    if (await http.get(f"http://127.0.0.1:{port}/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.2)
+        await wait_until_up(f"http://127.0.0.1:{port}")
         schemathesis = shutil.which("schemathesis", path=os.path.dirname(sys.executable))
         assert schemathesis is not None
         result = await asyncio.to_thread(

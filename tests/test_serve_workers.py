@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -14,20 +13,9 @@ import psutil
 import pytest
 
 from tests.conftest import REPO
-from tests.test_faults import _free_port
+from tests.helpers import free_port, wait_until_up
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def _wait_ready(http: httpx.AsyncClient) -> None:
-    for _ in range(200):
-        try:
-            if (await http.get("/ready")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.2)
-    raise AssertionError("the server never became ready")
 
 
 def _health_count(metrics: str) -> float:
@@ -36,7 +24,7 @@ def _health_count(metrics: str) -> float:
 
 
 async def test_two_worker_processes_share_the_port_and_the_metrics(database_url, engine, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
     env.update(
         DATABASE_URL=database_url,
@@ -50,8 +38,8 @@ async def test_two_worker_processes_share_the_port_and_the_metrics(database_url,
         env=env,
     )
     try:
+        await wait_until_up(f"http://127.0.0.1:{port}", "/ready")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            await _wait_ready(http)
             children = psutil.Process(server.pid).children()
             assert len([c for c in children if "python" in c.name().lower()]) >= 2
             before = _health_count((await http.get("/metrics")).text)
@@ -71,7 +59,7 @@ async def test_two_worker_processes_share_the_port_and_the_metrics(database_url,
 
 
 async def test_access_log_lines_carry_the_request_id(database_url, engine):
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
     env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", LOG_LEVEL="INFO")
     server = subprocess.Popen(
@@ -81,8 +69,8 @@ async def test_access_log_lines_carry_the_request_id(database_url, engine):
         stderr=subprocess.PIPE,
     )
     try:
+        await wait_until_up(f"http://127.0.0.1:{port}", "/ready")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            await _wait_ready(http)
             r = await http.get("/health", headers={"X-Request-ID": "call-42"})
             assert r.headers["X-Request-ID"] == "call-42"
     finally:

@@ -29,6 +29,12 @@ class EmbeddingError(Exception):
         return self.message
 
 
+def embedder_family(model_key: str) -> str:
+    """``lexical``, ``local`` or ``openai``: the provider part of a model key such as
+    ``"lexical-v1:512"`` or ``"openai:text-embedding-3-small:1536"``."""
+    return model_key.split(":", 1)[0].split("-", 1)[0]
+
+
 class Embedder(Protocol):
     """Turns text into unit-length vectors of a fixed size.
 

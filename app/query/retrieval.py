@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.embeddings.base import embedder_family
 from app.query import repository as sql
 
 MIN_ITERATIVE = (0, 8, 0)
@@ -37,8 +38,7 @@ _VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5}
 def default_vector_weight(configured: float | None, model_key: str) -> float:
     if configured is not None:
         return configured
-    family = model_key.split(":", 1)[0].split("-", 1)[0]
-    return _VECTOR_WEIGHTS.get(family, 1.0)
+    return _VECTOR_WEIGHTS.get(embedder_family(model_key), 1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from app.answering.llm import ChatAnswerer, LLMError
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
 from app.db.engine import raw_connection
-from app.embeddings.base import Embedder, EmbeddingError
+from app.embeddings.base import Embedder, EmbeddingError, embedder_family
 from app.embeddings.lexical import lexical_terms
 from app.errors import AppError, NotFound
 from app.observability.metrics import PROVIDER_ERRORS
@@ -122,8 +122,7 @@ class QueryService:
                 "|".join(prompts.get(v).version for v in prompts.variants).encode()
             ).hexdigest()[:16]
         )
-        family = embedder.model_key.split(":", 1)[0].split("-", 1)[0]
-        self.sim_range = _SIMILARITY_RANGE.get(family, (0.15, 0.6))
+        self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
 
     def answerer_name(self, prompt: PromptSet) -> str:
         return (prompt.model.model or self.settings.llm_model) if self.llm else "extractive"

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from app.ingestion.worker import drain
 from app.main import create_app
 from tests.conftest import PUBLIC_IP, SHARED, fake_resolver, make_ingestor
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import create_kb, create_text_doc, embeddings_reply
 
 MARKDOWN = """# Acme Support
 
@@ -229,29 +229,12 @@ def _openai_settings(settings):
     )
 
 
-def _embedding_response(request):
-    body = json.loads(request.content)
-    data = [
-        {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535}
-        for i, _ in enumerate(body["input"])
-    ]
-    return httpx.Response(
-        200,
-        json={
-            "object": "list",
-            "data": data,
-            "model": body["model"],
-            "usage": {"prompt_tokens": 1, "total_tokens": 1},
-        },
-    )
-
-
 async def test_reindex_of_unchanged_content_makes_no_embedding_call(database_url, settings, org, engine):
     app = create_app(
         _openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False
     )
     with respx.mock(assert_all_called=False) as mock:
-        route = mock.post("https://api.openai.test/v1/embeddings").mock(side_effect=_embedding_response)
+        route = mock.post("https://api.openai.test/v1/embeddings").mock(side_effect=embeddings_reply)
         async with AsyncTestClient(app=app) as c:
             kb = await create_kb(c, org.headers)
             doc = await create_text_doc(

@@ -11,7 +11,7 @@ from litestar.testing import AsyncTestClient
 from app.ingestion.worker import drain
 from app.main import create_app
 from tests.conftest import fake_resolver, make_ingestor
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import create_kb, create_text_doc, embeddings_reply
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings, sent_json
 
 CHAT = f"{OPENAI_BASE}/chat/completions"
@@ -202,25 +202,7 @@ async def test_query_embedding_failure_falls_back_to_full_text(
 ):
     """OpenAI embeddings answer during ingestion, then fail (500, then wrong dimensions):
     the question is still answered from full-text search, within the deadline."""
-    import json as _json
-
-    def embeddings(request):
-        body = _json.loads(request.content)
-        data = [
-            {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535}
-            for i in range(len(body["input"]))
-        ]
-        return httpx.Response(
-            200,
-            json={
-                "object": "list",
-                "data": data,
-                "model": body["model"],
-                "usage": {"prompt_tokens": 1, "total_tokens": 1},
-            },
-        )
-
-    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings)
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
     respx_mock.post(CHAT).mock(return_value=chat_reply("Free parking is behind the building."))
     online = llm_settings(settings)
     online = online.model_copy(

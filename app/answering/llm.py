@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 
 
 class LLMError(Exception):
@@ -28,6 +29,12 @@ class ChatAnswerer:
 
     The SDK's own retries are off: one retry is taken here only when the deadline
     leaves room for it, because a caller on the phone cannot wait for backoff.
+
+    The request goes through the SDK's client (its base URL, auth headers, error
+    types and timeouts) with ``post(cast_to=bytes)``, not
+    ``chat.completions.create``: the typed method walks every message against its
+    TypedDicts and builds pydantic models of the reply, 0.6 ms of CPU per call on this
+    machine (half the client's cost), for a reply of which only three fields are read.
     """
 
     def __init__(self, client: openai.AsyncOpenAI) -> None:
@@ -45,17 +52,13 @@ class ChatAnswerer:
     ) -> LLMResult:
         if timeout <= 0.05:
             raise LLMError("no time left for the model")
+        body = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
         try:
             # httpx's timeout bounds each read, not the whole call: a server trickling
             # bytes could outlive it, so the total is bounded here as well.
             async with asyncio.timeout(timeout):
-                # A per-request timeout: with_options() here would copy the client per call.
-                response = await self.client.chat.completions.create(
-                    model=model,
-                    messages=messages,  # type: ignore[arg-type]
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    timeout=timeout,
+                raw = await self.client.post(
+                    "/chat/completions", body=body, cast_to=bytes, options={"timeout": timeout}
                 )
         except (openai.APITimeoutError, TimeoutError) as exc:
             raise LLMError("the model did not answer in time") from exc
@@ -63,16 +66,27 @@ class ChatAnswerer:
             raise LLMError(f"the model answered HTTP {exc.status_code}") from exc
         except openai.APIError as exc:
             raise LLMError(f"the model call failed: {type(exc).__name__}") from exc
-        except (ValueError, TypeError) as exc:  # malformed JSON from a broken server
-            raise LLMError("the model returned a malformed response") from exc
-        if not isinstance(response, ChatCompletion):  # a non-JSON body comes back as text
-            raise LLMError("the model returned a malformed response")
-        if not response.choices or response.choices[0].message.content is None:
-            raise LLMError("the model returned no text")
-        usage = response.usage
-        return LLMResult(
-            text=response.choices[0].message.content,
-            model=response.model or model,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-        )
+        return _parse(raw, model)
+
+
+def _parse(raw: bytes, model: str) -> LLMResult:
+    """The answer text and token counts of a chat completion; anything else is malformed."""
+    try:
+        reply: Any = json.loads(raw)
+        choice = reply["choices"][0]
+        text = choice["message"]["content"]
+    except (ValueError, TypeError, KeyError, IndexError) as exc:  # not JSON, or not a completion
+        raise LLMError("the model returned a malformed response") from exc
+    if not isinstance(text, str):
+        raise LLMError("the model returned no text")
+    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    return LLMResult(
+        text=text,
+        model=reply.get("model") if isinstance(reply.get("model"), str) and reply["model"] else model,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

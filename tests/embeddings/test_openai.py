@@ -481,3 +481,46 @@ async def test_documents_use_the_request_timeout(client: openai.AsyncOpenAI, moc
     await OpenAIEmbedder(client, dimensions=8, request_timeout=12.0).embed_documents(["doc 1"])
 
     assert route.calls.last.request.extensions["timeout"]["read"] == 12.0
+
+
+async def test_vectors_sent_as_float_lists_are_accepted(
+    client: openai.AsyncOpenAI, mock: respx.MockRouter
+) -> None:
+    """Some OpenAI-compatible servers ignore encoding_format and answer with numbers."""
+
+    def floats(request: httpx.Request) -> httpx.Response:
+        texts = json.loads(request.content)["input"]
+        data = [{"index": i, "embedding": vector_for(t, 8)} for i, t in enumerate(texts)]
+        return httpx.Response(200, json={"data": data, "model": "m", "usage": {}})
+
+    route = mock.post(ENDPOINT).mock(side_effect=floats)
+
+    vectors = await OpenAIEmbedder(client, dimensions=8).embed_documents(["a b", "c d"])
+
+    assert sent(route)[0]["encoding_format"] == "base64"
+    assert vectors == [expected_vector("a b", 8), expected_vector("c d", 8)]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"<html>gateway</html>", "JSONDecodeError"),
+        (b'{"object": "list"}', "KeyError"),
+        (b'{"data": [{"index": 0, "embedding": "not*base64"}]}', "invalid base64"),
+        (b'{"data": [{"index": 0, "embedding": ["x", "y"]}]}', "TypeError"),
+        (b'{"data": [{"index": 0, "embedding": "AAA="}]}', "ValueError"),
+    ],
+    ids=["html", "no-data", "bad-base64", "strings", "partial-float"],
+)
+async def test_malformed_replies_are_invalid_not_retried(
+    client: openai.AsyncOpenAI, mock: respx.MockRouter, content: bytes, reason: str
+) -> None:
+    route = mock.post(ENDPOINT).mock(return_value=httpx.Response(200, content=content))
+
+    with pytest.raises(EmbeddingError) as caught:
+        await OpenAIEmbedder(client, dimensions=8).embed_query("hello", timeout=1.0)
+
+    assert str(caught.value) == f"embedding provider sent an invalid response: {reason}"
+    assert caught.value.retryable is False
+    assert route.call_count == 1
+    assert sent(route)[0]["input"] == ["hello"]

@@ -1,0 +1,112 @@
+"""ChatAnswerer against a respx-mocked OpenAI-compatible endpoint: the request it sends, and
+how each kind of reply ends (an answer, or an LLMError with a readable reason)."""
+
+import json
+
+import httpx
+import openai
+import pytest
+import respx
+
+from app.answering.llm import ChatAnswerer, LLMError
+
+BASE = "https://llm.test/v1"
+MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Hours?"}]
+
+
+@pytest.fixture
+def answerer() -> ChatAnswerer:
+    return ChatAnswerer(openai.AsyncOpenAI(api_key="sk-test", base_url=BASE, max_retries=3))
+
+
+async def _complete(answerer: ChatAnswerer, **overrides: object):
+    args = {"model": "gpt-4o-mini", "temperature": 0.1, "max_tokens": 120, "timeout": 2.0, **overrides}
+    return await answerer.complete(MESSAGES, **args)  # type: ignore[arg-type]
+
+
+@respx.mock
+async def test_sends_the_request_and_reads_text_model_and_usage(answerer: ChatAnswerer) -> None:
+    route = respx.post(f"{BASE}/chat/completions").mock(
+        return_value=httpx.Response(
+            200,
+            json={
+                "id": "c1",
+                "object": "chat.completion",
+                "model": "gpt-4o-mini-2024-07-18",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Nine to five."}}],
+                "usage": {"prompt_tokens": 31, "completion_tokens": 4, "total_tokens": 35},
+            },
+        )
+    )
+
+    result = await _complete(answerer)
+
+    assert (result.text, result.model, result.prompt_tokens, result.completion_tokens) == (
+        "Nine to five.",
+        "gpt-4o-mini-2024-07-18",
+        31,
+        4,
+    )
+    request = route.calls.last.request
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert json.loads(request.content) == {
+        "model": "gpt-4o-mini",
+        "messages": MESSAGES,
+        "temperature": 0.1,
+        "max_tokens": 120,
+    }
+
+
+@respx.mock
+async def test_a_minimal_compatible_reply_is_enough(answerer: ChatAnswerer) -> None:
+    """vLLM, Ollama and others may leave out usage and model."""
+    respx.post(f"{BASE}/chat/completions").mock(
+        return_value=httpx.Response(200, json={"choices": [{"message": {"content": "Yes."}}]})
+    )
+
+    result = await _complete(answerer, model="llama3")
+
+    assert (result.text, result.model, result.prompt_tokens, result.completion_tokens) == (
+        "Yes.",
+        "llama3",
+        0,
+        0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (httpx.Response(200, content=b"<html>bad gateway</html>"), "the model returned a malformed response"),
+        (httpx.Response(200, json={"choices": []}), "the model returned a malformed response"),
+        (httpx.Response(200, json=[1, 2]), "the model returned a malformed response"),
+        (
+            httpx.Response(200, json={"choices": [{"message": {"content": None, "refusal": "no"}}]}),
+            "the model returned no text",
+        ),
+        (httpx.Response(429, json={"error": {"message": "slow down"}}), "the model answered HTTP 429"),
+        (httpx.Response(503, json={"error": {"message": "down"}}), "the model answered HTTP 503"),
+    ],
+    ids=["html", "no-choices", "list", "null-content", "429", "503"],
+)
+@respx.mock
+async def test_failures_become_llm_errors_without_retries(
+    answerer: ChatAnswerer, reply: httpx.Response, reason: str
+) -> None:
+    route = respx.post(f"{BASE}/chat/completions").mock(return_value=reply)
+
+    with pytest.raises(LLMError) as caught:
+        await _complete(answerer)
+
+    assert caught.value.reason == reason
+    assert route.call_count == 1  # the client's max_retries=3 is overridden: no backoff on a call
+
+
+@respx.mock
+async def test_no_request_when_no_time_is_left(answerer: ChatAnswerer) -> None:
+    route = respx.post(f"{BASE}/chat/completions")
+
+    with pytest.raises(LLMError, match="no time left"):
+        await _complete(answerer, timeout=0.01)
+
+    assert route.call_count == 0

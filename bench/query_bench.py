@@ -9,10 +9,13 @@ What it does, in order:
    once at the end (seeding and index build are timed);
 3. ``vk serve`` with ``INGESTION__WORKERS=0`` and both rate limits disabled
    (``LIMITS__QUERY_PER_MINUTE=0``, ``LIMITS__MANAGE_PER_MINUTE=0``), a ``query`` key;
-4. closed-loop runs from a separate driver process (httpx, HTTP/1.1 keep-alive), each request a
-   distinct question built from words of the agent's own chunks, against random agents:
-   warm-up; one caller (the floor); ``--concurrency`` callers (the target); the same questions
-   again (answer-cache hits, ``cached: true``); then the stub restarted with
+4. runs from a separate driver process (httpx, HTTP/1.1 keep-alive), each request a distinct
+   question built from words of the agent's own chunks, against random agents: warm-up; one
+   caller (the floor); ``--concurrency`` closed-loop callers who never pause (the machine's
+   saturation); ``--concurrency`` paced callers who pause ``--think-s`` on average between
+   questions (callers on the phone: each waits for the answer to be spoken before the next
+   question); the closed-loop questions again (answer-cache hits, ``cached: true``); then the
+   stub restarted with
    ``--slow-embed-ms``/``--slow-chat-ms`` to show total = provider time + our overhead;
 5. times the query path's SQL on its own (``EXPLAIN ANALYZE`` over asyncpg, one statement at a
    time), and with ``--py-spy`` profiles the service during an extra run;
@@ -89,6 +92,7 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
 
     items: list[list[str]] = config["items"]
     concurrency: int = config["concurrency"]
+    think_s: float = config.get("think_s", 0.0)
     headers = {"Authorization": f"Bearer {config['key']}", "Content-Type": "application/json"}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     records: list[list[Any]] = []
@@ -104,9 +108,18 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         cpu0 = time.process_time()
 
-        async def caller() -> None:
+        async def caller(index: int) -> None:
             nonlocal position
+            # Paced callers (think_s > 0) start at random moments and pause between questions
+            # (exponential, mean think_s), as callers on the phone do while the answer is spoken.
+            rng = random.Random(config.get("seed", 0) * 1000 + index)
+            first = True
             while position < len(items):
+                if think_s:
+                    await asyncio.sleep(rng.uniform(0, think_s) if first else rng.expovariate(1 / think_s))
+                    first = False
+                    if position >= len(items):
+                        break
                 agent, question = items[position]
                 position += 1
                 body = json.dumps({"query": question}).encode()
@@ -131,7 +144,7 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
                     ]
                 )  # fmt: skip
 
-        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        await asyncio.gather(*(caller(i) for i in range(concurrency)))
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
     return {"records": records, "errors": dict(errors), "wall_s": wall, "driver_cpu_s": cpu}
@@ -163,6 +176,7 @@ def run_phase(
     *,
     quiet: bool = True,
     fresh: Callable[[], Sequence[tuple[str, str]]] | None = None,
+    think_s: float = 0.0,
 ) -> dict[str, Any]:
     """One closed-loop run; re-run once if other processes kept the machine busy meanwhile (with
     new questions from ``fresh``: the first run's answers are in the answer cache by then)."""
@@ -174,7 +188,7 @@ def run_phase(
             wait_for_quiet(
                 harness.pids(), max_foreign_cores=args.max_foreign_cores, max_wait_s=args.quiet_wait_s
             )
-        result = _run_phase_once(harness, name, base, key, items, concurrency, attempt)
+        result = _run_phase_once(harness, name, base, key, items, concurrency, attempt, think_s)
         attempts.append(result)
         busy = (result["load"]["foreign_cores"] or 0.0) > args.max_foreign_cores
         result["machine_busy"] = busy
@@ -199,13 +213,24 @@ def _run_phase_once(
     items: Sequence[tuple[str, str]],
     concurrency: int,
     attempt: int,
+    think_s: float = 0.0,
 ) -> dict[str, Any]:
     config = harness.tmp / f"drive-{name}-{attempt}.json"
     out = harness.tmp / f"drive-{name}-{attempt}.out.json"
     config.write_text(
-        json.dumps({"base": base, "key": key, "concurrency": concurrency, "items": [list(i) for i in items]})
+        json.dumps(
+            {
+                "base": base,
+                "key": key,
+                "concurrency": concurrency,
+                "items": [list(i) for i in items],
+                "think_s": think_s,
+                "seed": attempt,
+            }
+        )
     )
-    print(f"{name}: {len(items)} requests, {concurrency} callers", flush=True)
+    pacing = f", a pause of {think_s:g} s on average between a caller's questions" if think_s else ""
+    print(f"{name}: {len(items)} requests, {concurrency} callers{pacing}", flush=True)
     process = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--drive", str(config), str(out)],
         cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -228,7 +253,9 @@ def _run_phase_once(
         raise BenchError(f"the driver failed with status {process.returncode}")
     data = json.loads(out.read_text())
     load = meter.stop(extra_cpu_s={"driver": data["driver_cpu_s"]})
-    return summarise(name, data, concurrency, load)
+    result = summarise(name, data, concurrency, load)
+    result["think_s"] = think_s
+    return result
 
 
 def summarise(name: str, data: dict[str, Any], concurrency: int, load: dict[str, Any]) -> dict[str, Any]:
@@ -442,18 +469,25 @@ def print_phase(result: dict[str, Any]) -> None:
     )
 
 
-def verdict(main: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, Any]:
-    total = main["service_ms"]["total"]
-    out = {
-        "p50_total_ms": total["p50"],
-        "p99_total_ms": total["p99"],
-        "p50_met": total["p50"] is not None and total["p50"] <= TARGET_P50_MS,
-        "p99_met": total["p99"] is not None and total["p99"] <= TARGET_P99_MS,
-    }
-    if cached:
+def verdict(phases: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets against each 16-caller run, for the whole service time (``total``,
+    which includes the HTTP round trips to the zero-delay stub) and for the time apart from the
+    provider calls (``overhead``)."""
+    out: dict[str, Any] = {}
+    for name in ("main", "paced"):
+        phase = phases.get(name)
+        if not phase:
+            continue
+        for measure, values in (("total", phase["service_ms"]["total"]), ("overhead", phase["overhead_ms"])):
+            out[f"{name}_{measure}"] = {
+                "p50_ms": values["p50"],
+                "p99_ms": values["p99"],
+                "p50_met": values["p50"] is not None and values["p50"] <= TARGET_P50_MS,
+                "p99_met": values["p99"] is not None and values["p99"] <= TARGET_P99_MS,
+            }
+    if cached := phases.get("cached"):
         p50 = cached["service_ms"]["total"]["p50"]
-        out["cached_p50_total_ms"] = p50
-        out["cached_p50_met"] = p50 is not None and p50 <= TARGET_CACHED_P50_MS
+        out["cached_total"] = {"p50_ms": p50, "p50_met": p50 is not None and p50 <= TARGET_CACHED_P50_MS}
     return out
 
 
@@ -470,6 +504,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=400, help="warm-up requests")
     parser.add_argument("--requests", type=int, default=3000, help="requests of the main run")
     parser.add_argument("--single", type=int, default=300, help="requests with one caller (0 = skip)")
+    parser.add_argument(
+        "--paced",
+        type=int,
+        default=960,
+        help="requests of the paced run: --concurrency callers who pause between questions (0 = skip)",
+    )
+    parser.add_argument(
+        "--think-s",
+        type=float,
+        default=1.0,
+        help="a paced caller's mean pause between questions (default 1 s)",
+    )
     parser.add_argument("--cached", type=int, default=3000, help="repeated questions (0 = skip)")
     parser.add_argument("--slow", type=int, default=480, help="requests against the slow stub (0 = skip)")
     parser.add_argument("--slow-embed-ms", type=float, default=150.0)
@@ -512,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kbs": args.kbs,
             "chunks_per_kb": args.chunks_per_kb,
             "concurrency": args.concurrency,
+            "paced_think_s": args.think_s,
             "rate_limits": "disabled (LIMITS__QUERY_PER_MINUTE=0, LIMITS__MANAGE_PER_MINUTE=0)",
             "ingestion_workers": 0,
             "stub_delay_ms": {"embed": 0, "chat": 0},
@@ -565,6 +612,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             # The kept run may be either; both sets of questions are cached by now.
             main_items = main_items + fresh_main
         print_phase(phases["main"])
+        if args.paced:
+            phases["paced"] = run_phase(
+                harness, "paced", base, key, maker.many(args.paced), args.concurrency, args,
+                fresh=lambda: maker.many(args.paced), think_s=args.think_s,
+            )  # fmt: skip
+            print_phase(phases["paced"])
         if args.cached:
             repeat = list(main_items)
             random.Random(args.seed).shuffle(repeat)
@@ -605,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             phases["slow"]["provider_ms"] = args.slow_embed_ms + args.slow_chat_ms
             print_phase(phases["slow"])
-        result["verdict"] = verdict(phases["main"], phases.get("cached"))
+        result["verdict"] = verdict(phases)
         if any(p.get("errors") for p in phases.values()):
             status = 1
     except (BenchError, OSError) as exc:
@@ -644,7 +697,7 @@ def print_summary(result: dict[str, Any]) -> None:
             f"{t['insert_chunks_with_tsv']} s, vacuum/analyze {t['vacuum_analyze']} s); HNSW build "
             f"{t.get('hnsw_build')} s; service start {t.get('service_start')} s"
         )
-    for name in ("single", "main", "cached", "cached-single", "slow"):
+    for name in ("single", "main", "paced", "cached", "cached-single", "slow"):
         phase = result["phases"].get(name)
         if phase:
             total, load = phase["service_ms"]["total"], phase["load"]
@@ -679,13 +732,27 @@ def print_summary(result: dict[str, Any]) -> None:
             for frame, share in prof["inclusive"][:20]:
                 print(f"  {share:>6.1%}  {frame}")
     if v := result.get("verdict"):
-        print(
-            f"targets   p50 <= {TARGET_P50_MS:g} ms: {'met' if v['p50_met'] else 'MISSED'} "
-            f"({v['p50_total_ms']}); "
-            f"p99 <= {TARGET_P99_MS:g} ms: {'met' if v['p99_met'] else 'MISSED'} ({v['p99_total_ms']}); "
-            f"cached p50 <= {TARGET_CACHED_P50_MS:g} ms: "
-            f"{'met' if v.get('cached_p50_met') else 'MISSED'} ({v.get('cached_p50_total_ms')})"
-        )
+        labels = {
+            "main": "closed loop",
+            "paced": "paced",
+            "total": "total",
+            "overhead": "total - embed - llm",
+        }
+        print(f"targets   p50 <= {TARGET_P50_MS:g} ms, p99 <= {TARGET_P99_MS:g} ms with 16 callers:")
+        for name, figures in v.items():
+            if name == "cached_total":
+                continue
+            run, measure = name.split("_")
+            print(
+                f"  {labels[run]:<12} {labels[measure]:<20} p50 {figures['p50_ms']} "
+                f"({'met' if figures['p50_met'] else 'MISSED'}), p99 {figures['p99_ms']} "
+                f"({'met' if figures['p99_met'] else 'MISSED'})"
+            )
+        if cached := v.get("cached_total"):
+            print(
+                f"  cached answers p50 <= {TARGET_CACHED_P50_MS:g} ms: "
+                f"{'met' if cached['p50_met'] else 'MISSED'} ({cached['p50_ms']})"
+            )
     print(f"wall      {result.get('wall_s')} s")
     if os.environ.get("VK_BENCH_DEBUG"):
         print(json.dumps(result, indent=2))

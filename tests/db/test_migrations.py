@@ -1,6 +1,7 @@
 """The migrations go from empty to head and back, on a database of their own."""
 
 import asyncio
+import random
 
 import asyncpg
 import pytest
@@ -67,9 +68,52 @@ async def _storage(url: str) -> dict[str, str]:
 
 
 def test_chunk_search_columns_are_kept_inline(scratch_url):
-    """Exact search reads every embedding of a KB: they must not sit in TOAST (0003)."""
+    """Exact search reads every embedding of a KB: they must not sit in TOAST (0003); since
+    BM25 reads chunk_terms, the tsvector and the text move out of the row (0005)."""
     upgrade(scratch_url)
+    assert asyncio.run(_storage(scratch_url)) == {"embedding": "m", "tsv": "x", "text": "x"}
+    downgrade(scratch_url, "0004")
     assert asyncio.run(_storage(scratch_url)) == {"embedding": "m", "tsv": "m", "text": "x"}
     downgrade(scratch_url, "0002")
     assert asyncio.run(_storage(scratch_url)) == {"embedding": "e", "tsv": "x", "text": "x"}
+    upgrade(scratch_url)
+
+
+async def _rows_per_page(url: str, dims: int) -> dict[str, float]:
+    """Twelve chunk-shaped rows with ~1.4 KB of text each in a table with the chunks table's
+    storage settings: how many share a heap page, and how many values went to TOAST."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TEMP TABLE probe (LIKE chunks INCLUDING STORAGE INCLUDING DEFAULTS)")
+        text = " ".join(f"word{i} appointment{i % 37} insurance{i % 11}" for i in range(45))
+        rng = random.Random(7)  # random floats: pglz cannot shrink them, as with real embeddings
+        for n in range(12):
+            vector = "[" + ",".join(f"{rng.uniform(-1, 1):.6f}" for _ in range(dims)) + "]"
+            await conn.execute(
+                "INSERT INTO probe (id, org_id, kb_id, document_id, ordinal, text, token_count, "
+                "embedding_model, embedding_dim, embedding, tsv) "
+                "VALUES ($1, gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 0, $2, 300, 'm', $3, "
+                "$4::text::vector, to_tsvector('english', $2))",
+                n,
+                text,
+                dims,
+                vector,
+            )
+        pages = await conn.fetchval("SELECT count(DISTINCT (ctid::text::point)[0]) FROM probe")
+        toast = await conn.fetchval(
+            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'probe'"
+        )
+        toasted = await conn.fetchval(f"SELECT count(DISTINCT chunk_id) FROM {toast}")
+    finally:
+        await conn.close()
+    return {"rows_per_page": 12 / pages, "toasted_per_row": toasted / 12}
+
+
+def test_512_dimension_chunk_rows_hold_only_their_embedding(scratch_url):
+    upgrade(scratch_url)
+    # The tsvector and the text are in TOAST, the embedding in the row: three rows a page.
+    assert asyncio.run(_rows_per_page(scratch_url, 512)) == {"rows_per_page": 3.0, "toasted_per_row": 2.0}
+    downgrade(scratch_url, "0004")
+    # With the tsvector inline (0003, 0004): only the text moves out, two rows a page.
+    assert asyncio.run(_rows_per_page(scratch_url, 512)) == {"rows_per_page": 2.0, "toasted_per_row": 1.0}
     upgrade(scratch_url)

@@ -196,37 +196,41 @@ class QueryService:
         key_material = (
             f"{agent_id}|{normalised}|{self.prompt_fingerprint}|{answerer}|{self.embedder.model_key}"
         )
-        t = time.perf_counter()
-        async with raw_connection(self.engine) as conn:
-            ctx = await conn.fetchrow(
-                sql.AGENT_CONTEXT_SQL,
-                org_id,
-                agent_id,
-                key_material,
-                state["variant"],
-                self.settings.prompt_variant,
-            )
-            trace.search += (time.perf_counter() - t) * 1000
-            state["cache_key"] = ctx["cache_key"]
-            prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
-            model = self.answerer_name(prompt)
-            if not ctx["kb_ids"]:
-                # Agents exist here only through assignments: none in this organisation
-                # means the agent is unknown to it (another organisation's agent included).
-                raise NotFound("agent not found: no knowledge base of this organisation is assigned to it")
-            if ctx["chunk_total"] == 0:
-                return self._reply("not_found", prompt.not_found_reply, 0.0, [])
-            if ctx["cached"] is not None and state["debug"] is None:
-                # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
-                raw = ctx["cached"]
-                cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
-                cached["cached"] = True
-                state["from_cache"] = True
-                return cached
-
-            # The embedding is fetched while BM25 runs: the provider call overlaps the SQL.
-            embedding = asyncio.ensure_future(self._embed(normalised, trace))
-            try:
+        # The question's embedding depends on nothing the database holds: it is requested at
+        # once, so the provider's latency (the longest wait of a call) overlaps the agent's
+        # context and BM25. A cached question's vector is usually in the LRU, so an answer
+        # cache hit rarely costs a provider call; one that does is cancelled.
+        embedding = asyncio.ensure_future(self._embed(normalised, trace))
+        try:
+            t = time.perf_counter()
+            async with raw_connection(self.engine) as conn:
+                ctx = await conn.fetchrow(
+                    sql.AGENT_CONTEXT_SQL,
+                    org_id,
+                    agent_id,
+                    key_material,
+                    state["variant"],
+                    self.settings.prompt_variant,
+                )
+                trace.search += (time.perf_counter() - t) * 1000
+                state["cache_key"] = ctx["cache_key"]
+                prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
+                model = self.answerer_name(prompt)
+                if not ctx["kb_ids"]:
+                    # Agents exist here only through assignments: none in this organisation
+                    # means the agent is unknown to it (another organisation's agent included).
+                    raise NotFound(
+                        "agent not found: no knowledge base of this organisation is assigned to it"
+                    )
+                if ctx["chunk_total"] == 0:
+                    return self._reply("not_found", prompt.not_found_reply, 0.0, [])
+                if ctx["cached"] is not None and state["debug"] is None:
+                    # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
+                    raw = ctx["cached"]
+                    cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
+                    cached["cached"] = True
+                    state["from_cache"] = True
+                    return cached
                 found = await self.retriever.search(
                     conn,
                     embedding=embedding,
@@ -238,13 +242,13 @@ class QueryService:
                     candidates=self.settings.candidates,
                     top_k=self.settings.top_k,
                 )
-            finally:
-                if not embedding.done():
-                    embedding.cancel()
-                elif not embedding.cancelled():
-                    embedding.exception()  # retrieved, so a failure is not reported twice
-            trace.search += found.timing_ms
-            candidates = found.candidates
+        finally:
+            if not embedding.done():
+                embedding.cancel()
+            elif not embedding.cancelled():
+                embedding.exception()  # retrieved, so a failure is not reported twice
+        trace.search += found.timing_ms
+        candidates = found.candidates
         state["chunks"] = [
             {
                 "chunk_id": c.chunk_id,

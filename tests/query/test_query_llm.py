@@ -2,6 +2,7 @@
 failures, stalls and deadlines end."""
 
 import asyncio
+import json
 import uuid
 
 import httpx
@@ -10,6 +11,7 @@ from litestar.testing import AsyncTestClient
 
 from app.ingestion.worker import drain
 from app.main import create_app
+from app.query.service import EmbeddingLRU
 from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import create_kb, create_text_doc, embeddings_reply
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings, sent_json
@@ -246,3 +248,40 @@ async def test_deadline_striking_after_retrieval_still_answers_from_the_top_chun
     assert body["status"] == "answered"
     assert body["degraded"] is True
     assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."
+
+
+async def test_cached_answer_does_not_wait_for_a_stalled_embedding(
+    database_url, settings, org, engine, respx_mock
+):
+    """The question's embedding is started before the agent's context is read; when the
+    answer is then found in the cache, it is abandoned, not awaited: a stalled provider
+    does not delay a cached answer."""
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
+    chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
+    online = llm_settings(settings, deadline_s=1.0)
+    online = online.model_copy(
+        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
+    )
+    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        first = await _ask(c, org, agent, "Where can I park?")
+        # Another process (or a restart) would not have the question's vector in memory.
+        app.state.query_service.embed_cache = EmbeddingLRU()
+        never = asyncio.Event()
+
+        async def stalled(request):
+            await never.wait()
+
+        embed_route.mock(side_effect=stalled)
+        second = await _ask(c, org, agent, "Where can I park?")
+    assert (first["status"], first["cached"]) == ("answered", False)
+    assert (second["status"], second["cached"], second["answer"]) == (
+        "answered",
+        True,
+        "Behind the building.",
+    )
+    assert chat_route.call_count == 1
+    # The first question's embedding was sent (whether the second's left before the cache hit
+    # depends on the event loop's order, so it is not asserted).
+    assert json.loads(embed_route.calls[-1].request.content)["input"] == ["where can i park"]

@@ -47,6 +47,9 @@ class Retrieval:
     plan: str
     embedded: bool
     timing_ms: float
+    # How long the search stood waiting for the question's embedding after BM25: the
+    # provider's share of the search on the critical path.
+    embed_wait_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +121,9 @@ class Retriever:
         t = time.perf_counter()
         text = await conn.fetch(sql.TEXT_SQL, kbs, question, language, chunk_total, candidates)
         spent = time.perf_counter() - t
+        t = time.perf_counter()
         vector = await embedding
+        waited = time.perf_counter() - t
         if vector is None:
             # No embedding (provider down or too slow): BM25 alone still answers.
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
@@ -164,4 +169,6 @@ class Retriever:
             )
             for r in rows
         ]
-        return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent * 1000)
+        return Retrieval(
+            found, plan, embedded=vector_key != "-", timing_ms=spent * 1000, embed_wait_ms=waited * 1000
+        )

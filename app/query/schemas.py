@@ -28,10 +28,14 @@ class Source(BaseModel):
 
 
 class Timings(BaseModel):
-    embed: float
-    search: float
-    llm: float
-    total: float
+    embed: float = Field(description="The question's embedding call (it runs beside the SQL).")
+    search: float = Field(description="The agent's context and the retrieval statements, waits included.")
+    llm: float = Field(description="The answering model's call.")
+    total: float = Field(description="The whole call, from the handler's start to its answer.")
+    own: float = Field(
+        description="total minus the time spent waiting for the providers (the answering model, and "
+        "the embedding where nothing else was running): the service's own time."
+    )
 
 
 class QueryResponse(BaseModel):

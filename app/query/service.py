@@ -63,6 +63,7 @@ class _Trace:
     embed: float = 0.0
     search: float = 0.0
     llm: float = 0.0
+    embed_wait: float = 0.0
 
     def timings(self) -> dict[str, float]:
         total = (time.perf_counter() - self.t0) * 1000
@@ -71,6 +72,9 @@ class _Trace:
             "search": round(self.search, 2),
             "llm": round(self.llm, 2),
             "total": round(total, 2),
+            # The embedding runs beside the SQL, so total - embed - llm would hide our own
+            # time behind it: only the wait for it counts as the provider's.
+            "own": round(max(0.0, total - self.embed_wait - self.llm), 2),
         }
 
 
@@ -248,6 +252,7 @@ class QueryService:
             elif not embedding.cancelled():
                 embedding.exception()  # retrieved, so a failure is not reported twice
         trace.search += found.timing_ms
+        trace.embed_wait += found.embed_wait_ms
         candidates = found.candidates
         state["chunks"] = [
             {

@@ -62,7 +62,12 @@ async def test_sends_model_prompt_chunks_and_limits(llm, org, engine, respx_mock
     assert body["status"] == "answered"
     assert body["answer"] == "We're open 9 AM to 5 PM, Monday to Friday."
     assert body["degraded"] is False
-    assert body["timings_ms"]["llm"] > 0
+    timings = body["timings_ms"]
+    assert timings["llm"] > 0
+    # Own time leaves out the model's call and only the wait for the embedding (lexical here,
+    # ready before BM25 ends), never the SQL that ran beside it.
+    assert timings["total"] - timings["llm"] - timings["embed"] - 0.02 <= timings["own"]
+    assert timings["own"] <= timings["total"] - timings["llm"] + 0.02
     sent = sent_json(route)
     assert sent["model"] == "gpt-4o-mini"
     assert sent["max_tokens"] == 200

@@ -26,7 +26,7 @@ async def test_answers_from_the_agents_knowledge(client, org, faq_agent):
     assert body["sources"][0]["document_id"] == faq_agent["doc"]["id"]
     assert body["sources"][0]["title"] == "Practice FAQ"
     assert body["sources"][0]["section"] == "Opening hours"
-    assert set(body["timings_ms"]) == {"embed", "search", "llm", "total"}
+    assert set(body["timings_ms"]) == {"embed", "search", "llm", "total", "own"}
     assert body["timings_ms"]["llm"] == 0
     uuid.UUID(body["query_id"])
 

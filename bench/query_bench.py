@@ -335,7 +335,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             text_rows = await conn.fetch(sql.TEXT_SQL, kbs, question, "english", ctx["chunk_total"], 30)
             timings["bm25"].append((time.perf_counter() - t) * 1000)
             params = (
-                json.dumps([round(float(x), 6) for x in vector], separators=(",", ":")),
+                vector.tolist(),
                 kbs, model_key(dims), 30, 60, 6, model_key(dims), 1.0,
                 [r["id"] for r in text_rows], [r["rank"] for r in text_rows],
             )  # fmt: skip

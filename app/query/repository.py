@@ -102,7 +102,7 @@ ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 # plain column expression cannot use the HNSW expression index, which keeps the planner
 # from choosing a filtered ANN scan that may return too few rows (FIELD-NOTES).
 VECTOR_EXACT = """
-    SELECT c.id, c.embedding <=> $1::text::vector AS dist
+    SELECT c.id, c.embedding <=> $1::float4[]::vector AS dist
     FROM chunks c
     WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
     ORDER BY dist, c.id
@@ -113,10 +113,10 @@ VECTOR_EXACT = """
 # pgvector >= 0.8 the caller enables iterative index scans so the KB filter cannot starve
 # the result; below 0.8 it raises ef_search and over-fetches (documented as approximate).
 VECTOR_HNSW = """
-    SELECT c.id, c.embedding::vector({dim}) <=> $1::text::vector({dim}) AS dist
+    SELECT c.id, c.embedding::vector({dim}) <=> $1::float4[]::vector({dim}) AS dist
     FROM chunks c
     WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
-    ORDER BY c.embedding::vector({dim}) <=> $1::text::vector({dim})
+    ORDER BY c.embedding::vector({dim}) <=> $1::float4[]::vector({dim})
     LIMIT $4
 """
 

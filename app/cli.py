@@ -56,9 +56,11 @@ def serve(
         "timeout_graceful_shutdown": 30,
     }
     if workers == 1:
-        from app.main import create_app
+        from app.main import create_app, tune_gc
 
-        uvicorn.run(create_app(settings, database_url=url), **options)
+        app = create_app(settings, database_url=url)
+        tune_gc()
+        uvicorn.run(app, **options)
         return
     # The processes are started afresh and read their settings from the environment: hand them
     # the database this process resolved (the embedded server is already running) and a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 from collections.abc import AsyncIterator
@@ -225,7 +226,27 @@ def app_factory() -> Litestar:
     """Entry point for ``uvicorn --factory app.main:app_factory`` (and each ``vk serve --workers``
     process): settings from the environment, JSON logs as ``vk serve`` configures them."""
     configure_logging(get_settings().log_level)
-    return create_app()
+    app = create_app()
+    tune_gc()
+    return app
 
 
-__all__: list[Any] = ["app_factory", "create_app"]
+def tune_gc() -> None:
+    """For a server process, once its modules and app are built.
+
+    Everything alive now (modules, classes, schemas, prompts: hundreds of thousands of
+    objects) lives as long as the process, yet every full collection walked it again:
+    collections took 7 % of a query_knowledge call's CPU (py-spy --native under load) and
+    each full one is a pause heard by whichever calls are in flight. freeze() moves them out
+    of the collector's sight; a larger first generation makes collections rarer (a call
+    allocates a few thousand objects, nearly all freed by reference counting).
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, 20, 20)
+
+
+GC_GEN0_THRESHOLD = 20_000
+
+
+__all__: list[Any] = ["app_factory", "create_app", "tune_gc"]

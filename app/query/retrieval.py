@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +46,15 @@ class Retrieval:
     plan: str
     embedded: bool
     timing_ms: float
-    # How long the search stood waiting for the question's embedding after BM25: the
-    # provider's share of the search on the critical path.
-    embed_wait_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TextHits:
+    """BM25's candidates, best first."""
+
+    ids: list[int]
+    scores: list[float]
+    timing_ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,31 +106,39 @@ class Retriever:
             return "exact"
         return "iterative" if self.iterative else "hnsw"
 
-    async def search(
+    async def bm25(
         self,
         conn: Any,
         *,
-        embedding: Awaitable[Sequence[float] | None],
         kb_ids: Sequence[uuid.UUID],
-        model_key: str,
         question: str,
         language: str,
         chunk_total: int,
         candidates: int,
+    ) -> TextHits:
+        """The text side, run while the question's embedding is on its way."""
+        t = time.perf_counter()
+        rows = await conn.fetch(sql.TEXT_SQL, list(kb_ids), question, language, chunk_total, candidates)
+        return TextHits(
+            [r["id"] for r in rows], [r["rank"] for r in rows], timing_ms=(time.perf_counter() - t) * 1000
+        )
+
+    async def fuse(
+        self,
+        conn: Any,
+        *,
+        text: TextHits,
+        vector: Sequence[float] | None,
+        kb_ids: Sequence[uuid.UUID],
+        model_key: str,
+        chunk_total: int,
+        candidates: int,
         top_k: int,
     ) -> Retrieval:
-        """BM25 first, while ``embedding`` (a running task) is still on its way; then the
-        vector side and the fusion. ``timing_ms`` counts the two statements, not the wait."""
+        """The vector side, fused with ``text``, and the chosen chunks. Without a vector
+        (provider down or too slow) BM25 alone answers. ``timing_ms`` counts both statements."""
         plan = self.plan(chunk_total)
-        kbs = list(kb_ids)
-        t = time.perf_counter()
-        text = await conn.fetch(sql.TEXT_SQL, kbs, question, language, chunk_total, candidates)
-        spent = time.perf_counter() - t
-        t = time.perf_counter()
-        vector = await embedding
-        waited = time.perf_counter() - t
         if vector is None:
-            # No embedding (provider down or too slow): BM25 alone still answers.
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
         else:
             vector_key = model_key
@@ -132,15 +146,15 @@ class Retriever:
             # A float4[] travels in asyncpg's binary format: 9 us for 512 dimensions where
             # the '[...]' text form took 220 us to write (and PostgreSQL as long to parse).
             vector,
-            kbs,
+            list(kb_ids),
             model_key,
             candidates,
             self.rrf_k,
             top_k,
             vector_key,
             self.vector_weight,
-            [r["id"] for r in text],
-            [r["rank"] for r in text],
+            text.ids,
+            text.scores,
         )
         t = time.perf_counter()
         if plan == "exact":
@@ -153,7 +167,7 @@ class Retriever:
                 else:
                     await conn.execute("SET LOCAL hnsw.ef_search = 1000")
                 rows = await conn.fetch(self._hnsw, *args)
-        spent += time.perf_counter() - t
+        spent = (time.perf_counter() - t) * 1000 + text.timing_ms
         found = [
             Candidate(
                 chunk_id=r["id"],
@@ -170,6 +184,4 @@ class Retriever:
             )
             for r in rows
         ]
-        return Retrieval(
-            found, plan, embedded=vector_key != "-", timing_ms=spent * 1000, embed_wait_ms=waited * 1000
-        )
+        return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent)

@@ -290,3 +290,56 @@ async def test_cached_answer_does_not_wait_for_a_stalled_embedding(
     # The first question's embedding was sent (whether the second's left before the cache hit
     # depends on the event loop's order, so it is not asserted).
     assert json.loads(embed_route.calls[-1].request.content)["input"] == ["where can i park"]
+
+
+async def test_a_call_waiting_for_its_embedding_holds_no_database_connection(
+    database_url, settings, org, engine, respx_mock
+):
+    """One pooled connection, no overflow, 0.3 s to get it: while one caller's embedding is
+    stalled, another caller is still served. Holding the connection through the embedding
+    would leave the second caller a 503 after 0.3 s."""
+    respx_mock.post(CHAT).mock(return_value=chat_reply("Cash, debit cards and credit cards."))
+    online = llm_settings(settings, deadline_s=10.0)
+    online = online.model_copy(
+        update={
+            "embedding": online.embedding.model_copy(update={"query_timeout_s": 8.0}),
+            "db": online.db.model_copy(update={"pool_size": 1, "max_overflow": 0, "pool_timeout_s": 0.3}),
+        }
+    )
+    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    stalled_question = "where is the parking entrance"
+    # Both calls run on the test client's event loop (its portal thread), so these events do.
+    stalled, other_embedded = asyncio.Event(), asyncio.Event()
+    embedded: list[str] = []
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        await _ask(c, org, agent, "When are you open?")  # start-up work done, pool warm
+        embedder = app.state.query_service.embedder
+        real_embed_query = embedder.embed_query
+
+        async def embed_query(text, *, timeout):
+            if text == stalled_question:
+                stalled.set()
+                await asyncio.wait_for(other_embedded.wait(), 5)
+            else:
+                other_embedded.set()
+            embedded.append(text)
+            return await real_embed_query(text, timeout=timeout)
+
+        embedder.embed_query = embed_query
+        # The test client blocks its caller until the response: the stalled call gets a thread.
+        waiting = asyncio.create_task(
+            asyncio.to_thread(
+                asyncio.run, _ask(c, org, agent, "Where is the parking entrance?", debug="true")
+            )
+        )
+        for _ in range(500):  # the event belongs to the other loop: polled, not awaited
+            if stalled.is_set():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # let it finish BM25 and start waiting
+        other = await _ask(c, org, agent, "Which payment methods do you accept?")
+        first = await waiting
+    assert (other["status"], other["cached"]) == ("answered", False)
+    assert (first["status"], first["degraded"], first["debug"]["embedded"]) == ("answered", False, True)
+    assert embedded == ["which payment methods do you accept", stalled_question]

@@ -18,7 +18,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class DatabaseSettings(BaseModel):
-    pool_size: int = Field(10, ge=1, le=200, description="Connections kept open per process.")
+    # A call holds up to two connections for a moment (its own, and the previous call's log
+    # write after its response), and connections past pool_size are closed when returned: a
+    # pool smaller than the connections in use pays a new PostgreSQL connection per overflow
+    # checkout (16 callers with 10: +1 ms of PostgreSQL CPU per call, -10 % throughput).
+    pool_size: int = Field(20, ge=1, le=200, description="Connections kept open per process.")
     max_overflow: int = Field(10, ge=0, le=200, description="Extra connections allowed under burst.")
     pool_timeout_s: float = Field(2.0, gt=0, description="Wait for a free connection before 503.")
     connect_timeout_s: float = Field(3.0, gt=0, description="TCP/auth timeout for a new connection.")

@@ -527,6 +527,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--server-workers", type=int, default=1, help="service processes (vk serve --workers, default 1)"
     )
     parser.add_argument(
+        "--service-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the service, e.g. DB__POOL_SIZE=20 (repeatable)",
+    )
+    parser.add_argument(
         "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
     parser.add_argument(
@@ -564,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "stub_delay_ms": {"embed": 0, "chat": 0},
             "uvicorn_workers": args.server_workers,
             "shared_buffers": args.shared_buffers,
+            "service_env": args.service_env,
         },
         "phases": {},
     }
@@ -582,7 +590,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg,
             name="query-bench",
             pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
-            env_extra={"WEB_CONCURRENCY": str(args.server_workers)},
+            env_extra={
+                "WEB_CONCURRENCY": str(args.server_workers),
+                **dict(item.split("=", 1) for item in args.service_env),
+            },
         )
         result["seed"] = seed.summary()
         key = asyncio.run(create_query_key(base, admin_key))

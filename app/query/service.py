@@ -292,6 +292,8 @@ class QueryService:
         return await self._generate(question, candidates, confidence, sources, prompt, model, trace, state)
 
     async def _embed(self, normalised: str, trace: _Trace) -> list[float] | None:
+        if not normalised:
+            return None  # punctuation only: nothing to embed (the API rejects empty input)
         key = (self.embedder.model_key, normalised)
         vector = self.embed_cache.get(key)
         if vector is not None:

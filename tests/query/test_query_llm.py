@@ -343,3 +343,22 @@ async def test_a_call_waiting_for_its_embedding_holds_no_database_connection(
     assert (other["status"], other["cached"]) == ("answered", False)
     assert (first["status"], first["degraded"], first["debug"]["embedded"]) == ("answered", False, True)
     assert embedded == ["which payment methods do you accept", stalled_question]
+
+
+async def test_a_question_of_punctuation_only_is_not_found_without_provider_calls(
+    database_url, settings, org, engine, respx_mock
+):
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
+    chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("unused"))
+    online = llm_settings(settings)
+    online = online.model_copy(
+        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
+    )
+    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        sent_for_documents = embed_route.call_count
+        body = await _ask(c, org, agent, "?!")
+    assert (body["status"], body["sources"]) == ("not_found", [])
+    assert embed_route.call_count == sent_for_documents
+    assert chat_route.call_count == 0

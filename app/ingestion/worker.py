@@ -45,6 +45,7 @@ class WorkerPool:
         self._wake = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._maintenance: asyncio.Task[None] | None = None
         self.processed: dict[str, int] = {}
 
     def wake(self) -> None:
@@ -55,13 +56,19 @@ class WorkerPool:
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"ingest-{i}") for i in range(self.concurrency)
         ]
-        self._tasks.append(asyncio.create_task(self._maintain(), name="ingest-maintenance"))
+        self._maintenance = asyncio.create_task(self._maintain(), name="ingest-maintenance")
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop taking work, let running documents finish within ``grace_s``, then release
         the leases of anything unfinished so another worker takes it at once."""
         self._stopping = True
         self._wake.set()
+        if self._maintenance is not None:
+            # Housekeeping has nothing to finish; waiting for its sleep to end held every
+            # shutdown for the whole grace period.
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
         if self._tasks:
             _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
             for task in pending:

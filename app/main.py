@@ -137,6 +137,7 @@ def create_app(
                 await index_task
             if pool is not None:
                 await pool.stop()
+            await state.query_service.close()
             await state.fetcher.aclose()
             if state.openai is not None:
                 await state.openai.close()

@@ -27,8 +27,8 @@ class LLMResult:
 class ChatAnswerer:
     """Calls any OpenAI-compatible chat endpoint.
 
-    The SDK's own retries are off: one retry is taken here only when the deadline
-    leaves room for it, because a caller on the phone cannot wait for backoff.
+    The SDK's own retries are off: a caller on the phone cannot wait for backoff, and a
+    failed call is answered from the top chunk instead (marked degraded).
 
     The request goes through the SDK's client (its base URL, auth headers, error
     types and timeouts) with ``post(cast_to=bytes)``, not
@@ -75,7 +75,8 @@ def _parse(raw: bytes, model: str) -> LLMResult:
         reply: Any = json.loads(raw)
         choice = reply["choices"][0]
         text = choice["message"]["content"]
-    except (ValueError, TypeError, KeyError, IndexError) as exc:  # not JSON, or not a completion
+    # Not JSON (or nested deeper than the parser goes), or not a completion.
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
         raise LLMError("the model returned a malformed response") from exc
     if not isinstance(text, str):
         raise LLMError("the model returned no text")

@@ -249,9 +249,13 @@ class OpenAIEmbedder:
         """The reply's vectors in input order, checked for count and size, L2-normalised."""
         try:
             items = json.loads(raw)["data"]
+            if not all(type(item["index"]) is int for item in items):
+                raise TypeError("an index is not an integer")
             data = sorted(items, key=lambda item: item["index"])
             vectors = [_decode(item["embedding"]) for item in data]
-        except (ValueError, TypeError, KeyError) as exc:  # binascii.Error is a ValueError
+        # binascii.Error is a ValueError; OverflowError: a number no float holds;
+        # RecursionError: JSON nested deeper than the parser goes.
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
             reason = "invalid base64" if isinstance(exc, binascii.Error) else type(exc).__name__
             message = f"embedding provider sent an invalid response: {reason}"
             raise EmbeddingError(message, retryable=False) from exc
@@ -268,7 +272,7 @@ class OpenAIEmbedder:
         return normalise_rows(np.array(vectors), source="embedding provider")
 
 
-def _decode(embedding: object) -> npt.NDArray[np.float32] | list[float]:
+def _decode(embedding: object) -> npt.NDArray[np.float32]:
     """base64 little-endian float32, or a list of numbers from a server that ignores
     ``encoding_format`` (some OpenAI-compatible servers do)."""
     if isinstance(embedding, str):
@@ -276,7 +280,9 @@ def _decode(embedding: object) -> npt.NDArray[np.float32] | list[float]:
     if isinstance(embedding, list) and all(
         isinstance(x, int | float) and not isinstance(x, bool) for x in embedding
     ):
-        return embedding
+        # float32 as stored; a number beyond it becomes inf, rejected by normalise_rows.
+        with np.errstate(over="ignore"):
+            return np.asarray(embedding, dtype=np.float32)
     raise TypeError("an embedding is neither base64 nor a list of numbers")
 
 

@@ -67,8 +67,7 @@ class WorkerPool:
             # Housekeeping has nothing to finish; waiting for its sleep to end held every
             # shutdown for the whole grace period.
             self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
+            await asyncio.gather(self._maintenance, return_exceptions=True)
         if self._tasks:
             _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
             for task in pending:

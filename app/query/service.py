@@ -127,6 +127,20 @@ class QueryService:
             ).hexdigest()[:16]
         )
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
+        # Embedding requests left to finish after their call ended (see _answer).
+        self._background: set[asyncio.Future[list[float] | None]] = set()
+
+    def _forget(self, task: asyncio.Future[list[float] | None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: _embed logs provider failures itself
+
+    async def close(self) -> None:
+        """Cancel the embedding requests still running in the background (at shutdown)."""
+        tasks = list(self._background)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def answerer_name(self, prompt: PromptSet) -> str:
         return (prompt.model.model or self.settings.llm_model) if self.llm else "extractive"
@@ -202,9 +216,12 @@ class QueryService:
         )
         # The question's embedding depends on nothing the database holds: it is requested at
         # once, so the provider's latency (the longest wait of a call) overlaps the agent's
-        # context and BM25. A cached question's vector is usually in the LRU, so an answer
-        # cache hit rarely costs a provider call; one that does is cancelled.
+        # context and BM25. When the answer then comes from the answer cache, a request
+        # already under way is left to finish in the background: its vector lands in the
+        # LRU, and the next hit on this question (in this process) costs no provider call.
+        # Cancelled, it would be paid for and asked again on every hit.
         embedding = asyncio.ensure_future(self._embed(normalised, trace))
+        keep_embedding = False
         try:
             t = time.perf_counter()
             async with raw_connection(self.engine) as conn:
@@ -234,6 +251,7 @@ class QueryService:
                     cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
                     cached["cached"] = True
                     state["from_cache"] = True
+                    keep_embedding = True
                     return cached
                 kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
                 text = await self.retriever.bm25(
@@ -260,7 +278,11 @@ class QueryService:
                     found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
         finally:
             if not embedding.done():
-                embedding.cancel()
+                if keep_embedding:
+                    self._background.add(embedding)
+                    embedding.add_done_callback(self._forget)
+                else:
+                    embedding.cancel()
             elif not embedding.cancelled():
                 embedding.exception()  # retrieved, so a failure is not reported twice
         trace.search += found.timing_ms

@@ -81,13 +81,17 @@ async def test_a_minimal_compatible_reply_is_enough(answerer: ChatAnswerer) -> N
         (httpx.Response(200, json={"choices": []}), "the model returned a malformed response"),
         (httpx.Response(200, json=[1, 2]), "the model returned a malformed response"),
         (
+            httpx.Response(200, content=b"[" * 100_000 + b"]" * 100_000),
+            "the model returned a malformed response",
+        ),
+        (
             httpx.Response(200, json={"choices": [{"message": {"content": None, "refusal": "no"}}]}),
             "the model returned no text",
         ),
         (httpx.Response(429, json={"error": {"message": "slow down"}}), "the model answered HTTP 429"),
         (httpx.Response(503, json={"error": {"message": "down"}}), "the model answered HTTP 503"),
     ],
-    ids=["html", "no-choices", "list", "null-content", "429", "503"],
+    ids=["html", "no-choices", "list", "deep", "null-content", "429", "503"],
 )
 @respx.mock
 async def test_failures_become_llm_errors_without_retries(

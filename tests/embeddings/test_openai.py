@@ -509,8 +509,22 @@ async def test_vectors_sent_as_float_lists_are_accepted(
         (b'{"data": [{"index": 0, "embedding": "not*base64"}]}', "invalid base64"),
         (b'{"data": [{"index": 0, "embedding": ["x", "y"]}]}', "TypeError"),
         (b'{"data": [{"index": 0, "embedding": "AAA="}]}', "ValueError"),
+        (b'{"data": [{"index": 0, "embedding": [1' + b"0" * 400 + b"]}]}", "OverflowError"),
+        (b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "RecursionError"),
+        (b'{"data": [{"index": "0", "embedding": "AAAAAA=="}]}', "TypeError"),
+        (b'{"data": [{"index": false, "embedding": "AAAAAA=="}]}', "TypeError"),
     ],
-    ids=["html", "no-data", "bad-base64", "strings", "partial-float"],
+    ids=[
+        "html",
+        "no-data",
+        "bad-base64",
+        "strings",
+        "partial-float",
+        "huge-number",
+        "deep",
+        "index-str",
+        "index-bool",
+    ],
 )
 async def test_malformed_replies_are_invalid_not_retried(
     client: openai.AsyncOpenAI, mock: respx.MockRouter, content: bytes, reason: str

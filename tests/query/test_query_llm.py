@@ -362,3 +362,38 @@ async def test_a_question_of_punctuation_only_is_not_found_without_provider_call
     assert (body["status"], body["sources"]) == ("not_found", [])
     assert embed_route.call_count == sent_for_documents
     assert chat_route.call_count == 0
+
+
+async def test_a_cache_hit_keeps_the_vector_it_asked_for(database_url, settings, org, engine, respx_mock):
+    """A process that did not compute a cached answer (another worker, or after a restart)
+    asks for the question's vector once; the request is not cancelled by the cache hit, so
+    the vector is kept and later hits of the question cost no provider call."""
+
+    async def slower_than_the_cache(request):
+        await asyncio.sleep(0.2)  # the cached answer is sent before the vector comes
+        return embeddings_reply(request)
+
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=slower_than_the_cache)
+    chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
+    online = llm_settings(settings)
+    online = online.model_copy(
+        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
+    )
+    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        await _ask(c, org, agent, "Where can I park?")
+        service = app.state.query_service
+        service.embed_cache = EmbeddingLRU()  # as in a process that has not seen the question
+        key = (service.embedder.model_key, "where can i park")
+        before = embed_route.call_count
+        hits = [await _ask(c, org, agent, "Where can I park?")]
+        for _ in range(500):  # the request finishes on the app's own loop, after the answer
+            if service.embed_cache.get(key) is not None:
+                break
+            await asyncio.sleep(0.01)
+        hits += [await _ask(c, org, agent, "Where can I park?") for _ in range(3)]
+    assert [h["cached"] for h in hits] == [True, True, True, True]
+    assert service.embed_cache.get(key) is not None
+    assert embed_route.call_count == before + 1
+    assert chat_route.call_count == 1

@@ -51,6 +51,20 @@ async def llm(database_url, settings, respx_mock):
     return build
 
 
+@pytest.fixture
+async def online_llm(database_url, settings, respx_mock):
+    """Like ``llm``, with OpenAI embeddings as well (mock them at OPENAI_BASE/embeddings)."""
+
+    def build(**query):
+        online = llm_settings(settings, **query)
+        online = online.model_copy(
+            update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
+        )
+        return create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+
+    return build
+
+
 async def test_sends_model_prompt_chunks_and_limits(llm, org, engine, respx_mock):
     route = respx_mock.post(CHAT).mock(
         return_value=chat_reply("We're open **9 am to 5 pm**, Monday to Friday.")
@@ -204,18 +218,12 @@ async def test_answers_are_cached_per_prompt_and_model(llm, org, engine, respx_m
     assert route.call_count == 1
 
 
-async def test_query_embedding_failure_falls_back_to_full_text(
-    database_url, settings, org, engine, respx_mock
-):
+async def test_query_embedding_failure_falls_back_to_full_text(online_llm, org, engine, respx_mock):
     """OpenAI embeddings answer during ingestion, then fail (500, then wrong dimensions):
     the question is still answered from full-text search, within the deadline."""
     embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
     respx_mock.post(CHAT).mock(return_value=chat_reply("Free parking is behind the building."))
-    online = llm_settings(settings)
-    online = online.model_copy(
-        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
-    )
-    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    app = online_llm()
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         for failure in (
@@ -255,19 +263,13 @@ async def test_deadline_striking_after_retrieval_still_answers_from_the_top_chun
     assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."
 
 
-async def test_cached_answer_does_not_wait_for_a_stalled_embedding(
-    database_url, settings, org, engine, respx_mock
-):
+async def test_cached_answer_does_not_wait_for_a_stalled_embedding(online_llm, org, engine, respx_mock):
     """The question's embedding is started before the agent's context is read; when the
     answer is then found in the cache, it is abandoned, not awaited: a stalled provider
     does not delay a cached answer."""
     embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
     chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
-    online = llm_settings(settings, deadline_s=1.0)
-    online = online.model_copy(
-        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
-    )
-    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    app = online_llm(deadline_s=1.0)
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         first = await _ask(c, org, agent, "Where can I park?")
@@ -346,15 +348,11 @@ async def test_a_call_waiting_for_its_embedding_holds_no_database_connection(
 
 
 async def test_a_question_of_punctuation_only_is_not_found_without_provider_calls(
-    database_url, settings, org, engine, respx_mock
+    online_llm, org, engine, respx_mock
 ):
     embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
     chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("unused"))
-    online = llm_settings(settings)
-    online = online.model_copy(
-        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
-    )
-    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    app = online_llm()
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         sent_for_documents = embed_route.call_count
@@ -364,7 +362,7 @@ async def test_a_question_of_punctuation_only_is_not_found_without_provider_call
     assert chat_route.call_count == 0
 
 
-async def test_a_cache_hit_keeps_the_vector_it_asked_for(database_url, settings, org, engine, respx_mock):
+async def test_a_cache_hit_keeps_the_vector_it_asked_for(online_llm, org, engine, respx_mock):
     """A process that did not compute a cached answer (another worker, or after a restart)
     asks for the question's vector once; the request is not cancelled by the cache hit, so
     the vector is kept and later hits of the question cost no provider call."""
@@ -375,11 +373,7 @@ async def test_a_cache_hit_keeps_the_vector_it_asked_for(database_url, settings,
 
     embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=slower_than_the_cache)
     chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
-    online = llm_settings(settings)
-    online = online.model_copy(
-        update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
-    )
-    app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    app = online_llm()
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         await _ask(c, org, agent, "Where can I park?")

@@ -105,9 +105,8 @@ _ASYNCPG_UNAVAILABLE = (
 
 
 def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    if isinstance(exc, ConnectionError | OSError) and not isinstance(exc, PermissionError):
-        return database_unavailable(request, exc)
-    if isinstance(exc, _ASYNCPG_UNAVAILABLE):
+    lost = isinstance(exc, ConnectionError | OSError) and not isinstance(exc, PermissionError)
+    if lost or isinstance(exc, _ASYNCPG_UNAVAILABLE):
         return database_unavailable(request, exc)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return _json(500, "internal_error", "an internal error occurred; it has been logged")

@@ -156,9 +156,10 @@ class Retriever:
             text.ids,
             text.scores,
         )
+        statement = self.statement(plan)
         t = time.perf_counter()
         if plan == "exact":
-            rows = await conn.fetch(self._exact, *args)
+            rows = await conn.fetch(statement, *args)
         else:
             async with conn.transaction():
                 if plan == "iterative":
@@ -166,7 +167,7 @@ class Retriever:
                     await conn.execute("SET LOCAL hnsw.ef_search = 100")
                 else:
                     await conn.execute("SET LOCAL hnsw.ef_search = 1000")
-                rows = await conn.fetch(self._hnsw, *args)
+                rows = await conn.fetch(statement, *args)
         spent = (time.perf_counter() - t) * 1000 + text.timing_ms
         found = [
             Candidate(

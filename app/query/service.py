@@ -221,7 +221,6 @@ class QueryService:
         # LRU, and the next hit on this question (in this process) costs no provider call.
         # Cancelled, it would be paid for and asked again on every hit.
         embedding = asyncio.ensure_future(self._embed(normalised, trace))
-        keep_embedding = False
         try:
             t = time.perf_counter()
             async with raw_connection(self.engine) as conn:
@@ -234,25 +233,8 @@ class QueryService:
                     self.settings.prompt_variant,
                 )
                 trace.search += (time.perf_counter() - t) * 1000
-                state["cache_key"] = ctx["cache_key"]
-                prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
-                model = self.answerer_name(prompt)
-                if not ctx["kb_ids"]:
-                    # Agents exist here only through assignments: none in this organisation
-                    # means the agent is unknown to it (another organisation's agent included).
-                    raise NotFound(
-                        "agent not found: no knowledge base of this organisation is assigned to it"
-                    )
-                if ctx["chunk_total"] == 0:
-                    return self._reply("not_found", prompt.not_found_reply, 0.0, [])
-                if ctx["cached"] is not None and state["debug"] is None:
-                    # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
-                    raw = ctx["cached"]
-                    cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
-                    cached["cached"] = True
-                    state["from_cache"] = True
-                    keep_embedding = True
-                    return cached
+                if (early := self._early_reply(ctx, state)) is not None:
+                    return early
                 kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
                 text = await self.retriever.bm25(
                     conn,
@@ -262,7 +244,7 @@ class QueryService:
                     chunk_total=chunk_total,
                     candidates=self.settings.candidates,
                 )
-                found = None
+                found: Retrieval | None = None
                 if embedding.done():
                     found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
             if found is None:
@@ -278,7 +260,7 @@ class QueryService:
                     found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
         finally:
             if not embedding.done():
-                if keep_embedding:
+                if state.get("from_cache"):
                     self._background.add(embedding)
                     embedding.add_done_callback(self._forget)
                 else:
@@ -287,6 +269,8 @@ class QueryService:
                 embedding.exception()  # retrieved, so a failure is not reported twice
         trace.search += found.timing_ms
         candidates = found.candidates
+        prompt = state["prompt"]
+        model = self.answerer_name(prompt)
         state["chunks"] = [
             {
                 "chunk_id": c.chunk_id,
@@ -312,6 +296,26 @@ class QueryService:
         if self.llm is None:
             return self._extractive(question, candidates, confidence, sources, prompt)
         return await self._generate(question, candidates, confidence, sources, prompt, model, trace, state)
+
+    def _early_reply(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+        """From the agent's context row: the reply when no retrieval is needed (nothing to
+        search, or a cached answer), None to go on; raises NotFound for an unknown agent."""
+        state["cache_key"] = ctx["cache_key"]
+        prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
+        if not ctx["kb_ids"]:
+            # Agents exist here only through assignments: none in this organisation means
+            # the agent is unknown to it (another organisation's agent included).
+            raise NotFound("agent not found: no knowledge base of this organisation is assigned to it")
+        if ctx["chunk_total"] == 0:
+            return self._reply("not_found", prompt.not_found_reply, 0.0, [])
+        if ctx["cached"] is None or state["debug"] is not None:
+            return None
+        # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
+        raw = ctx["cached"]
+        cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
+        cached["cached"] = True
+        state["from_cache"] = True
+        return cached
 
     async def _embed(self, normalised: str, trace: _Trace) -> list[float] | None:
         if not normalised:

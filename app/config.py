@@ -103,14 +103,6 @@ class QuerySettings(BaseModel):
     exact_search_max_chunks: int = Field(
         20_000, ge=0, description="Agents whose KBs hold at most this many chunks get exact vector search."
     )
-    parallel_search_max_calls: int = Field(
-        4,
-        ge=0,
-        le=10_000,
-        description="Run the vector search on a second connection, beside BM25, while at most this "
-        "many calls are in flight in the process (0 = never). Busier, the cores are taken anyway and "
-        "one connection per call does less work.",
-    )
     min_support: float = Field(
         0.5, ge=0, le=1, description="Offline answerer: share of the question its sentences must cover."
     )

@@ -339,8 +339,9 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             text_rows = await conn.fetch(sql.TEXT_SQL, kbs, question, "english", ctx["chunk_total"], 30)
             timings["bm25"].append((time.perf_counter() - t) * 1000)
             params = (
-                model_key(dims), 60, 6, 1.0, [r["id"] for r in text_rows], [r["rank"] for r in text_rows],
-                vector.tolist(), kbs, 30, model_key(dims),
+                vector.tolist(),
+                kbs, model_key(dims), 30, 60, 6, model_key(dims), 1.0,
+                [r["id"] for r in text_rows], [r["rank"] for r in text_rows],
             )  # fmt: skip
             t = time.perf_counter()
             await conn.fetch(hybrid, *params)

@@ -1,7 +1,7 @@
 """SQL of the query path. Every statement is scoped by organisation and agent through
 the agent's assignments; they run on raw asyncpg connections because they are the hot
-path: one round trip for the agent's knowledge bases and the answer cache, then BM25 and
-the vector search (below).
+path: one round trip for the agent's knowledge bases and the answer cache, one for
+hybrid retrieval.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ SELECT
       WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 """
 
-# Hybrid retrieval. The text side runs while the question's embedding is still on its way
-# (the provider call is the longest wait of a call):
+# Hybrid retrieval in two statements, so the text side runs while the question's embedding
+# is still on its way (the provider call is the longest wait of a call):
 #
 # 1. TEXT_SQL, BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004): the question's
 #    lexemes in the KB's text-search language; each one's document frequency among the
@@ -45,21 +45,11 @@ SELECT
 #    chunks that matched. All arithmetic is float8: integer columns and bare decimal
 #    constants would make it numeric, a quarter of the statement's time over 2,000 postings.
 # 2. FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates}, one of the
-#    VECTOR_* fragments below), fused with the BM25 list ($5 ids, $6 scores, best first) by
-#    weighted reciprocal rank fusion ($4 weighs the vector side, BM25 weighs 1; $2 is the
-#    RRF constant, $3 the number of chunks kept), and the chosen chunks' text. $1 selects
-#    chunks of the current embedding model.
-#
-# The vector side comes in two ways (app/query/retrieval.py):
-# * in the same statement, after BM25 on the same connection (VECTOR_EXACT or VECTOR_HNSW
-#   with the FUSED_PARAMS numbering): one round trip less, the cheaper way when the process
-#   is busy;
-# * from a search run beside BM25 on a second connection (the same fragments, standalone,
-#   with ALONE_PARAMS), handed to FUSED_SQL as arrays (VECTOR_GIVEN): the two searches
-#   overlap, which shortens a call when cores are free.
-# In the fragments, {vector} is the question's vector, {kb_ids} the agent's KBs, {limit} the
-# candidates per side, and {vector_key} the embedding model's key, or a key that matches
-# nothing when the question could not be embedded, which leaves BM25 alone.
+#    VECTOR_* fragments below), fused with the BM25 list ($9 ids, $10 scores, best first) by
+#    weighted reciprocal rank fusion ($8 weighs the vector side, BM25 weighs 1), and the
+#    chosen chunks' text. $3 selects chunks of the current embedding model; $7 is the same
+#    key, or a key that matches nothing when the question could not be embedded, which
+#    leaves BM25 alone.
 #
 # chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
 # the old one can take a BM25 slot, and the final join drops it (a shorter list, never a
@@ -92,52 +82,43 @@ WITH vec AS (
 ), vec_ranked AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
 ), txt_ranked AS (
-    SELECT t.id, t.rank, t.r FROM unnest($5::bigint[], $6::float8[]) WITH ORDINALITY AS t(id, rank, r)
+    SELECT t.id, t.rank, t.r FROM unnest($9::bigint[], $10::float8[]) WITH ORDINALITY AS t(id, rank, r)
 ), fused AS (
     SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
            1 - v.dist AS similarity, t.rank AS text_score,
-           coalesce($4::float8 / ($2 + v.r), 0) + coalesce(1.0 / ($2 + t.r), 0) AS score
+           coalesce($8::float8 / ($5 + v.r), 0) + coalesce(1.0 / ($5 + t.r), 0) AS score
     FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
     ORDER BY score DESC, vector_rank NULLS LAST, id
-    LIMIT $3
+    LIMIT $6
 )
 SELECT f.id, f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
        c.text, c.section, c.page, c.document_id, d.title
 FROM fused f
-JOIN chunks c ON c.id = f.id AND c.embedding_model = $1
+JOIN chunks c ON c.id = f.id AND c.embedding_model = $3
 JOIN documents d ON d.id = c.document_id
 ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 """
-
-# Parameter numbers of a VECTOR_* fragment inside FUSED_SQL, and standing alone.
-FUSED_PARAMS = {"vector": "$7", "kb_ids": "$8", "limit": "$9", "vector_key": "$10"}
-ALONE_PARAMS = {"vector": "$1", "kb_ids": "$2", "limit": "$3", "vector_key": "$4"}
 
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
 # plain column expression cannot use the HNSW expression index, which keeps the planner
 # from choosing a filtered ANN scan that may return too few rows (FIELD-NOTES).
 VECTOR_EXACT = """
-    SELECT c.id, c.embedding <=> {vector}::float4[]::vector AS dist
+    SELECT c.id, c.embedding <=> $1::float4[]::vector AS dist
     FROM chunks c
-    WHERE c.kb_id = ANY({kb_ids}::uuid[]) AND c.embedding_model = {vector_key}
+    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
     ORDER BY dist, c.id
-    LIMIT {limit}
+    LIMIT $4
 """
 
 # Approximate search through the HNSW expression index for the dimension in use. With
 # pgvector >= 0.8 the caller enables iterative index scans so the KB filter cannot starve
 # the result; below 0.8 it raises ef_search and over-fetches (documented as approximate).
 VECTOR_HNSW = """
-    SELECT c.id, c.embedding::vector({dim}) <=> {vector}::float4[]::vector({dim}) AS dist
+    SELECT c.id, c.embedding::vector({dim}) <=> $1::float4[]::vector({dim}) AS dist
     FROM chunks c
-    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY({kb_ids}::uuid[]) AND c.embedding_model = {vector_key}
-    ORDER BY c.embedding::vector({dim}) <=> {vector}::float4[]::vector({dim})
-    LIMIT {limit}
-"""
-
-# The vector side's result, searched beforehand on another connection, best first.
-VECTOR_GIVEN = """
-    SELECT v.id, v.dist FROM unnest($7::bigint[], $8::float8[]) AS v(id, dist)
+    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
+    ORDER BY c.embedding::vector({dim}) <=> $1::float4[]::vector({dim})
+    LIMIT $4
 """
 
 PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"

@@ -58,17 +58,6 @@ class TextHits:
 
 
 @dataclass(frozen=True, slots=True)
-class VectorHits:
-    """The vector side's candidates, nearest first, searched on a connection of their own."""
-
-    ids: list[int]
-    distances: list[float]
-    plan: str
-    embedded: bool
-    timing_ms: float
-
-
-@dataclass(frozen=True, slots=True)
 class Candidate:
     chunk_id: int
     document_id: uuid.UUID
@@ -105,43 +94,17 @@ class Retriever:
         self.rrf_k = rrf_k
         self.vector_weight = vector_weight
         # Statements are built once; asyncpg caches their preparation per connection.
-        self._fused = {
-            kind: sql.FUSED_SQL.format(vector_candidates=self._fragment(kind, sql.FUSED_PARAMS))
-            for kind in ("exact", "hnsw")
-        }
-        self._alone = {kind: self._fragment(kind, sql.ALONE_PARAMS) for kind in ("exact", "hnsw")}
-        self._given = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_GIVEN)
-
-    def _fragment(self, kind: str, params: dict[str, str]) -> str:
-        if kind == "exact":
-            return sql.VECTOR_EXACT.format(**params)
-        return sql.VECTOR_HNSW.format(dim=self.dimensions, **params)
+        self._exact = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_EXACT)
+        self._hnsw = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
 
     def statement(self, plan: str) -> str:
         """The vector-and-fusion statement of ``plan`` (TEXT_SQL runs before it)."""
-        return self._fused["exact" if plan == "exact" else "hnsw"]
-
-    def vector_statement(self, plan: str) -> str:
-        """The vector search of ``plan`` alone, for a second connection."""
-        return self._alone["exact" if plan == "exact" else "hnsw"]
+        return self._exact if plan == "exact" else self._hnsw
 
     def plan(self, chunk_total: int) -> str:
         if chunk_total <= self.exact_max_chunks:
             return "exact"
         return "iterative" if self.iterative else "hnsw"
-
-    @staticmethod
-    async def _fetch(conn: Any, plan: str, statement: str, args: Sequence[Any]) -> list[Any]:
-        """Run a statement holding a vector search, with the index settings of its plan."""
-        if plan == "exact":
-            return await conn.fetch(statement, *args)  # type: ignore[no-any-return]
-        async with conn.transaction():
-            if plan == "iterative":
-                await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                await conn.execute("SET LOCAL hnsw.ef_search = 100")
-            else:
-                await conn.execute("SET LOCAL hnsw.ef_search = 1000")
-            return await conn.fetch(statement, *args)  # type: ignore[no-any-return]
 
     async def bm25(
         self,
@@ -160,68 +123,52 @@ class Retriever:
             [r["id"] for r in rows], [r["rank"] for r in rows], timing_ms=(time.perf_counter() - t) * 1000
         )
 
-    async def vector_search(
-        self,
-        conn: Any,
-        *,
-        vector: Sequence[float] | None,
-        kb_ids: Sequence[uuid.UUID],
-        model_key: str,
-        chunk_total: int,
-        candidates: int,
-    ) -> VectorHits:
-        """The vector side alone, for ``fuse`` to combine with BM25's list later. Without a
-        vector (provider down or too slow) there is nothing to search."""
-        plan = self.plan(chunk_total)
-        if vector is None:
-            return VectorHits([], [], plan, embedded=False, timing_ms=0.0)
-        t = time.perf_counter()
-        rows = await self._fetch(
-            conn, plan, self.vector_statement(plan), (vector, list(kb_ids), candidates, model_key)
-        )
-        return VectorHits(
-            [r["id"] for r in rows],
-            [r["dist"] for r in rows],
-            plan,
-            embedded=True,
-            timing_ms=(time.perf_counter() - t) * 1000,
-        )
-
     async def fuse(
         self,
         conn: Any,
         *,
         text: TextHits,
-        vector: Sequence[float] | VectorHits | None,
+        vector: Sequence[float] | None,
         kb_ids: Sequence[uuid.UUID],
         model_key: str,
         chunk_total: int,
         candidates: int,
         top_k: int,
     ) -> Retrieval:
-        """BM25's list fused with the vector side, and the chosen chunks. ``vector`` is the
-        question's vector, searched here in the same statement, or the hits of
-        ``vector_search``; without either (provider down or too slow) BM25 alone answers.
-        ``timing_ms`` counts every statement of the retrieval."""
-        head = (model_key, self.rrf_k, top_k, self.vector_weight, text.ids, text.scores)
-        t = time.perf_counter()
-        if isinstance(vector, VectorHits):
-            plan, embedded = vector.plan, vector.embedded
-            rows = await conn.fetch(self._given, *head, vector.ids, vector.distances)
-            spent = text.timing_ms + vector.timing_ms
+        """The vector side, fused with ``text``, and the chosen chunks. Without a vector
+        (provider down or too slow) BM25 alone answers. ``timing_ms`` counts both statements."""
+        plan = self.plan(chunk_total)
+        if vector is None:
+            vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
         else:
-            plan = self.plan(chunk_total)
-            embedded = vector is not None
-            if vector is None:
-                vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
-            else:
-                vector_key = model_key
+            vector_key = model_key
+        args = (
             # A float4[] travels in asyncpg's binary format: 9 us for 512 dimensions where
             # the '[...]' text form took 220 us to write (and PostgreSQL as long to parse).
-            args = (*head, vector, list(kb_ids), candidates, vector_key)
-            rows = await self._fetch(conn, plan, self.statement(plan), args)
-            spent = text.timing_ms
-        spent += (time.perf_counter() - t) * 1000
+            vector,
+            list(kb_ids),
+            model_key,
+            candidates,
+            self.rrf_k,
+            top_k,
+            vector_key,
+            self.vector_weight,
+            text.ids,
+            text.scores,
+        )
+        statement = self.statement(plan)
+        t = time.perf_counter()
+        if plan == "exact":
+            rows = await conn.fetch(statement, *args)
+        else:
+            async with conn.transaction():
+                if plan == "iterative":
+                    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    await conn.execute("SET LOCAL hnsw.ef_search = 100")
+                else:
+                    await conn.execute("SET LOCAL hnsw.ef_search = 1000")
+                rows = await conn.fetch(statement, *args)
+        spent = (time.perf_counter() - t) * 1000 + text.timing_ms
         found = [
             Candidate(
                 chunk_id=r["id"],
@@ -238,4 +185,4 @@ class Retriever:
             )
             for r in rows
         ]
-        return Retrieval(found, plan, embedded=embedded, timing_ms=spent)
+        return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent)

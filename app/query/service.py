@@ -19,7 +19,6 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import QueuePool
 
 from app.answering.extractive import Passage, extractive_answer
 from app.answering.llm import ChatAnswerer, LLMError
@@ -32,7 +31,7 @@ from app.errors import AppError, NotFound
 from app.observability.metrics import PROVIDER_ERRORS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
-from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits, VectorHits
+from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +58,12 @@ class QueryOutcome:
 
 
 @dataclass(slots=True)
-class Trace:
+class _Trace:
     t0: float = field(default_factory=time.perf_counter)
     embed: float = 0.0
     search: float = 0.0
     llm: float = 0.0
     embed_wait: float = 0.0
-    # Beside BM25: when the vector side could have started (the agent's context read) and
-    # when the question's vector reached it.
-    vector_from: float = 0.0
-    vector_ready: float = 0.0
 
     def timings(self) -> dict[str, float]:
         total = (time.perf_counter() - self.t0) * 1000
@@ -134,7 +129,6 @@ class QueryService:
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
         # Embedding requests left to finish after their call ended (see _answer).
         self._background: set[asyncio.Future[list[float] | None]] = set()
-        self._in_flight = 0
 
     def _forget(self, task: asyncio.Future[list[float] | None]) -> None:
         self._background.discard(task)
@@ -160,7 +154,7 @@ class QueryService:
         variant: str | None = None,
         debug: bool = False,
     ) -> QueryOutcome:
-        trace = Trace()
+        trace = _Trace()
         query_id = uuid.uuid4()
         normalised = normalise_question(question)
         # Until the agent's own variant is read (with its KBs), apologies come from the default.
@@ -172,7 +166,6 @@ class QueryService:
             "prompt": prompt,
             "variant": variant,
         }
-        self._in_flight += 1
         try:
             async with asyncio.timeout(self.settings.deadline_s):
                 response = await self._answer(org_id, agent_id, question, normalised, trace, state)
@@ -196,8 +189,6 @@ class QueryService:
             # Database errors and anything unforeseen: a spoken apology, never a 500.
             log.exception("query %s failed", query_id, exc_info=exc)
             response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
-        finally:
-            self._in_flight -= 1
         response["query_id"] = str(query_id)
         response["timings_ms"] = trace.timings()
         if debug:
@@ -216,7 +207,7 @@ class QueryService:
         agent_id: uuid.UUID,
         question: str,
         normalised: str,
-        trace: Trace,
+        trace: _Trace,
         state: dict[str, Any],
     ) -> dict[str, Any]:
         answerer = self.settings.llm_model if self.llm else "extractive"
@@ -230,7 +221,6 @@ class QueryService:
         # LRU, and the next hit on this question (in this process) costs no provider call.
         # Cancelled, it would be paid for and asked again on every hit.
         embedding = asyncio.ensure_future(self._embed(normalised, trace))
-        vector_side: asyncio.Future[VectorHits | list[float] | None] | None = None
         try:
             t = time.perf_counter()
             async with raw_connection(self.engine) as conn:
@@ -246,15 +236,6 @@ class QueryService:
                 if (early := self._early_reply(ctx, state)) is not None:
                     return early
                 kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
-                if self._search_beside():
-                    # The vector search runs on a second connection as soon as the vector
-                    # arrives, beside BM25 here: the two searches cost about the same (2 ms
-                    # each at 1,000 chunks), so a quiet process answers a search sooner.
-                    trace.vector_from = time.perf_counter()
-                    vector_side = asyncio.ensure_future(
-                        self._search_vector(embedding, kb_ids, chunk_total, trace)
-                    )
-                state["search"] = "parallel" if vector_side is not None else "serial"
                 text = await self.retriever.bm25(
                     conn,
                     kb_ids=kb_ids,
@@ -263,11 +244,9 @@ class QueryService:
                     chunk_total=chunk_total,
                     candidates=self.settings.candidates,
                 )
-                text_done = time.perf_counter()
-                pending = vector_side if vector_side is not None else embedding
                 found: Retrieval | None = None
-                if pending.done():
-                    found = await self._fuse(conn, text, pending.result(), kb_ids, chunk_total)
+                if embedding.done():
+                    found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
             if found is None:
                 # The connection goes back to the pool while the provider is awaited: a real
                 # embedding takes 100-300 ms, and holding a connection through it capped a
@@ -275,14 +254,11 @@ class QueryService:
                 # paying a fresh PostgreSQL connection each (measured: own time p99 108 ms
                 # with 16 callers against a 150 ms embedding).
                 t = time.perf_counter()
-                vector = await pending
-                trace.embed_wait += provider_wait(trace, t, text_done, vector, time.perf_counter())
+                vector = await embedding
+                trace.embed_wait += (time.perf_counter() - t) * 1000
                 async with raw_connection(self.engine) as conn:
                     found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
         finally:
-            if vector_side is not None and not vector_side.done():
-                vector_side.cancel()  # the call ended early (deadline, error): so does its search
-                vector_side.add_done_callback(_retrieve)
             if not embedding.done():
                 if state.get("from_cache"):
                     self._background.add(embedding)
@@ -308,7 +284,6 @@ class QueryService:
         if state["debug"] is not None:
             state["debug"].update(
                 plan=found.plan,
-                search=state["search"],
                 embedded=found.embedded,
                 candidates=[_debug_candidate(c) for c in candidates],
                 confidence=parts,
@@ -342,7 +317,7 @@ class QueryService:
         state["from_cache"] = True
         return cached
 
-    async def _embed(self, normalised: str, trace: Trace) -> list[float] | None:
+    async def _embed(self, normalised: str, trace: _Trace) -> list[float] | None:
         if not normalised:
             return None  # punctuation only: nothing to embed (the API rejects empty input)
         key = (self.embedder.model_key, normalised)
@@ -361,47 +336,8 @@ class QueryService:
         self.embed_cache.put(key, vector)
         return vector
 
-    def _search_beside(self) -> bool:
-        """Whether this call's vector search may take a second connection: the process is
-        quiet, and the pool holds an idle connection or has yet to open all it keeps.
-        Otherwise a checkout would wait, or open an overflow connection that is closed on
-        return: either costs more than the overlap saves."""
-        if self._in_flight > self.settings.parallel_search_max_calls:
-            return False
-        pool = self.engine.sync_engine.pool
-        return isinstance(pool, QueuePool) and (pool.checkedin() > 0 or pool.overflow() < 0)
-
-    async def _search_vector(
-        self,
-        embedding: asyncio.Future[list[float] | None],
-        kb_ids: list[uuid.UUID],
-        chunk_total: int,
-        trace: Trace,
-    ) -> VectorHits | list[float] | None:
-        """The vector side on a connection of its own, once the vector arrives. Returns the
-        vector itself when there is nothing to search or no idle connection left by then:
-        the fused statement then searches on the caller's connection."""
-        vector = await embedding
-        trace.vector_ready = time.perf_counter()
-        if vector is None or not self._search_beside():
-            return vector
-        async with raw_connection(self.engine) as conn:
-            return await self.retriever.vector_search(
-                conn,
-                vector=vector,
-                kb_ids=kb_ids,
-                model_key=self.embedder.model_key,
-                chunk_total=chunk_total,
-                candidates=self.settings.candidates,
-            )
-
     async def _fuse(
-        self,
-        conn: Any,
-        text: TextHits,
-        vector: VectorHits | list[float] | None,
-        kb_ids: list[uuid.UUID],
-        chunk_total: int,
+        self, conn: Any, text: TextHits, vector: list[float] | None, kb_ids: list[uuid.UUID], chunk_total: int
     ) -> Retrieval:
         return await self.retriever.fuse(
             conn,
@@ -462,7 +398,7 @@ class QueryService:
         sources: list[dict[str, Any]],
         prompt: PromptSet,
         model: str,
-        trace: Trace,
+        trace: _Trace,
         state: dict[str, Any],
     ) -> dict[str, Any]:
         assert self.llm is not None
@@ -582,25 +518,6 @@ class QueryService:
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)
-
-
-def provider_wait(trace: Trace, waited_from: float, text_done: float, got: object, now: float) -> float:
-    """How much later the retrieval finished because of the embedding, in ms, when the
-    caller, its BM25 done at ``text_done``, waited from ``waited_from`` to ``now`` for ``got``.
-
-    Waiting for the vector itself, all the wait is the provider's. Waiting for the vector
-    search beside BM25, part of the wait is that search, our own time: the provider's part
-    is how much sooner the search would have ended had the vector been there when the search
-    could start (``trace.vector_from``)."""
-    if not isinstance(got, VectorHits):
-        return (now - waited_from) * 1000
-    search = now - trace.vector_ready
-    return max(0.0, now - max(text_done, trace.vector_from + search)) * 1000
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # a search abandoned with its call: its failure is of no interest
 
 
 def _source(c: Candidate) -> dict[str, Any]:

@@ -294,22 +294,18 @@ async def test_cached_answer_does_not_wait_for_a_stalled_embedding(online_llm, o
     assert json.loads(embed_route.calls[-1].request.content)["input"] == ["where can i park"]
 
 
-@pytest.mark.parametrize(("pool_size", "search"), [(1, "serial"), (2, "parallel")])
 async def test_a_call_waiting_for_its_embedding_holds_no_database_connection(
-    database_url, settings, org, engine, respx_mock, pool_size, search
+    database_url, settings, org, engine, respx_mock
 ):
-    """No overflow, 0.3 s to get a connection: while one caller's embedding is stalled, its
-    call holds no connection and another caller is served. With one pooled connection the
-    vector search follows BM25 on it (holding it through the embedding would leave the second
-    caller a 503 after 0.3 s); with two it waits for the vector beside BM25."""
+    """One pooled connection, no overflow, 0.3 s to get it: while one caller's embedding is
+    stalled, another caller is still served. Holding the connection through the embedding
+    would leave the second caller a 503 after 0.3 s."""
     respx_mock.post(CHAT).mock(return_value=chat_reply("Cash, debit cards and credit cards."))
     online = llm_settings(settings, deadline_s=10.0)
     online = online.model_copy(
         update={
             "embedding": online.embedding.model_copy(update={"query_timeout_s": 8.0}),
-            "db": online.db.model_copy(
-                update={"pool_size": pool_size, "max_overflow": 0, "pool_timeout_s": 0.3}
-            ),
+            "db": online.db.model_copy(update={"pool_size": 1, "max_overflow": 0, "pool_timeout_s": 0.3}),
         }
     )
     app = create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
@@ -344,13 +340,10 @@ async def test_a_call_waiting_for_its_embedding_holds_no_database_connection(
                 break
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)  # let it finish BM25 and start waiting
-        idle_while_stalled = app.state.query_service.engine.sync_engine.pool.checkedin()
         other = await _ask(c, org, agent, "Which payment methods do you accept?")
         first = await waiting
-    assert idle_while_stalled == pool_size
     assert (other["status"], other["cached"]) == ("answered", False)
     assert (first["status"], first["degraded"], first["debug"]["embedded"]) == ("answered", False, True)
-    assert first["debug"]["search"] == search
     assert embedded == ["which payment methods do you accept", stalled_question]
 
 

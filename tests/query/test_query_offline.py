@@ -2,11 +2,8 @@
 
 import uuid
 
-from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
-from app.main import create_app
-from tests.conftest import fake_resolver
 from tests.helpers import bearer, create_kb, create_key, create_text_doc
 
 
@@ -128,7 +125,6 @@ async def test_debug_shows_candidates_and_confidence(client, org, faq_agent):
     body = (await ask(client, org.headers, faq_agent["agent"], "Where can I park?", debug="true")).json()
     debug = body["debug"]
     assert debug["plan"] == "exact"
-    assert debug["search"] == "parallel"  # a quiet process: the vector search runs beside BM25
     assert debug["embedded"] is True
     assert debug["candidates"][0]["section"] == "Parking"
     assert debug["candidates"][0]["vector_rank"] == 1
@@ -196,25 +192,3 @@ async def test_small_kb_among_many_gets_full_top_k(client, org, other_org, faq_a
     assert len(body["debug"]["candidates"]) == 4
     assert {c["document_id"] for c in body["debug"]["candidates"]} == {faq_agent["doc"]["id"]}
     assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."
-
-
-async def test_a_busy_process_searches_on_one_connection_with_the_same_result(
-    client, org, faq_agent, database_url, settings
-):
-    """QUERY__PARALLEL_SEARCH_MAX_CALLS=0 (as a busy process does): the vector search runs in
-    the fused statement after BM25, on the call's one connection; the chunks do not change."""
-    quiet = (
-        await ask(client, org.headers, faq_agent["agent"], "Do you take credit cards?", debug="true")
-    ).json()
-    busy_settings = settings.model_copy(
-        update={"query": settings.query.model_copy(update={"parallel_search_max_calls": 0})}
-    )
-    app = create_app(busy_settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
-    async with AsyncTestClient(app=app) as busy_client:
-        busy = (
-            await ask(busy_client, org.headers, faq_agent["agent"], "Do you take credit cards?", debug="true")
-        ).json()
-    assert (quiet["debug"]["search"], busy["debug"]["search"]) == ("parallel", "serial")
-    assert busy["debug"]["candidates"] == quiet["debug"]["candidates"]
-    assert quiet["debug"]["candidates"][0]["section"] == "Payments"
-    assert (busy["answer"], busy["status"]) == (quiet["answer"], "answered")

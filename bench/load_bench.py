@@ -67,9 +67,9 @@ from bench.seed import (  # noqa: E402
     now_iso,
     percentiles,
     pg_connect,
+    reported_failure,
     seeded_service,
     service_env,
-    tail,
     terminate_on_sigterm,
     vk_command,
     wait_for_quiet,
@@ -608,8 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     }
     harness = Harness.create("vk-load-bench-", keep_tmp=args.keep_tmp)
-    status = 0
-    try:
+    with reported_failure(harness, result) as outcome:
         harness.start_stub(dims=args.dims)
         assert harness.stub is not None
         cfg = SeedConfig(kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, dims=args.dims, seed=args.seed)
@@ -630,20 +629,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "ingest" in phases:
             result["ingest"] = ingest_phase(harness, seed.org_id, admin_key, maker, args, rates, best)
         if any(s["errors"] for p in ("plain", "ingest") for s in result.get(p, {}).get("steps", [])):
-            status = 1
-    except (BenchError, OSError) as exc:
-        print(f"benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"service log (tail):\n{tail(harness.service_log())}", file=sys.stderr)
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        status = 2
-    except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
-        result["error"] = "interrupted"
-        status = 130
-    finally:
-        harness.close()
+            outcome.status = 1
     finish_report(result, started, print_summary, args.json)
-    return status
+    return outcome.status
 
 
 def ingest_phase(

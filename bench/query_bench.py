@@ -71,8 +71,8 @@ from bench.seed import (  # noqa: E402
     now_iso,
     percentiles,
     pg_connect,
+    reported_failure,
     seeded_service,
-    tail,
     terminate_on_sigterm,
     wait_for_quiet,
 )
@@ -581,8 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "phases": {},
     }
     harness = Harness.create("vk-query-bench-", keep_tmp=args.keep_tmp)
-    status = 0
-    try:
+    with reported_failure(harness, result) as outcome:
         harness.start_stub(dims=args.dims)
         assert harness.stub is not None
         stub_port = harness.stub.port
@@ -676,20 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_phase(phases["slow"])
         result["verdict"] = verdict(phases)
         if any(p.get("errors") for p in phases.values()):
-            status = 1
-    except (BenchError, OSError) as exc:
-        print(f"benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"service log (tail):\n{tail(harness.service_log())}", file=sys.stderr)
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        status = 2
-    except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
-        result["error"] = "interrupted"
-        status = 130
-    finally:
-        harness.close()
+            outcome.status = 1
     finish_report(result, started, print_summary, args.json)
-    return status
+    return outcome.status
 
 
 def print_summary(result: dict[str, Any]) -> None:

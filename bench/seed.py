@@ -1062,6 +1062,35 @@ def finish_report(
         print(f"figures written to {path}")
 
 
+@dataclass
+class Outcome:
+    """A benchmark's exit status: 0, 1 when a phase saw errors, 2 when it failed, 130 when
+    interrupted."""
+
+    status: int = 0
+
+
+@contextlib.contextmanager
+def reported_failure(harness: Harness, result: dict[str, Any]) -> Iterator[Outcome]:
+    """The body of a benchmark's main: a failure or an interrupt is printed, with the tail of
+    the service's log, and kept in ``result``; the harness is closed either way, and the
+    caller's report follows."""
+    outcome = Outcome()
+    try:
+        yield outcome
+    except (BenchError, OSError) as exc:
+        print(f"benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"service log (tail):\n{tail(harness.service_log())}", file=sys.stderr)
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        outcome.status = 2
+    except KeyboardInterrupt:
+        print("interrupted; cleaning up", file=sys.stderr)
+        result["error"] = "interrupted"
+        outcome.status = 130
+    finally:
+        harness.close()
+
+
 def iter_batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -8,6 +8,7 @@ the hot path uses raw asyncpg connections from the pool, exactly as in productio
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -45,6 +46,10 @@ PUBLIC_IP = "93.184.216.34"
 def pg_server() -> Iterator[Any]:
     import pgserver
 
+    # pgserver logs at INFO from its exit hook, after pytest has closed the streams the
+    # app's logging writes to: every run ended with "--- Logging error ---" tracebacks.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
+
     with tempfile.TemporaryDirectory(prefix="vk-test-pg-") as data_dir:
         server = pgserver.get_server(data_dir, cleanup_mode="stop")
         yield server
@@ -77,11 +82,21 @@ def sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
 
 
 @pytest.fixture(autouse=True)
-async def _clean_tables(request: pytest.FixtureRequest) -> None:
+def _engine_if_used(request: pytest.FixtureRequest) -> AsyncEngine | None:
+    """The session's engine when the test uses the database. Set up here, in a plain fixture:
+    from inside an async fixture the event loop is already running, and the engine's async
+    set-up cannot start (a file whose first test asked for ``database_url`` alone failed)."""
     if "database_url" not in request.fixturenames and "engine" not in request.fixturenames:
-        return
+        return None
     engine: AsyncEngine = request.getfixturevalue("engine")
-    async with engine.begin() as conn:
+    return engine
+
+
+@pytest.fixture(autouse=True)
+async def _clean_tables(_engine_if_used: AsyncEngine | None) -> None:
+    if _engine_if_used is None:
+        return
+    async with _engine_if_used.begin() as conn:
         await conn.exec_driver_sql(f"TRUNCATE {TABLES} CASCADE")
 
 

@@ -43,7 +43,7 @@ SELECT
 #    barely do; a spoken question rarely holds every word of the answer, so any matching
 #    lexeme scores. Document length is the chunk's token count against the mean of the
 #    chunks that matched. All arithmetic is float8: integer columns and bare decimal
-#    constants would make it numeric: a sixth more time over 2,000 postings (2.4 against 2.0 ms).
+#    constants would make it numeric: a fifth more time over 2,000 postings (2.4 against 2.0 ms).
 # 2. FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates}, one of the
 #    VECTOR_* fragments below), fused with the BM25 list ($9 ids, $10 scores, best first) by
 #    weighted reciprocal rank fusion ($8 weighs the vector side, BM25 weighs 1), and the

@@ -73,6 +73,7 @@ from bench.seed import (  # noqa: E402
     pg_connect,
     reported_failure,
     seeded_service,
+    speed_probe,
     terminate_on_sigterm,
     wait_for_quiet,
 )
@@ -243,6 +244,7 @@ def _run_phase_once(
     if line != "ready":
         process.wait(30)
         raise BenchError(f"the driver did not start (said {line!r}, status {process.returncode})")
+    speed_before = speed_probe()
     meter = CpuMeter(harness.pids()).start()
     process.stdin.write("go\n")
     process.stdin.flush()
@@ -255,6 +257,7 @@ def _run_phase_once(
     load = meter.stop(extra_cpu_s={"driver": data["driver_cpu_s"]})
     result = summarise(name, data, concurrency, load)
     result["think_s"] = think_s
+    result["speed_probe_ms"] = [speed_before, speed_probe()]
     return result
 
 
@@ -472,6 +475,8 @@ def print_phase(result: dict[str, Any]) -> None:
     print(
         "   CPU ms/request  " + ", ".join(f"{k} {v}" for k, v in cpu.items()) + f"  (wall {load['wall_s']} s)"
     )
+    before, after = result["speed_probe_ms"]
+    print(f"   speed probe     {before} ms before, {after} ms after   (higher: slower machine)")
 
 
 def verdict(phases: dict[str, Any]) -> dict[str, Any]:
@@ -717,7 +722,7 @@ def print_summary(result: dict[str, Any]) -> None:
                 f"{phase['requests_per_s']} req/s, "
                 f"errors {phase['errors']}, cached {phase['cached']}/{phase['requests']}{extra}  "
                 f"[loadavg {load['loadavg_start'][0]}->{load['loadavg_end'][0]}, foreign cores "
-                f"{load['foreign_cores']}]"
+                f"{load['foreign_cores']}, speed probe {'/'.join(map(str, phase['speed_probe_ms']))} ms]"
             )
     if sql := result.get("sql"):
         print("SQL alone (serial, idle connection), ms p50 / p90 / p99 / max:")

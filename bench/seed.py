@@ -1062,6 +1062,21 @@ def finish_report(
         print(f"figures written to {path}")
 
 
+def speed_probe(repeat: int = 5) -> float:
+    """Milliseconds a fixed pure-Python workload takes, best of ``repeat``: the machine's speed
+    at that moment. The development VM's host slows it by a third to a half at times, with
+    no process here using more CPU and no steal time reported; no change to the service
+    touches this figure, so runs and phases measured at different speeds can be told apart."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        total = 0
+        for i in range(200_000):
+            total += i * i % 7
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 2)
+
+
 @dataclass
 class Outcome:
     """A benchmark's exit status: 0, 1 when a phase saw errors, 2 when it failed, 130 when

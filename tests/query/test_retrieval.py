@@ -3,8 +3,6 @@ the agent's size and the server's pgvector."""
 
 import uuid
 
-import pytest
-
 from app.db.engine import raw_connection
 from app.embeddings.lexical import LexicalEmbedder
 from app.query.retrieval import Retriever
@@ -20,16 +18,14 @@ def test_the_plan_follows_the_agents_size_and_the_servers_pgvector():
     assert [new.plan(100), new.plan(101)] == ["exact", "iterative"]
 
 
-@pytest.mark.parametrize(("exact_max_chunks", "plan"), [(20_000, "exact"), (0, "hnsw")])
-async def test_each_plan_finds_the_kbs_chunks_fused_with_bm25(faq_agent, engine, exact_max_chunks, plan):
-    """The test database has no HNSW index (too few chunks to build one), so the hnsw
-    statement scans exactly too: both plans must rank the same chunks the same way."""
+async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent, engine):
+    """Both statements run against the real database, fused with BM25. The app builds no
+    HNSW index while all KBs together hold at most QUERY__EXACT_SEARCH_MAX_CHUNKS chunks, so
+    the hnsw statement scans exactly here too: both plans must rank the same chunks alike."""
     embedder = LexicalEmbedder(512)
-    retriever = Retriever(
-        dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=exact_max_chunks, rrf_k=60
-    )
     vector = await embedder.embed_query(normalise_question(QUESTION), timeout=1.0)
     kb_ids = [uuid.UUID(faq_agent["kb"]["id"])]
+    found, text_only = {}, {}
     async with raw_connection(engine) as conn:
         chunk_total = await conn.fetchval("SELECT count(*) FROM chunks WHERE kb_id = $1", kb_ids[0])
         common = {
@@ -37,20 +33,34 @@ async def test_each_plan_finds_the_kbs_chunks_fused_with_bm25(faq_agent, engine,
             "model_key": embedder.model_key,
             "chunk_total": chunk_total,
             "candidates": 30,
+            "top_k": chunk_total,
         }
-        text = await retriever.bm25(
-            conn, kb_ids=kb_ids, question=QUESTION, language="english", chunk_total=chunk_total, candidates=30
-        )
-        found = await retriever.fuse(conn, text=text, vector=vector, top_k=chunk_total, **common)
-        # Without a vector (the provider failed) BM25 alone answers.
-        text_only = await retriever.fuse(conn, text=text, vector=None, top_k=chunk_total, **common)
+        for exact_max_chunks in (20_000, 0):
+            retriever = Retriever(
+                dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=exact_max_chunks, rrf_k=60
+            )
+            text = await retriever.bm25(
+                conn,
+                kb_ids=kb_ids,
+                question=QUESTION,
+                language="english",
+                chunk_total=chunk_total,
+                candidates=30,
+            )
+            plan = retriever.plan(chunk_total)
+            found[plan] = await retriever.fuse(conn, text=text, vector=vector, **common)
+            # Without a vector (the provider failed) BM25 alone answers.
+            text_only[plan] = await retriever.fuse(conn, text=text, vector=None, **common)
 
     assert chunk_total == 4
-    assert (found.plan, found.embedded) == (plan, True)
-    assert len(found.candidates) == chunk_total
-    assert [c.vector_rank for c in sorted(found.candidates, key=lambda c: c.vector_rank)] == [1, 2, 3, 4]
-    assert found.candidates[0].section == "Payments"
-    assert (found.candidates[0].vector_rank, found.candidates[0].text_rank) == (1, 1)
-    assert (text_only.plan, text_only.embedded) == (plan, False)
-    assert [c.chunk_id for c in text_only.candidates] == text.ids
-    assert all(c.vector_rank is None for c in text_only.candidates)
+    assert set(found) == {"exact", "hnsw"}
+    for plan, result in found.items():
+        assert (result.plan, result.embedded, len(result.candidates)) == (plan, True, chunk_total)
+        assert sorted(c.vector_rank for c in result.candidates) == [1, 2, 3, 4]
+        assert result.candidates[0].section == "Payments"
+        assert (result.candidates[0].vector_rank, result.candidates[0].text_rank) == (1, 1)
+        assert (text_only[plan].plan, text_only[plan].embedded) == (plan, False)
+        assert [c.chunk_id for c in text_only[plan].candidates] == text.ids
+        assert all(c.vector_rank is None for c in text_only[plan].candidates)
+    assert found["hnsw"].candidates == found["exact"].candidates
+    assert text_only["hnsw"].candidates == text_only["exact"].candidates

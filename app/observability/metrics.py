@@ -3,8 +3,12 @@ Prometheus middleware). Names are prefixed ``vk_``."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 from litestar.plugins.prometheus import PrometheusController
 from prometheus_client import Counter, Gauge, Histogram
+
+from app.query.schemas import Status, Timings
 
 
 class MetricsController(PrometheusController):
@@ -43,6 +47,14 @@ PROVIDER_ERRORS = Counter(
     "vk_provider_errors_total", "Failed calls to model providers, by kind (embedding, chat).", ["kind"]
 )
 RATE_LIMITED = Counter("vk_rate_limited_total", "Requests refused by a rate limit, by budget.", ["budget"])
+
+# The query series exist from the start, at zero, as Prometheus advises for known label
+# values: dashboards and alerts over them work before the first call, and rate() sees the
+# first one. (A labelled series is otherwise exported only once it has been touched.)
+for _stage in Timings.model_fields:
+    QUERY_STAGE_MS.labels(_stage)
+for _outcome in (*get_args(Status), "cached", "degraded"):
+    QUERY_OUTCOMES.labels(_outcome)
 
 
 def observe_query(response: dict[str, object]) -> None:

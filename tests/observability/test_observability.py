@@ -1,0 +1,95 @@
+"""Observability: request ids, Prometheus metrics and JSON log lines."""
+
+import uuid
+
+import pytest
+
+from tests.helpers import create_kb
+
+
+@pytest.mark.parametrize(("sent", "kept"), [("abc-123", True), ("bad id with spaces", False)])
+async def test_request_id_is_echoed_or_made(client, sent, kept):
+    r = await client.get("/health", headers={"X-Request-ID": sent})
+    if kept:
+        assert r.headers["X-Request-ID"] == "abc-123"
+    else:
+        assert r.headers["X-Request-ID"] != sent
+        assert len(r.headers["X-Request-ID"]) == 32
+
+
+def sample(body: str, name: str, labels: str) -> float:
+    """One sample's value from the Prometheus text format."""
+    prefix = f"{name}{{{labels}}} "
+    for line in body.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix) :])
+    raise AssertionError(f"no sample {prefix.strip()}")
+
+
+async def test_query_series_exist_from_the_start_and_count_each_call(client, org):
+    """The query series are exported at zero before any call (run alone, this test scrapes
+    before its process has answered one), then count each call."""
+    kb = await create_kb(client, org.headers, "Nothing yet")
+    agent = str(uuid.uuid4())
+    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    before = (await client.get("/metrics")).text
+    r = await client.post(
+        f"/api/agents/{agent}/query_knowledge", json={"query": "When are you open?"}, headers=org.headers
+    )
+    after = (await client.get("/metrics")).text
+
+    assert r.json()["status"] == "not_found"
+    for stage in ("embed", "search", "llm", "total", "own"):
+        count = "vk_query_stage_milliseconds_count"
+        assert sample(after, count, f'stage="{stage}"') == sample(before, count, f'stage="{stage}"') + 1
+    outcomes = "vk_query_outcomes_total"
+    assert (
+        sample(after, outcomes, 'outcome="not_found"') == sample(before, outcomes, 'outcome="not_found"') + 1
+    )
+    for unchanged in ("answered", "unavailable", "cached", "degraded"):
+        label = f'outcome="{unchanged}"'
+        assert sample(after, outcomes, label) == sample(before, outcomes, label)
+    assert 'vk_http_requests_total{app_name="voice-knowledge",method="PUT"' in after
+    assert "# TYPE vk_ingestion_jobs_total counter" in after
+
+
+async def test_json_log_lines_carry_request_and_agent_ids():
+    import io
+    import json
+    import logging
+
+    from app.observability.logging import JsonFormatter
+    from app.observability.middleware import request_id_middleware
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("app.test.json")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+    async def inner(scope, receive, send):
+        logger.info("answered %s", "ok")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    agent = str(uuid.uuid4())
+    scope = {
+        "type": "http",
+        "path": f"/api/agents/{agent}/query_knowledge",
+        "headers": [(b"x-request-id", b"req-42")],
+    }
+    await request_id_middleware(inner)(scope, None, send)
+    line = json.loads(stream.getvalue())
+    assert (line["msg"], line["request_id"], line["agent_id"], line["level"]) == (
+        "answered ok",
+        "req-42",
+        agent,
+        "INFO",
+    )
+    assert (b"x-request-id", b"req-42") in [(k.lower(), v) for k, v in sent[0]["headers"]]

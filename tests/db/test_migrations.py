@@ -26,8 +26,9 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def scratch_url(pg_server):
+    # A new empty database for each test, so none depends on another's leftovers or order.
     pg_server.psql("DROP DATABASE IF EXISTS vk_migrations; CREATE DATABASE vk_migrations;")
     return pg_server.get_uri(database="vk_migrations")
 

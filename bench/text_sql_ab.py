@@ -62,11 +62,12 @@ def text_sql_at(revision: str) -> str:
 
 
 async def compare(
-    pgdir: Path, seed: SeedResult, statements: dict[str, str], questions: int
+    pgdir: Path, seed: SeedResult, statements: dict[str, str], questions: int, chunks_per_kb: int
 ) -> dict[str, Any]:
     conn = await pg_connect(pgdir)
     try:
-        # As the service's connections: a custom plan for every execution.
+        # As the service's connections: a custom plan for every execution. Each agent reads one
+        # seeded KB of ``chunks_per_kb`` chunks, BM25's document count.
         await conn.execute("SET plan_cache_mode = force_custom_plan")
         kb_of = dict(zip(seed.agent_ids, seed.kb_ids, strict=True))
         maker = QuestionMaker(seed.material, seed=11)
@@ -74,9 +75,8 @@ async def compare(
         names = list(statements)
 
         async def run(name: str, agent: str, question: str) -> list[Any]:
-            return list(
-                await conn.fetch(statements[name], [uuid.UUID(kb_of[agent])], question, "english", 1000, 30)
-            )
+            kbs = [uuid.UUID(kb_of[agent])]
+            return list(await conn.fetch(statements[name], kbs, question, "english", chunks_per_kb, 30))
 
         for agent, question in items:  # warm caches and the statement cache first
             for name in names:
@@ -149,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         harness.create_org(service_env(harness.pgdir, harness.stub.base_url, dims=args.dims), "ab")
         cfg = SeedConfig(kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, dims=args.dims, build_index=False)
         seed = asyncio.run(seed_database(harness.pgdir, cfg))
-        result["comparison"] = asyncio.run(compare(harness.pgdir, seed, statements, args.questions))
+        comparison = compare(harness.pgdir, seed, statements, args.questions, cfg.chunks_per_kb)
+        result["comparison"] = asyncio.run(comparison)
     finish_report(result, started, print_report, args.json)
     return outcome.status
 

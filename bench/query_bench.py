@@ -504,6 +504,13 @@ def verdict(phases: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dims", type=int, default=512, help="embedding dimensions (default 512)")
@@ -539,6 +546,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--service-env",
         action="append",
+        type=_setting,
         default=[],
         metavar="NAME=VALUE",
         help="a setting for the service, e.g. DB__POOL_SIZE=20 (repeatable)",
@@ -581,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "stub_delay_ms": {"embed": 0, "chat": 0},
             "uvicorn_workers": args.server_workers,
             "shared_buffers": args.shared_buffers,
-            "service_env": args.service_env,
+            "service_env": [f"{name}={value}" for name, value in args.service_env],
         },
         "phases": {},
     }
@@ -601,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
             env_extra={
                 "WEB_CONCURRENCY": str(args.server_workers),
-                **dict(item.split("=", 1) for item in args.service_env),
+                **dict(args.service_env),
             },
         )
         result["seed"] = seed.summary()

@@ -118,3 +118,48 @@ def test_512_dimension_chunk_rows_hold_only_their_embedding(scratch_url):
     # With the tsvector inline (0003, 0004): only the text moves out, two rows a page.
     assert asyncio.run(_rows_per_page(scratch_url, 512)) == {"rows_per_page": 2.0, "toasted_per_row": 1.0}
     upgrade(scratch_url)
+
+
+async def _insert_chunk(conn: asyncpg.Connection, chunk_id: int, vector: list[float]) -> None:
+    # Parent rows are beside the point here: replica mode skips the foreign-key triggers.
+    await conn.execute("SET session_replication_role = replica")
+    await conn.execute(
+        "INSERT INTO chunks (id, org_id, kb_id, document_id, ordinal, text, token_count, "
+        "embedding_model, embedding_dim, embedding, tsv) VALUES ($1, gen_random_uuid(), gen_random_uuid(), "
+        "gen_random_uuid(), 0, 'text', 1, 'm', $2, $3::real[]::vector, to_tsvector('english', 'text'))",
+        chunk_id,
+        len(vector),
+        vector,
+    )
+
+
+async def _unit_embeddings(url: str, stage: str) -> object:
+    conn = await asyncpg.connect(url)
+    try:
+        if stage == "before":
+            await _insert_chunk(conn, 1, [3.0, 4.0])
+            await _insert_chunk(conn, 2, [0.6, 0.8])
+            return None
+        norms = await conn.fetch("SELECT id, embedding::real[] AS e FROM chunks ORDER BY id")
+        try:
+            await _insert_chunk(conn, 3, [3.0, 4.0])
+        except asyncpg.CheckViolationError as exc:
+            return [(r["id"], list(r["e"])) for r in norms], exc.constraint_name
+        return [(r["id"], list(r["e"])) for r in norms], None
+    finally:
+        await conn.close()
+
+
+def test_0006_normalises_existing_embeddings_and_rejects_others(scratch_url):
+    """Exact search ranks by inner product, right only for unit vectors: 0006 scales a row
+    written before it and refuses any later row that is not unit length."""
+    upgrade(scratch_url, "0005")
+    asyncio.run(_unit_embeddings(scratch_url, "before"))
+    upgrade(scratch_url)
+    rows, refused = asyncio.run(_unit_embeddings(scratch_url, "after"))
+    assert [i for i, _ in rows] == [1, 2]
+    assert rows[0][1] == pytest.approx([0.6, 0.8], abs=1e-7)
+    assert rows[1][1] == pytest.approx([0.6, 0.8], abs=1e-7)
+    assert refused == "ck_chunks_unit_embedding"
+    downgrade(scratch_url, "0005")
+    assert asyncio.run(_unit_embeddings(scratch_url, "after"))[1] is None

@@ -68,8 +68,7 @@ class Chunk(SQLModel, table=True):
     embedding_model: str = Field(max_length=200)
     embedding_dim: int
     # Untyped vector: the dimension depends on the configured model. HNSW indexes are
-    # expression indexes on embedding::vector(N), one per dimension in use. Unit length, by
-    # a check (migration 0006): exact search ranks by inner product.
+    # expression indexes on embedding::vector(N), one per dimension in use.
     embedding: Any = Field(sa_column=Column(Vector(), nullable=False))
     tsv: Any = Field(sa_column=Column(TSVECTOR, nullable=False))
     created_at: datetime = created_at_field()

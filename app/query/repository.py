@@ -102,19 +102,12 @@ ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
 # plain column expression cannot use the HNSW expression index, which keeps the planner
 # from choosing a filtered ANN scan that may return too few rows (FIELD-NOTES).
-# Every stored embedding has unit length (the embedders normalise, and migration 0006's
-# check holds the table to it), so the cosine distance is 1 + the negative inner product
-# `<#>`: one multiply-add per dimension where `<=>` does three. Over a 1,000-chunk KB at 512
-# dimensions: 0.8 against 1.6 ms (docs/BENCHMARKS.md). The sort uses the bare product; the
-# distance is computed for the $4 rows kept.
 VECTOR_EXACT = """
-    SELECT id, 1 + ip AS dist FROM (
-        SELECT c.id, c.embedding <#> $1::float4[]::vector AS ip
-        FROM chunks c
-        WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
-        ORDER BY ip, c.id
-        LIMIT $4
-    ) nearest
+    SELECT c.id, c.embedding <=> $1::float4[]::vector AS dist
+    FROM chunks c
+    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
+    ORDER BY dist, c.id
+    LIMIT $4
 """
 
 # Approximate search through the HNSW expression index for the dimension in use. With

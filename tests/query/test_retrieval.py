@@ -3,9 +3,12 @@ the agent's size and the server's pgvector."""
 
 import uuid
 
+import numpy as np
+import pytest
+
 from app.db.engine import raw_connection
 from app.embeddings.lexical import LexicalEmbedder
-from app.query.retrieval import Retriever
+from app.query.retrieval import Retriever, TextHits
 from app.query.service import normalise_question
 
 QUESTION = "Which cards can I pay with?"
@@ -64,3 +67,36 @@ async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent
         assert all(c.vector_rank is None for c in text_only[plan].candidates)
     assert found["hnsw"].candidates == found["exact"].candidates
     assert text_only["hnsw"].candidates == text_only["exact"].candidates
+
+
+async def test_exact_search_ranks_by_cosine_similarity(faq_agent, engine):
+    """The exact plan's order and similarities are numpy's cosine over the stored vectors."""
+    kb_ids = [uuid.UUID(faq_agent["kb"]["id"])]
+    retriever = Retriever(dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=20_000, rrf_k=60)
+    async with raw_connection(engine) as conn:
+        stored = await conn.fetch(
+            "SELECT id, embedding_model, embedding::real[] AS e FROM chunks WHERE kb_id = $1 ORDER BY id",
+            kb_ids[0],
+        )
+        matrix = np.asarray([r["e"] for r in stored], dtype=np.float64)
+        # A question close to every chunk by a different amount, nearest to the last one
+        # written, so the cosine's order is not the ids' order.
+        vector = np.asarray([1.0, 2.0, 3.0, 4.0]) @ matrix
+        vector /= np.linalg.norm(vector)
+        result = await retriever.fuse(
+            conn,
+            text=TextHits([], [], 0.0),
+            vector=vector.tolist(),
+            kb_ids=kb_ids,
+            model_key=stored[0]["embedding_model"],
+            chunk_total=len(stored),
+            candidates=30,
+            top_k=len(stored),
+        )
+    cosine = matrix @ vector / np.linalg.norm(matrix, axis=1)
+    expected = sorted(zip([r["id"] for r in stored], cosine.tolist(), strict=True), key=lambda p: -p[1])
+    assert (result.plan, len(stored)) == ("exact", 4)
+    assert [i for i, _ in expected] != [r["id"] for r in stored]
+    assert [c.chunk_id for c in result.candidates] == [i for i, _ in expected]
+    assert [c.vector_rank for c in result.candidates] == [1, 2, 3, 4]
+    assert [c.similarity for c in result.candidates] == pytest.approx([s for _, s in expected], abs=1e-6)

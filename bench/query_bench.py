@@ -312,7 +312,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
     from app.query import repository as sql  # noqa: PLC0415
     from app.query.retrieval import Retriever  # noqa: PLC0415
 
-    maker = QuestionMaker(seed.material, seed=7)
+    maker = QuestionMaker(seed.material, seed=7, questions=seed.questions)
     conn = await pg_connect(harness.pgdir)
     try:
         await conn.execute("SET plan_cache_mode = force_custom_plan")
@@ -517,6 +517,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kbs", type=int, default=100)
     parser.add_argument("--chunks-per-kb", type=int, default=1000)
     parser.add_argument("--docs-per-kb", type=int, default=20)
+    parser.add_argument(
+        "--corpus", choices=("synthetic", "squad"), default="synthetic",
+        help="synthetic: generated pages, a small vocabulary (BM25's near-worst case); squad: "
+        "paragraphs of ../shared/eval/squad-dev's Wikipedia articles and its real questions",
+    )  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=16, help="closed-loop callers (default 16)")
     parser.add_argument("--warmup", type=int, default=400, help="warm-up requests")
     parser.add_argument("--requests", type=int, default=3000, help="requests of the main run")
@@ -582,6 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dims": args.dims,
             "kbs": args.kbs,
             "chunks_per_kb": args.chunks_per_kb,
+            "corpus": args.corpus,
             "concurrency": args.concurrency,
             "paced_think_s": args.think_s,
             "rate_limits": "disabled (LIMITS__QUERY_PER_MINUTE=0, LIMITS__MANAGE_PER_MINUTE=0)",
@@ -600,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stub_port = harness.stub.port
         cfg = SeedConfig(
             kbs=args.kbs, chunks_per_kb=args.chunks_per_kb, docs_per_kb=args.docs_per_kb, dims=args.dims,
-            seed=args.seed,
+            seed=args.seed, corpus=args.corpus,
         )  # fmt: skip
         seed, base, admin_key = seeded_service(
             harness,
@@ -614,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         result["seed"] = seed.summary()
         key = asyncio.run(create_query_key(base, admin_key))
-        maker = QuestionMaker(seed.material, seed=args.seed)
+        maker = QuestionMaker(seed.material, seed=args.seed, questions=seed.questions)
         phases = result["phases"]
 
         phases["warmup"] = run_phase(

@@ -30,6 +30,7 @@ import ctypes
 import datetime as dt
 import hashlib
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -473,11 +474,16 @@ _QUESTIONS = (
 
 class QuestionMaker:
     """Distinct questions for agents, built from words of their own chunks, so full-text search
-    finds the chunk and the question is never a cache hit (unless repeated on purpose)."""
+    finds the chunk and the question is never a cache hit (unless repeated on purpose). Given
+    ``questions`` (the squad corpus, whose KBs all draw on the same articles), it asks those
+    instead, each agent a question it has not been asked."""
 
-    def __init__(self, material: dict[str, list[list[str]]], seed: int) -> None:
+    def __init__(
+        self, material: dict[str, list[list[str]]], seed: int, questions: Sequence[str] | None = None
+    ) -> None:
         self.material = {agent: [w for w in words if len(w) >= 3] for agent, words in material.items()}
         self.agents = sorted(self.material)
+        self.questions = list(questions or [])
         self.rng = random.Random(seed)
         self.seen: set[tuple[str, str]] = set()
 
@@ -485,6 +491,12 @@ class QuestionMaker:
         r = self.rng
         for _ in range(1000):
             who = agent or r.choice(self.agents)
+            if self.questions:
+                question = r.choice(self.questions)
+                if (who, question.lower()) not in self.seen:
+                    self.seen.add((who, question.lower()))
+                    return who, question
+                continue
             words = r.choice(self.material[who])
             template = r.choice(_QUESTIONS)
             needed = 4 if "{3}" in template else 3
@@ -571,6 +583,9 @@ class SeedConfig:
     seed: int = 20250101
     material_chunks: int = 64  # chunks per agent whose words questions are made from
     build_index: bool = True  # False: leave the HNSW index to the service's start-up (or to nobody)
+    # "synthetic": generated pages (a few hundred words per domain, BM25's near-worst case);
+    # "squad": Wikipedia paragraphs and real questions of ../shared/eval/squad-dev.
+    corpus: str = "synthetic"
 
 
 @dataclass
@@ -579,6 +594,7 @@ class SeedResult:
     kb_ids: list[str]
     agent_ids: list[str]
     material: dict[str, list[list[str]]]  # agent id -> content words of some of its chunks
+    questions: list[str] | None = None  # the squad corpus: real questions, asked of any agent
     timings_s: dict[str, float] = field(default_factory=dict)
     sizes: dict[str, Any] = field(default_factory=dict)
 
@@ -610,6 +626,37 @@ WHERE s.kb_id = ANY($4::uuid[])
 """
 
 
+SQUAD_DIR = REPO_ROOT.parent / "shared" / "eval" / "squad-dev"
+
+
+@dataclass(frozen=True)
+class SquadCorpus:
+    """The 20 Wikipedia articles of squad-dev as chunk texts, and its 6,814 questions (answerable
+    and not). A chunk is one paragraph or two consecutive ones of an article (about 130 or 260
+    words, as the synthetic chunks), so there are about 1,400 distinct chunks to draw a KB from."""
+
+    chunks: list[tuple[str, str]]  # (section: the article's title, text)
+    questions: list[str]
+
+    @classmethod
+    def load(cls, folder: Path = SQUAD_DIR) -> SquadCorpus:
+        if not (folder / "questions.jsonl").is_file():
+            raise BenchError(f"--corpus squad needs {folder} (../shared/eval/squad-dev)")
+        chunks: list[tuple[str, str]] = []
+        for path in sorted((folder / "docs").glob("*.md")):
+            blocks = [b.strip() for b in path.read_text().split("\n\n") if b.strip()]
+            title = blocks[0].lstrip("# ").strip() if blocks and blocks[0].startswith("#") else path.stem
+            paragraphs = [b for b in blocks if not b.startswith("#")]
+            chunks += [(title, p) for p in paragraphs]
+            chunks += [(title, f"{a}\n\n{b}") for a, b in itertools.pairwise(paragraphs)]
+        questions = [
+            json.loads(line)["question"]
+            for line in (folder / "questions.jsonl").read_text().splitlines()
+            if line.strip()
+        ]
+        return cls(chunks, questions)
+
+
 def _ids(kind: str, seed: int, count: int) -> list[uuid.UUID]:
     return [uuid.uuid5(NAMESPACE, f"{kind}-{seed}-{i}") for i in range(count)]
 
@@ -624,10 +671,16 @@ async def _stage_kb(
     kb_index: int,
     kb_id: uuid.UUID,
     doc_ids: Sequence[uuid.UUID],
+    squad: SquadCorpus | None = None,
 ) -> tuple[list[tuple[uuid.UUID, str, int, int]], list[list[str]], int]:
     """Generate and COPY one knowledge base's chunks; returns its documents, question material and
-    text bytes."""
+    text bytes. With ``squad``, the chunks are a sample of its paragraphs, different per KB."""
     maker = TextMaker(kb_index, cfg.seed)
+    drawn: Iterator[tuple[str, str]] | None = None
+    if squad is not None:
+        if len(squad.chunks) < cfg.chunks_per_kb:
+            raise BenchError(f"squad-dev has {len(squad.chunks)} chunks, fewer than --chunks-per-kb")
+        drawn = iter(random.Random(cfg.seed * 7919 + kb_index).sample(squad.chunks, cfg.chunks_per_kb))
     per_doc = cfg.chunks_per_kb // cfg.docs_per_kb
     rng = np.random.default_rng([cfg.seed, kb_index])
     vectors = rng.standard_normal((cfg.chunks_per_kb, cfg.dims), dtype=np.float32)
@@ -645,7 +698,7 @@ async def _stage_kb(
         count = per_doc if d < len(doc_ids) - 1 else cfg.chunks_per_kb - per_doc * (len(doc_ids) - 1)
         size = 0
         for ordinal in range(count):
-            section, text = maker.chunk()
+            section, text = maker.chunk() if drawn is None else next(drawn)
             size += len(text)
             tokens = int(len(text.split()) * 1.3)
             records.append(
@@ -704,11 +757,12 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
         await conn.execute(STAGE_SQL)
         await conn.execute("TRUNCATE bench_chunk_stage")
         material: dict[str, list[list[str]]] = {}
+        squad = SquadCorpus.load() if cfg.corpus == "squad" else None
         doc_rows: list[tuple[Any, ...]] = []
         text_bytes = 0
         for i, kb in enumerate(kb_ids):
             doc_ids = _ids(f"doc-{i}", cfg.seed, cfg.docs_per_kb)
-            documents, words, size = await _stage_kb(conn, cfg, i, kb, doc_ids)
+            documents, words, size = await _stage_kb(conn, cfg, i, kb, doc_ids, squad)
             material[str(agent_ids[i])] = words
             text_bytes += size
             for doc_id, title, count, doc_size in documents:
@@ -782,6 +836,7 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
         kb_ids=[str(k) for k in kb_ids],
         agent_ids=[str(a) for a in agent_ids],
         material=material,
+        questions=squad.questions if squad is not None else None,
         timings_s=timings,
         sizes=result_sizes,
     )

@@ -472,19 +472,24 @@ _QUESTIONS = (
 )
 
 
+_LEAD_INS = ("Tell me,", "I'd like to know,", "Quick question,", "Could you tell me,")
+
+
 class QuestionMaker:
     """Distinct questions for agents, built from words of their own chunks, so full-text search
     finds the chunk and the question is never a cache hit (unless repeated on purpose). Given
     ``questions`` (the squad corpus, whose KBs all draw on the same articles), it asks those
-    instead, each agent a question it has not been asked."""
+    instead, each text once."""
 
     def __init__(
         self, material: dict[str, list[list[str]]], seed: int, questions: Sequence[str] | None = None
     ) -> None:
         self.material = {agent: [w for w in words if len(w) >= 3] for agent, words in material.items()}
         self.agents = sorted(self.material)
-        self.questions = list(questions or [])
         self.rng = random.Random(seed)
+        self.questions = list(questions or [])
+        self.rng.shuffle(self.questions)
+        self.asked = 0
         self.seen: set[tuple[str, str]] = set()
 
     def one(self, agent: str | None = None) -> tuple[str, str]:
@@ -492,11 +497,7 @@ class QuestionMaker:
         for _ in range(1000):
             who = agent or r.choice(self.agents)
             if self.questions:
-                question = r.choice(self.questions)
-                if (who, question.lower()) not in self.seen:
-                    self.seen.add((who, question.lower()))
-                    return who, question
-                continue
+                return who, self._next_real_question()
             words = r.choice(self.material[who])
             template = r.choice(_QUESTIONS)
             needed = 4 if "{3}" in template else 3
@@ -511,6 +512,17 @@ class QuestionMaker:
 
     def many(self, count: int) -> list[tuple[str, str]]:
         return [self.one() for _ in range(count)]
+
+    def _next_real_question(self) -> str:
+        """Each question text once, whatever the agent: the service caches a question's
+        embedding by its text, and a repeat would skip the provider call. Past the last one,
+        the pool comes round again behind a spoken lead-in, a new text."""
+        lap, index = divmod(self.asked, len(self.questions))
+        self.asked += 1
+        question = self.questions[index]
+        if lap == 0:
+            return question
+        return f"{_LEAD_INS[(lap - 1) % len(_LEAD_INS)]} {question[0].lower()}{question[1:]}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,12 +5,14 @@ What it does, in order:
 1. starts the OpenAI-compatible stub (``bench/openai_stub.py``, zero delay) in its own process;
 2. ``vk create-org`` on a fresh embedded PostgreSQL in a temporary folder, then seeds it by SQL
    (``bench/seed.py``): ``--kbs`` knowledge bases of ``--chunks-per-kb`` chunks of generated
-   English, unit-random ``--dims`` vectors, one agent per knowledge base, the HNSW index built
+   English (with ``--corpus squad``: paragraphs of squad-dev's Wikipedia articles), unit-random
+   ``--dims`` vectors, one agent per knowledge base, the HNSW index built
    once at the end (seeding and index build are timed);
 3. ``vk serve`` with ``INGESTION__WORKERS=0`` and both rate limits disabled
    (``LIMITS__QUERY_PER_MINUTE=0``, ``LIMITS__MANAGE_PER_MINUTE=0``), a ``query`` key;
 4. runs from a separate driver process (httpx, HTTP/1.1 keep-alive), each request a distinct
-   question built from words of the agent's own chunks, against random agents: warm-up; one
+   question built from words of the agent's own chunks (``--corpus squad``: squad's real
+   questions), against random agents: warm-up; one
    caller (the floor); ``--concurrency`` closed-loop callers who never pause (the machine's
    saturation); ``--concurrency`` paced callers who pause ``--think-s`` on average between
    questions (callers on the phone: each waits for the answer to be spoken before the next
@@ -27,6 +29,7 @@ Run from the repository root::
 
     .venv/bin/python bench/query_bench.py                       # 512 dimensions, 3,000 requests
     .venv/bin/python bench/query_bench.py --dims 1536 --json /tmp/q1536.json
+    .venv/bin/python bench/query_bench.py --corpus squad        # real text and questions
 
 Every phase reports the load average and "foreign cores": CPU used on the machine by processes
 that are not part of the benchmark (other tests or benchmarks). ``--max-foreign-cores`` makes a

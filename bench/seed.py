@@ -10,7 +10,8 @@ Seeding by SQL (not through ingestion) is what makes 100,000 chunks affordable i
   ``embedding_model = openai:text-embedding-3-small:<dims>``, ``embedding_dim = <dims>`` and
   ``tsv = setweight(to_tsvector(title || ' ' || section), 'A') || to_tsvector(text)``;
 * chunk texts are English sentences generated from word lists (a domain per knowledge base, a
-  deterministic seed), vectors are unit-random of the configured dimension;
+  deterministic seed), or with ``corpus="squad"`` paragraphs of ../shared/eval/squad-dev's
+  Wikipedia articles; vectors are unit-random of the configured dimension;
 * chunks go through binary ``COPY`` into an unlogged staging table, then one ``INSERT ... SELECT``
   per half of the knowledge bases on two connections computes the tsvectors on both cores;
 * the HNSW index ``ix_chunks_hnsw_<dims>`` is dropped before loading and built once afterwards

@@ -620,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             env_extra={"WEB_CONCURRENCY": str(args.server_workers)},
         )
         result["seed"] = seed.summary()
-        maker = QuestionMaker(seed.material, seed=args.seed, questions=seed.questions)
+        maker = QuestionMaker.of(seed, args.seed)
         best = None
         if "plain" in phases:
             result["plain"] = ladder(harness, base, admin_key, maker, args, rates, label="plain")

@@ -315,7 +315,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
     from app.query import repository as sql  # noqa: PLC0415
     from app.query.retrieval import Retriever  # noqa: PLC0415
 
-    maker = QuestionMaker(seed.material, seed=7, questions=seed.questions)
+    maker = QuestionMaker.of(seed, 7)
     conn = await pg_connect(harness.pgdir)
     try:
         await conn.execute("SET plan_cache_mode = force_custom_plan")
@@ -623,7 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         result["seed"] = seed.summary()
         key = asyncio.run(create_query_key(base, admin_key))
-        maker = QuestionMaker(seed.material, seed=args.seed, questions=seed.questions)
+        maker = QuestionMaker.of(seed, args.seed)
         phases = result["phases"]
 
         phases["warmup"] = run_phase(

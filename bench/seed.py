@@ -61,6 +61,7 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from app.evaluation.dataset import DatasetError, load_documents, load_questions  # noqa: E402
 from bench.openai_stub import StubProcess, free_port, start_stub_process  # noqa: E402
 
 EMBEDDING_MODEL = "text-embedding-3-small"
@@ -511,6 +512,11 @@ class QuestionMaker:
                 return who, question
         raise BenchError("could not make a new distinct question; seed more chunk material")
 
+    @classmethod
+    def of(cls, seeded: SeedResult, seed: int) -> QuestionMaker:
+        """Questions for a seeded database, from its corpus."""
+        return cls(seeded.material, seed, seeded.questions)
+
     def many(self, count: int) -> list[tuple[str, str]]:
         return [self.one() for _ in range(count)]
 
@@ -653,21 +659,17 @@ class SquadCorpus:
 
     @classmethod
     def load(cls, folder: Path = SQUAD_DIR) -> SquadCorpus:
-        if not (folder / "questions.jsonl").is_file():
-            raise BenchError(f"--corpus squad needs {folder} (../shared/eval/squad-dev)")
+        try:
+            questions = load_questions(folder / "questions.jsonl")
+            documents = load_documents(folder / "docs", questions)
+        except (DatasetError, OSError) as exc:
+            raise BenchError(f"--corpus squad needs ../shared/eval/squad-dev: {exc}") from exc
         chunks: list[tuple[str, str]] = []
-        for path in sorted((folder / "docs").glob("*.md")):
-            blocks = [b.strip() for b in path.read_text().split("\n\n") if b.strip()]
-            title = blocks[0].lstrip("# ").strip() if blocks and blocks[0].startswith("#") else path.stem
-            paragraphs = [b for b in blocks if not b.startswith("#")]
-            chunks += [(title, p) for p in paragraphs]
-            chunks += [(title, f"{a}\n\n{b}") for a, b in itertools.pairwise(paragraphs)]
-        questions = [
-            json.loads(line)["question"]
-            for line in (folder / "questions.jsonl").read_text().splitlines()
-            if line.strip()
-        ]
-        return cls(chunks, questions)
+        for document in documents.values():
+            paragraphs = document.paragraphs
+            chunks += [(document.title, p) for p in paragraphs]
+            chunks += [(document.title, f"{a}\n\n{b}") for a, b in itertools.pairwise(paragraphs)]
+        return cls(chunks, [q.question for q in questions])
 
 
 def _ids(kind: str, seed: int, count: int) -> list[uuid.UUID]:

@@ -70,7 +70,7 @@ async def compare(
         # seeded KB of ``chunks_per_kb`` chunks, BM25's document count.
         await conn.execute("SET plan_cache_mode = force_custom_plan")
         kb_of = dict(zip(seed.agent_ids, seed.kb_ids, strict=True))
-        maker = QuestionMaker(seed.material, seed=11)
+        maker = QuestionMaker.of(seed, 11)
         items = [maker.one() for _ in range(questions)]
         names = list(statements)
 

@@ -19,13 +19,17 @@ TTS voice gets the written form wrong:
 - Ordinals become words ("21st" -> "twenty-first"), as do "24/7" and phone numbers, which
   are read digit by digit, group by group ("555-123-4567" -> "five five five, one two
   three, four five six seven"). Words rather than digits keep the result stable when it
-  is cleaned again.
-- Money: "$5.50" -> "5 dollars 50 cents", "£4.2bn" -> "4.2 billion pounds".
+  is cleaned again. Digit groups are a phone number in the North American shape, after
+  "+" or "(", or after a word that announces one ("call", "phone", "number"...); other
+  groups ("10 20 30", "1 234 567") stay as written.
+- Money: "$5.50" -> "5 dollars 50 cents", "£4.2bn" -> "4.2 billion pounds", "-$5" ->
+  "minus 5 dollars", "€5,50" -> "5 euros 50 cents".
 - "%", "&", "@", "+", "~", "#3", "No. 3", degrees and common units become words.
 - ISO dates become "March 5, 2024"; 24-hour times become "2:30 PM". A time with a
   one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the same
   paragraph shows that it uses the 24-hour clock.
-- A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5".
+- A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5"; three or more
+  hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS").
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
   "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately".
 """
@@ -113,6 +117,11 @@ _CONTROL_RE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200c\u200e\u200f"
     "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\U000e0001]"
 )
+# Binds the words of one spoken number, amount, date or time ("five five five, one two
+# three", "5 dollars 50 cents") so that the word cap cuts before or after it, never
+# through it: a cut phone number or price is a wrong one. Input never holds it
+# (_CONTROL_RE strips it); it becomes a space again once the text is capped.
+_JOIN = "\u2060"
 _SPACE_LIKE_RE = re.compile("[\t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 _LINE_BREAK_RE = re.compile("\r\n?|[\u2028\u2029\u0085]")
 
@@ -179,6 +188,18 @@ _PHONE_GROUP_RE = re.compile(r"\d+")
 # Seven digits with separators need at least eight such characters in a row.
 _MAYBE_PHONE_RE = re.compile(r"[+(\d][\d ().+-]{6,}\d")
 _LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
+# The North American shape (555-123-4567, 1 555 123 4567) is a phone number wherever it
+# stands; other digit groups ("10 20 30 40", "1 234 567", "2019 2020 2021") are one only
+# when they start with "+" or "(" or follow a word that announces one ("call 0800 123 456").
+_NANP_RE = re.compile(r"(?:1[ .-])?\d{3}([ .-])\d{3}\1\d{4}")
+_PHONE_CONTEXT_RE = re.compile(
+    r"\b(?:call|phone|telephone|tel|dial|fax|line|number|ring|text|reach|contact|mobile|cell"
+    r"|hotline|whatsapp|sms)\b\W*(?:\w+\W+){0,3}$",
+    re.IGNORECASE,
+)
+# Three or more parts joined by hyphens (ISBNs, part numbers, "1-800-FLOWERS") are codes,
+# not ranges.
+_HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
@@ -245,6 +266,14 @@ _AT_RE = re.compile(r"\s*@\s*")
 _PLUS_BETWEEN_RE = re.compile(r"(?<=\d)\s*\+\s*(?=\d)")
 _PLUS_AFTER_RE = re.compile(r"(?<=\d)\+(?!\w)")
 _ABOUT_RE = re.compile(r"[~≈]\s?(?=\d)")
+_ALREADY_ABOUT = ("about", "approximately", "around", "roughly", "circa", "some")
+# "-$5": a minus sign before an amount (not a hyphen after a word or number).
+_MINUS_MONEY_RE = re.compile(r"(?<![\w.,])[-−](?=[$€£¥]\s?\d)")
+# Euro amounts with a decimal comma ("€5,50", "€1.234,56", "5,50 €") become "€1,234.56"
+# before the money rule reads them; a comma followed by three digits stays a thousands mark.
+_EURO_DECIMAL_RE = re.compile(
+    r"€\s?(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})(?![\d,])|(?<![\w.,])(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})\s?€"
+)
 
 # --- tidying --------------------------------------------------------------------------
 _SPACE_BEFORE_PUNCT_RE = re.compile(r"\s+([,.;:!?)\]])")
@@ -267,8 +296,10 @@ def make_speakable(text: str, *, max_words: int = 60) -> str:
     written out (see the module docstring), whitespace is collapsed, and the result ends
     with sentence punctuation. At most `max_words` words are kept: the text is cut after
     the last full sentence that fits, if that keeps at least half the allowance, else at
-    the word limit. The result is stable: cleaning it again changes nothing. Only input
-    with nothing speakable in it (emoji, bare markup) gives an empty string.
+    the word limit. A number, amount, date or time said in several words is kept or
+    dropped whole, never cut (a cut phone number or price is a wrong one). The result is
+    stable: cleaning it again changes nothing. Only input with nothing speakable in it
+    (emoji, bare markup) gives an empty string.
     """
     if max_words < 1:
         raise ValueError("max_words must be at least 1")
@@ -315,6 +346,11 @@ _SOURCE_TALK_RE = re.compile(
 )
 
 
+def _bind(spoken: str) -> str:
+    """One spoken unit: the cap keeps or drops it whole (see _JOIN)."""
+    return spoken.replace(" ", _JOIN)
+
+
 def _speak(text: str, max_words: int, *, keep_dropped: bool) -> str:
     text = html.unescape(_LINE_BREAK_RE.sub("\n", text))
     text = _SPACE_LIKE_RE.sub(" ", _CONTROL_RE.sub("", unicodedata.normalize("NFC", text)))
@@ -324,7 +360,7 @@ def _speak(text: str, max_words: int, *, keep_dropped: bool) -> str:
         for block in _blocks(text)
         if (spoken := _inline(block, keep_dropped=keep_dropped))
     ]
-    return _cap_words(" ".join(sentences), max_words)
+    return _cap_words(" ".join(sentences), max_words).replace(_JOIN, " ")
 
 
 def _blocks(text: str) -> list[str]:
@@ -412,9 +448,9 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
     if _DIGIT_RE.search(text):
         text = _numbers(text)
     if "°" in text:
-        text = _DEGREES_RE.sub(" degrees", text)
+        text = _DEGREES_RE.sub(_bind(" degrees"), text)
     if "%" in text:
-        text = _PERCENT_RE.sub(" percent", text)
+        text = _PERCENT_RE.sub(_bind(" percent"), text)
     if "#" in text:
         text = _HASHTAG_RE.sub("", text)
     if "&" in text:
@@ -447,7 +483,7 @@ def _numbers(text: str) -> str:
     if _MAYBE_PHONE_RE.search(text):
         text = _PHONE_RE.sub(_speak_phone, text)
     if "-" in text or "–" in text:
-        text = _RANGE_RE.sub(r"\1 to ", text)
+        text = _RANGE_RE.sub(_speak_range, text)
     if ":" in text:
         twenty_four_hour = any(
             int(hour) > 12 or hour.startswith("0")
@@ -459,10 +495,14 @@ def _numbers(text: str) -> str:
         )
     text = _sub_keeping_stop(_HOUR_AMPM_RE, _speak_hour_ampm, text)
     if "$" in text or "€" in text or "£" in text or "¥" in text:
+        if "€" in text:
+            text = _EURO_DECIMAL_RE.sub(_euro_decimal, text)
+        if "-" in text or "−" in text:
+            text = _MINUS_MONEY_RE.sub(_bind("minus "), text)
         text = _MONEY_BEFORE_RE.sub(lambda m: _speak_money(m[2], m[3], m[4], m[5], us=m[1] is not None), text)
         text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(m[4], m[1], m[2], m[3]), text)
     if "/" in text:
-        text = _PER_RE.sub(lambda m: " per " + _PER_WORDS.get(m[1], m[1]), text)
+        text = _PER_RE.sub(lambda m: _bind(" per " + _PER_WORDS.get(m[1], m[1])), text)
     if "°" in text:
         text = _TEMPERATURE_RE.sub(_speak_temperature, text)
     text = _UNIT_RE.sub(_speak_unit, text)
@@ -470,9 +510,9 @@ def _numbers(text: str) -> str:
     if "#" in text:
         text = _HASH_NUMBER_RE.sub(lambda m: _sentence_case("number ", m), text)
     if "+" in text:
-        text = _PLUS_AFTER_RE.sub(" plus", _PLUS_BETWEEN_RE.sub(" plus ", text))
+        text = _PLUS_AFTER_RE.sub(_bind(" plus"), _PLUS_BETWEEN_RE.sub(_bind(" plus "), text))
     if "~" in text or "≈" in text:
-        text = _ABOUT_RE.sub("about ", text)
+        text = _ABOUT_RE.sub(_speak_about, text)
     return text
 
 
@@ -498,12 +538,24 @@ def _end_sentence(text: str) -> str:
 
 
 def _cap_words(text: str, max_words: int) -> str:
+    """At most `max_words` spoken words. A bound unit (_JOIN) counts as the words it is
+    said in, and is kept whole or dropped whole."""
     words = text.split(" ")
-    if len(words) <= max_words:
+    if len(words) + text.count(_JOIN) <= max_words:
         return text
-    kept = words[:max_words]
+    kept: list[str] = []
+    said: list[int] = []  # words said up to and including kept[i]
+    for word in words:
+        total = (said[-1] if said else 0) + 1 + word.count(_JOIN)
+        if total > max_words:
+            break
+        kept.append(word)
+        said.append(total)
+    if not kept:
+        # One unit longer than the whole allowance: say it rather than nothing.
+        return _end_sentence(words[0])
     for index in range(len(kept) - 1, -1, -1):
-        if (index + 1) * 2 < max_words:
+        if said[index] * 2 < max_words:
             break
         if _ends_sentence(kept[index]):
             return " ".join(kept[: index + 1])
@@ -523,7 +575,7 @@ def _speak_abbreviation(match: re.Match[str]) -> str:
     spoken = _ABBREVIATIONS[group]
     if group == 3 and _stop_swallowed(match):
         return spoken + "."
-    return _sentence_case(spoken, match) if group == 6 else spoken
+    return _sentence_case(spoken, match)
 
 
 def _sentence_case(spoken: str, match: re.Match[str]) -> str:
@@ -578,7 +630,7 @@ def _speak_iso_date(match: re.Match[str]) -> str:
     spoken = f"{month_name[int(month)]} {int(day)}, {year}"
     if hour is not None and int(hour) <= 23:
         spoken += " at " + _clock_words(int(hour), minute)
-    return spoken
+    return _bind(spoken)
 
 
 def _speak_phone(match: re.Match[str]) -> str:
@@ -586,13 +638,38 @@ def _speak_phone(match: re.Match[str]) -> str:
     groups = _PHONE_GROUP_RE.findall(number)
     digits = sum(len(group) for group in groups)
     prefixed = number.startswith(("+", "("))
-    shaped = len(groups) >= 3 or prefixed or _LOCAL_PHONE_RE.fullmatch(number) is not None
+    shaped = (
+        prefixed
+        or _NANP_RE.fullmatch(number) is not None
+        or _LOCAL_PHONE_RE.fullmatch(number) is not None
+        or _PHONE_CONTEXT_RE.search(match.string, max(0, match.start() - 60), match.start()) is not None
+    )
     if digits < 7 or not shaped or _DOTTED_DATE_RE.fullmatch(number):
         return number
     spoken = [" ".join(_DIGIT_WORDS[int(digit)] for digit in group) for group in groups]
     if number.startswith("+"):
         spoken[0] = "plus " + spoken[0]
-    return ", ".join(spoken)
+    return _bind(", ".join(spoken))
+
+
+def _speak_range(match: re.Match[str]) -> str:
+    text = match.string
+    start = text.rfind(" ", 0, match.start()) + 1
+    end = text.find(" ", match.end())
+    if len(_HYPHEN_RE.findall(text, start, len(text) if end < 0 else end)) >= 2:
+        return match.group(0)
+    return match.group(1) + _bind(" to ")
+
+
+def _speak_about(match: re.Match[str]) -> str:
+    # "about ~5" is said once.
+    before = match.string[: match.start()].rstrip().lower()
+    return "" if before.endswith(_ALREADY_ABOUT) else _bind("about ")
+
+
+def _euro_decimal(match: re.Match[str]) -> str:
+    whole, cents = (match[1], match[2]) if match[1] is not None else (match[3], match[4])
+    return f"€{whole.replace('.', ',')}.{cents}"
 
 
 def _clock_words(hour: int, minute: str) -> str:
@@ -608,22 +685,26 @@ def _speak_clock(match: re.Match[str], *, twenty_four_hour: bool) -> str:
         if not 1 <= hour <= 12:
             return match.group(0)
         spoken = str(hour) if minute == "00" else f"{hour}:{minute}"
-        return f"{spoken} {period.upper()}M"
+        return _bind(f"{spoken} {period.upper()}M")
     if hour > 23 or not (twenty_four_hour or hour > 12 or hour_text.startswith("0")):
         return match.group(0)
-    return _clock_words(hour, minute)
+    return _bind(_clock_words(hour, minute))
 
 
 def _speak_hour_ampm(match: re.Match[str]) -> str:
     hour = int(match.group(1))
     if not 1 <= hour <= 12:
         return match.group(0)
-    return f"{hour} {match.group(2).upper()}M"
+    return _bind(f"{hour} {match.group(2).upper()}M")
 
 
 def _speak_money(
     symbol: str, whole: str, fraction: str | None, scale: str | None, *, us: bool = False
 ) -> str:
+    return _bind(_money_words(symbol, whole, fraction, scale, us=us))
+
+
+def _money_words(symbol: str, whole: str, fraction: str | None, scale: str | None, *, us: bool) -> str:
     one, many, minor_one, minor_many = _CURRENCIES[symbol]
     if us:  # "US$5": the country is part of the amount's meaning
         one, many = f"US {one}", f"US {many}"
@@ -645,10 +726,10 @@ def _speak_temperature(match: re.Match[str]) -> str:
     sign, number, scale = match.groups()
     degrees = "degree" if number == "1" else "degrees"
     spoken = f"{number} {degrees} {'Celsius' if scale == 'C' else 'Fahrenheit'}"
-    return f"minus {spoken}" if sign else spoken
+    return _bind(f"minus {spoken}" if sign else spoken)
 
 
 def _speak_unit(match: re.Match[str]) -> str:
     number, unit = match.groups()
     one, many = _UNITS[unit]
-    return f"{number} {one if number == '1' else many}"
+    return _bind(f"{number} {one if number == '1' else many}")

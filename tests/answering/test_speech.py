@@ -115,6 +115,26 @@ NUMBERS_AND_SYMBOLS = [
     ("Founded in 1998.", "Founded in 1998."),
     ("Between 1990 and 2000 it grew 3.5 times.", "Between 1990 and 2000 it grew 3.5 times."),
     ("Pages 1,000-2,000.", "Pages 1,000 to 2,000."),
+    ("A refund of -$5.", "A refund of minus 5 dollars."),
+    ("It costs €5,50.", "It costs 5 euros 50 cents."),
+    ("It costs €1.234,56.", "It costs 1,234 euros 56 cents."),
+    ("It costs 5,50 €.", "It costs 5 euros 50 cents."),
+    ("It costs €1,234.", "It costs 1,234 euros."),
+    ("It takes about ~5 minutes.", "It takes about 5 minutes."),
+    ("Approx. 5 minutes.", "Approximately 5 minutes."),
+    ("E.g. apples.", "For example apples."),
+    # Digit groups are a phone number only in a phone's shape or after a word that says so.
+    ("Call 0800 123 456.", "Call zero eight zero zero, one two three, four five six."),
+    ("Our number is 06 12 34 56 78.", "Our number is zero six, one two, three four, five six, seven eight."),
+    ("Sizes 10.5 11.5 12.5 13.5.", "Sizes 10.5 11.5 12.5 13.5."),
+    ("Scores were 10 20 30 40.", "Scores were 10 20 30 40."),
+    ("A town of 1 234 567 people.", "A town of 1 234 567 people."),
+    ("It has 1.000.000 users.", "It has 1.000.000 users."),
+    ("Seasons 2019 2020 2021.", "Seasons 2019 2020 2021."),
+    # Three or more hyphenated parts are a code, not a range.
+    ("ISBN 978-3-16-148410-0.", "ISBN 978-3-16-148410-0."),
+    ("Call 1-800-FLOWERS.", "Call 1-800-FLOWERS."),
+    ("Not a date 2024-13-45.", "Not a date 2024-13-45."),
 ]
 
 LAYOUT = [
@@ -192,6 +212,48 @@ def test_cut_at_word_cap_drops_trailing_comma() -> None:
 def test_cut_does_not_treat_a_title_as_a_sentence_end() -> None:
     text = "Please ask Dr. Smith or Mr. Jones about the plan today."
     assert make_speakable(text, max_words=8) == "Please ask Dr. Smith or Mr. Jones about."
+
+
+PHONE_ANSWER = (
+    "We are open Monday to Friday. For anything urgent outside those hours you can always "
+    "reach our direct line 555-867-5309"
+)
+
+
+def test_cut_never_splits_a_phone_number() -> None:
+    # 19 words, then the number said in 10. Cut at 25 words it would be a wrong number: it is
+    # dropped whole (the only sentence end is too early to cut at).
+    assert make_speakable(PHONE_ANSWER, max_words=25) == (
+        "We are open Monday to Friday. For anything urgent outside those hours you can always "
+        "reach our direct line."
+    )
+    assert make_speakable(PHONE_ANSWER, max_words=29).endswith(
+        "our direct line five five five, eight six seven, five three zero nine."
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "max_words", "expected"),
+    [
+        ("The total comes to $1,299.99 today", 6, "The total comes to."),
+        ("The total comes to $1,299.99 today", 8, "The total comes to 1,299 dollars 99 cents."),
+        ("Closed on 2024-03-05 for repairs", 3, "Closed on."),
+        ("Closed on 2024-03-05 for repairs", 5, "Closed on March 5, 2024."),
+        ("Open 9am-5pm daily", 4, "Open."),
+        ("Open 9am-5pm daily", 6, "Open 9 AM to 5 PM."),
+        ("Plans cost $5/mo here", 4, "Plans cost."),
+        ("Plans cost $5/mo here", 6, "Plans cost 5 dollars per month."),
+    ],
+)
+def test_cut_keeps_or_drops_a_spoken_unit_whole(text: str, max_words: int, expected: str) -> None:
+    assert make_speakable(text, max_words=max_words) == expected
+
+
+def test_a_unit_longer_than_the_cap_is_said_whole() -> None:
+    assert (
+        make_speakable("555-867-5309", max_words=5)
+        == "five five five, eight six seven, five three zero nine."
+    )
 
 
 def test_word_cap_counts_words_after_cleaning() -> None:

@@ -48,6 +48,7 @@ from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.retrieval import Retriever, default_vector_weight
 from app.query.service import QueryService
+from app.query.tooling import check_tool_prompts
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,12 @@ def create_app(
     prometheus = PrometheusConfig(app_name="voice-knowledge", prefix="vk_http", group_path=True)
     # Loaded and checked once, before anything starts: a broken template stops the service.
     prompts = PromptLibrary.load(settings.prompts_dir)
+    if settings.query.prompt_variant not in prompts.variants:
+        raise ValueError(
+            f"QUERY__PROMPT_VARIANT={settings.query.prompt_variant!r} is not a prompt variant "
+            f"(known: {', '.join(prompts.variants)})"
+        )
+    check_tool_prompts(prompts)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

@@ -14,12 +14,25 @@ class AgentRepository:
         self.org_id = org_id
 
     async def is_known(self, agent_id: uuid.UUID) -> bool:
-        """Agents exist here through their assignments to this organisation's KBs."""
+        """Agents become known to an organisation when one of its KBs is first assigned to
+        them (see register), and stay known when every KB is unassigned again."""
         found = await self.session.scalar(
-            text("SELECT 1 FROM agent_assignments WHERE org_id = :org AND agent_id = :agent LIMIT 1"),
+            text("SELECT 1 FROM agents WHERE org_id = :org AND agent_id = :agent"),
             {"org": self.org_id, "agent": agent_id},
         )
         return found is not None
+
+    async def register(self, agent_ids: list[uuid.UUID]) -> None:
+        """Make agents known to the organisation (on assignment). A known agent with no KB
+        left is answered "not found" aloud, not with a 404 that breaks a live call."""
+        if agent_ids:
+            await self.session.execute(
+                text(
+                    "INSERT INTO agents (org_id, agent_id) SELECT :org, unnest(CAST(:agents AS uuid[]))"
+                    " ON CONFLICT (org_id, agent_id) DO NOTHING"
+                ),
+                {"org": self.org_id, "agents": agent_ids},
+            )
 
     async def prompt_variant(self, agent_id: uuid.UUID) -> str | None:
         value: str | None = await self.session.scalar(

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.repository import AgentRepository
 from app.config import IngestionSettings
 from app.db.base import utcnow
 from app.documents.repository import DocumentRepository
@@ -36,6 +37,7 @@ class KnowledgeService:
         self.session = session
         self.repo = KnowledgeRepository(session, org_id)
         self.docs = DocumentRepository(session, org_id)
+        self.agents = AgentRepository(session, org_id)
         self.defaults = defaults
 
     async def page(self, *, limit: int, offset: int) -> Page[KnowledgeBaseRead]:
@@ -101,6 +103,7 @@ class KnowledgeService:
             raise NotFound(KB_NOT_FOUND)
         unique: list[uuid.UUID] = sorted(set(agent_ids))
         await self.repo.replace_agents(kb_id, unique)
+        await self.agents.register(unique)
         await self.session.commit()
         return AgentAssignmentRead(kb_id=kb_id, agent_ids=unique)
 

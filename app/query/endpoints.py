@@ -77,7 +77,9 @@ class QueryController(Controller):
         ] = "openai-realtime",
     ) -> dict[str, Any]:
         fmt: ToolFormat = format
-        return await ToolService(session, principal.org_id, state.prompts).tool(agent_id, fmt)
+        return await ToolService(
+            session, principal.org_id, state.prompts, state.settings.query.prompt_variant
+        ).tool(agent_id, fmt)
 
     @get("/{agent_id:str}/queries", guards=[admin_only], summary="The agent's logged queries, newest first")
     async def queries(

@@ -30,6 +30,7 @@ SELECT
     (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
     (SELECT k FROM cache_key) AS cache_key,
     (SELECT variant FROM agent) AS variant,
+    EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2) AS known,
     (SELECT response FROM answer_cache c, cache_key
       WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 """

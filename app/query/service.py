@@ -12,8 +12,9 @@ import re
 import time
 import unicodedata
 import uuid
+from array import array
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -79,20 +80,24 @@ class _Trace:
 
 
 class EmbeddingLRU:
-    """Query embeddings by (model, normalised text); callers repeat themselves."""
+    """Query embeddings by (model, normalised text); callers repeat themselves.
+
+    Vectors are kept as float32 arrays (what PostgreSQL receives anyway): 4 bytes a
+    dimension instead of a list's 32, so the full cache at 1,536 dimensions takes 25 MB
+    per process, not 200 MB. asyncpg sends an array as a float4[] like a list."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], array[float]] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> list[float] | None:
+    def get(self, key: tuple[str, str]) -> array[float] | None:
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
         return value
 
-    def put(self, key: tuple[str, str], value: list[float]) -> None:
-        self._items[key] = value
+    def put(self, key: tuple[str, str], value: Sequence[float]) -> None:
+        self._items[key] = array("f", value)
         if len(self._items) > self.size:
             self._items.popitem(last=False)
 
@@ -116,21 +121,28 @@ class QueryService:
         self.prompts = prompts
         self.llm = llm
         self.settings = settings
-        self.embed_timeout_s = embed_timeout_s
+        # An embedding that stalls must leave time for BM25 alone and the answering model:
+        # waited out to the deadline, it would turn a text-only answer into "unavailable".
+        self.embed_timeout_s = min(embed_timeout_s, settings.deadline_s / 2)
         self.embed_cache = EmbeddingLRU()
         # Part of the answer-cache key: a prompt change is heard at once, even one whose
-        # author forgot to bump its version.
-        self.prompt_fingerprint = (
+        # author forgot to bump its version; so is a change of the settings that shape an
+        # answer (word cap, thresholds, top_k, model, the fusion weight, the model's server).
+        prompt_fingerprint = (
             prompt_fingerprint
             or hashlib.sha256(
                 "|".join(prompts.get(v).version for v in prompts.variants).encode()
             ).hexdigest()[:16]
         )
+        base_url = str(llm.client.base_url) if llm is not None else ""
+        self.prompt_fingerprint = hashlib.sha256(
+            f"{prompt_fingerprint}|{settings.model_dump_json()}|{retriever.vector_weight}|{base_url}".encode()
+        ).hexdigest()[:16]
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
         # Embedding requests left to finish after their call ended (see _answer).
-        self._background: set[asyncio.Future[list[float] | None]] = set()
+        self._background: set[asyncio.Future[Sequence[float] | None]] = set()
 
-    def _forget(self, task: asyncio.Future[list[float] | None]) -> None:
+    def _forget(self, task: asyncio.Future[Sequence[float] | None]) -> None:
         self._background.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: _embed logs provider failures itself
@@ -158,7 +170,7 @@ class QueryService:
         query_id = uuid.uuid4()
         normalised = normalise_question(question)
         # Until the agent's own variant is read (with its KBs), apologies come from the default.
-        prompt = self.prompts.get(variant or self.settings.prompt_variant)
+        prompt = self.prompts.get_or_default(variant or self.settings.prompt_variant)
         state: dict[str, Any] = {
             "chunks": [],
             "cache_key": None,
@@ -302,11 +314,12 @@ class QueryService:
         search, or a cached answer), None to go on; raises NotFound for an unknown agent."""
         state["cache_key"] = ctx["cache_key"]
         prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
-        if not ctx["kb_ids"]:
-            # Agents exist here only through assignments: none in this organisation means
-            # the agent is unknown to it (another organisation's agent included).
+        if not ctx["kb_ids"] and not ctx["known"]:
+            # An agent becomes known to an organisation when a KB of it is first assigned
+            # to it: never, and the agent is unknown here (another organisation's included).
             raise NotFound("agent not found: no knowledge base of this organisation is assigned to it")
         if ctx["chunk_total"] == 0:
+            # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".
             return self._reply("not_found", prompt.not_found_reply, 0.0, [])
         if ctx["cached"] is None or state["debug"] is not None:
             return None
@@ -317,13 +330,13 @@ class QueryService:
         state["from_cache"] = True
         return cached
 
-    async def _embed(self, normalised: str, trace: _Trace) -> list[float] | None:
+    async def _embed(self, normalised: str, trace: _Trace) -> Sequence[float] | None:
         if not normalised:
             return None  # punctuation only: nothing to embed (the API rejects empty input)
         key = (self.embedder.model_key, normalised)
-        vector = self.embed_cache.get(key)
-        if vector is not None:
-            return vector
+        cached = self.embed_cache.get(key)
+        if cached is not None:
+            return cached
         t = time.perf_counter()
         try:
             vector = await self.embedder.embed_query(normalised, timeout=self.embed_timeout_s)
@@ -337,7 +350,12 @@ class QueryService:
         return vector
 
     async def _fuse(
-        self, conn: Any, text: TextHits, vector: list[float] | None, kb_ids: list[uuid.UUID], chunk_total: int
+        self,
+        conn: Any,
+        text: TextHits,
+        vector: Sequence[float] | None,
+        kb_ids: list[uuid.UUID],
+        chunk_total: int,
     ) -> Retrieval:
         return await self.retriever.fuse(
             conn,
@@ -437,7 +455,9 @@ class QueryService:
         if NOT_FOUND_MARK in text or not text:
             return self._reply("not_found", prompt.not_found_reply, confidence, sources)
         spoken = make_speakable(text, max_words=self.settings.max_answer_words)
-        return self._reply("answered", spoken or prompt.not_found_reply, confidence, sources)
+        if not spoken:  # nothing speakable came back (emoji, bare markup)
+            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
+        return self._reply("answered", spoken, confidence, sources)
 
     def _fallback(
         self,

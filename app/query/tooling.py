@@ -8,25 +8,53 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.prompting import PromptLibrary
+from app.agents.repository import AgentRepository
+from app.prompting import PromptLibrary, PromptSet
 from app.query.tool import DocumentInfo, KnowledgeBaseInfo, ToolFormat, knowledge_summary, tool_definition
 
-# The agent's KBs and their documents, in one statement, scoped to the organisation.
+# The agent's KBs and the documents that answer (those with chunks: ready ones, and ones
+# whose new version is pending or failed while their previous chunks stay live), in one
+# statement, scoped to the organisation.
 AGENT_TOPICS_SQL = text("""
 SELECT kb.id, kb.title, kb.description, d.title AS doc_title, d.description AS doc_description
 FROM agent_assignments a
 JOIN knowledge_bases kb ON kb.id = a.kb_id AND kb.org_id = a.org_id
-LEFT JOIN documents d ON d.kb_id = kb.id AND d.status = 'ready'
+LEFT JOIN documents d ON d.kb_id = kb.id AND d.chunk_count > 0
 WHERE a.org_id = :org AND a.agent_id = :agent
 ORDER BY kb.created_at, kb.id, d.created_at, d.id
 """)
 
+# OpenAI rejects a function description over 1,024 characters ("string_above_max_length")
+# in Chat Completions; the Realtime API documents no limit, so it gets the same one to be
+# safe. The instructions carry the full summary either way.
+DESCRIPTION_LIMITS: dict[str, int] = {"openai-chat": 1024, "openai-realtime": 1024}
+SUMMARY_BUDGET = 1500
+
+
+def check_tool_prompts(prompts: PromptLibrary) -> None:
+    """At start-up: every variant's tool description leaves room for a summary."""
+    for variant in prompts.variants:
+        bare = len(prompts.get(variant).tool_description(knowledge_summary=""))
+        for fmt, limit in DESCRIPTION_LIMITS.items():
+            if limit - bare < 100:
+                raise ValueError(
+                    f"prompt variant {variant!r}: tool.description.md takes {bare} of the {limit} "
+                    f"characters a {fmt} function description may have; shorten it"
+                )
+
 
 class ToolService:
-    def __init__(self, session: AsyncSession, org_id: uuid.UUID, prompts: PromptLibrary) -> None:
+    def __init__(
+        self,
+        session: AsyncSession,
+        org_id: uuid.UUID,
+        prompts: PromptLibrary,
+        default_variant: str | None = None,
+    ) -> None:
         self.session = session
         self.org_id = org_id
         self.prompts = prompts
+        self.default_variant = default_variant
 
     async def topics(self, agent_id: uuid.UUID) -> list[KnowledgeBaseInfo]:
         rows = (await self.session.execute(AGENT_TOPICS_SQL, {"org": self.org_id, "agent": agent_id})).all()
@@ -38,15 +66,28 @@ class ToolService:
         return [KnowledgeBaseInfo(title=t, description=d, documents=docs) for t, d, docs in kbs.values()]
 
     async def tool(self, agent_id: uuid.UUID, fmt: ToolFormat, variant: str | None = None) -> dict[str, Any]:
-        prompt = self.prompts.get(variant)
-        summary = knowledge_summary(await self.topics(agent_id))
+        """The declaration and instructions in the prompt variant that answers for the agent:
+        `variant`, else the agent's own setting, else the configured default."""
+        if variant is None:
+            variant = await AgentRepository(self.session, self.org_id).prompt_variant(agent_id)
+        prompt = self.prompts.get_or_default(variant or self.default_variant)
+        topics = await self.topics(agent_id)
+        summary = knowledge_summary(topics, budget_chars=SUMMARY_BUDGET)
         return {
             "format": fmt,
             "tool": tool_definition(
                 fmt,
-                description=prompt.tool_description(knowledge_summary=summary),
+                description=_description(prompt, topics, summary, DESCRIPTION_LIMITS.get(fmt)),
                 query_description=prompt.query_parameter_description,
             ),
             "instructions": prompt.agent_instructions(knowledge_summary=summary),
             "prompt_version": prompt.version,
         }
+
+
+def _description(prompt: PromptSet, topics: list[KnowledgeBaseInfo], summary: str, limit: int | None) -> str:
+    description = prompt.tool_description(knowledge_summary=summary)
+    if limit is None or len(description) <= limit:
+        return description
+    room = limit - len(prompt.tool_description(knowledge_summary=""))
+    return prompt.tool_description(knowledge_summary=knowledge_summary(topics, budget_chars=room))

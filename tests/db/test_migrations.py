@@ -118,3 +118,36 @@ def test_512_dimension_chunk_rows_hold_only_their_embedding(scratch_url):
     # With the tsvector inline (0003, 0004): only the text moves out, two rows a page.
     assert asyncio.run(_rows_per_page(scratch_url, 512)) == {"rows_per_page": 2.0, "toasted_per_row": 1.0}
     upgrade(scratch_url)
+
+
+async def _exec(url: str, *statements: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in statements[:-1]:
+            await conn.execute(statement)
+        return await conn.fetch(statements[-1])
+    finally:
+        await conn.close()
+
+
+def test_0006_registers_every_assigned_agent(scratch_url):
+    upgrade(scratch_url, "0005")
+    org, kb = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"
+    agent, tuned = "00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000a2"
+    asyncio.run(
+        _exec(
+            scratch_url,
+            f"INSERT INTO organisations (id, name) VALUES ('{org}', 'Acme')",
+            f"INSERT INTO knowledge_bases (id, org_id, title) VALUES ('{kb}', '{org}', 'FAQ')",
+            f"INSERT INTO agent_assignments (kb_id, agent_id, org_id) VALUES ('{kb}', '{agent}', '{org}'),"
+            f" ('{kb}', '{tuned}', '{org}')",
+            f"INSERT INTO agents (org_id, agent_id, prompt_variant) VALUES ('{org}', '{tuned}', 'concise')",
+            "SELECT 1",
+        )
+    )
+    upgrade(scratch_url)
+    rows = asyncio.run(
+        _exec(scratch_url, "SELECT agent_id::text, prompt_variant FROM agents ORDER BY agent_id")
+    )
+    # The new agent is registered; the one with a setting keeps it.
+    assert [(r["agent_id"], r["prompt_variant"]) for r in rows] == [(agent, None), (tuned, "concise")]

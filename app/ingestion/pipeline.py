@@ -23,6 +23,7 @@ from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
 from app.observability.metrics import INGESTION_JOBS, INGESTION_QUEUE, PROVIDER_ERRORS
+from app.query.repository import PRUNE_ANSWER_CACHE_SQL
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class Ingestor:
             await conn.execute(sql.GIVE_UP_SQL, self.settings.max_attempts)
             await conn.execute(sql.DUE_SYNC_SQL)
             await conn.execute(PRUNE_RATE_COUNTERS_SQL)
+            await conn.execute(PRUNE_ANSWER_CACHE_SQL)
             for row in await conn.fetch(sql.QUEUE_DEPTH_SQL):
                 INGESTION_QUEUE.labels(row["status"]).set(row["n"])
             if embedder_key:

@@ -1,5 +1,5 @@
-"""Agents known to an organisation, the tool declaration's variant and size, and the
-answer-cache key's settings (commit eea6148)."""
+"""Agents known to an organisation, the tool declaration's variant and size, the
+answer cache's key and pruning, and start-up checks of the query settings."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from app.config import Settings
 from app.main import create_app
 from app.prompting import PromptLibrary
 from app.query.tooling import check_tool_prompts
-from tests.conftest import fake_resolver
+from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import create_kb, create_text_doc
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings
 
@@ -257,3 +257,19 @@ async def test_the_embedding_timeout_leaves_half_the_deadline(settings: Settings
         assert app.state.query_service.embed_timeout_s == 0.5
     async with AsyncTestClient(app=create_app(settings, database_url=database_url, run_workers=False)) as c:
         assert c.app.state.query_service.embed_timeout_s == 0.8
+
+
+async def test_maintenance_prunes_expired_answers(app, client, org, faq_agent, engine):
+    for question in ("Where can I park?", "When are you open?"):
+        assert (await _ask(client, org.headers, faq_agent["agent"], question)).json()["cached"] is False
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE answer_cache SET expires_at = now() - interval '1 second'"
+                " WHERE response->>'answer' LIKE '%parking%'"
+            )
+        )
+    await make_ingestor(app, engine).maintenance()
+    async with engine.connect() as conn:
+        left = (await conn.execute(text("SELECT response->>'answer' AS answer FROM answer_cache"))).all()
+    assert [r.answer for r in left] == ["The practice is open Monday to Friday from 9 AM to 5 PM."]

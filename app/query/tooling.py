@@ -14,12 +14,20 @@ from app.query.tool import DocumentInfo, KnowledgeBaseInfo, ToolFormat, knowledg
 
 # The agent's KBs and the documents that answer (those with chunks: ready ones, and ones
 # whose new version is pending or failed while their previous chunks stay live), in one
-# statement, scoped to the organisation.
-AGENT_TOPICS_SQL = text("""
+# statement, scoped to the organisation. The summary's budget holds about a hundred titles
+# in all, so no more than that is read per KB: an agent over 100,000 documents would
+# otherwise load them all and take half a second to summarise them.
+DOCUMENTS_PER_KB = 100
+AGENT_TOPICS_SQL = text(f"""
 SELECT kb.id, kb.title, kb.description, d.title AS doc_title, d.description AS doc_description
 FROM agent_assignments a
 JOIN knowledge_bases kb ON kb.id = a.kb_id AND kb.org_id = a.org_id
-LEFT JOIN documents d ON d.kb_id = kb.id AND d.chunk_count > 0
+LEFT JOIN LATERAL (
+    SELECT title, description, created_at, id FROM documents
+    WHERE kb_id = kb.id AND chunk_count > 0
+    ORDER BY created_at, id
+    LIMIT {DOCUMENTS_PER_KB}
+) d ON true
 WHERE a.org_id = :org AND a.agent_id = :agent
 ORDER BY kb.created_at, kb.id, d.created_at, d.id
 """)

@@ -16,7 +16,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.main import create_app
 from app.prompting import PromptLibrary
-from app.query.tooling import check_tool_prompts
+from app.query.tooling import ToolService, check_tool_prompts
 from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import create_kb, create_text_doc
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings
@@ -139,10 +139,10 @@ async def test_openai_descriptions_stay_within_1024_characters(client, org, engi
     async with engine.begin() as conn:
         await conn.execute(
             text(
-                "INSERT INTO documents (id, org_id, kb_id, title, description, status, source_kind, chunk_count)"
-                " SELECT gen_random_uuid(), :org, :kb, 'Procedure ' || i || ' for patients',"
-                " 'How step ' || i || ' of the treatment goes', 'ready', 'text', 3"
-                " FROM generate_series(1, 40) AS i"
+                "INSERT INTO documents (id, org_id, kb_id, title, description, status, source_kind, chunk_count,"
+                " created_at) SELECT gen_random_uuid(), :org, :kb, 'Procedure ' || i || ' for patients',"
+                " 'How step ' || i || ' of the treatment goes', 'ready', 'text', 3,"
+                " now() - make_interval(secs => 40 - i) FROM generate_series(1, 40) AS i"
             ),
             {"org": org.id, "kb": uuid.UUID(kb["id"])},
         )
@@ -273,3 +273,23 @@ async def test_maintenance_prunes_expired_answers(app, client, org, faq_agent, e
     async with engine.connect() as conn:
         left = (await conn.execute(text("SELECT response->>'answer' AS answer FROM answer_cache"))).all()
     assert [r.answer for r in left] == ["The practice is open Monday to Friday from 9 AM to 5 PM."]
+
+
+async def test_topics_read_at_most_a_hundred_documents_per_kb(client, org, engine, sessionmaker):
+    kb = await create_kb(client, org.headers, "Handbook")
+    agent = str(uuid.uuid4())
+    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO documents (id, org_id, kb_id, title, status, source_kind, chunk_count, created_at)"
+                " SELECT gen_random_uuid(), :org, :kb, 'Doc ' || i, 'ready', 'text', 1,"
+                " now() - make_interval(secs => 1000 - i) FROM generate_series(1, 120) AS i"
+            ),
+            {"org": org.id, "kb": uuid.UUID(kb["id"])},
+        )
+    async with sessionmaker() as session:
+        topics = await ToolService(session, org.id, PromptLibrary.load(PROJECT_PROMPTS)).topics(
+            uuid.UUID(agent)
+        )
+    assert [d.title for d in topics[0].documents] == [f"Doc {i}" for i in range(1, 101)]

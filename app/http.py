@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypeVar
 
+import msgspec
 from litestar import Request
-from litestar.datastructures import State
-from litestar.params import QueryParameter
+from litestar.datastructures import FormMultiDict, State
+from litestar.enums import RequestEncodingType
+from litestar.exceptions import ClientException, SerializationException
+from litestar.handlers import HTTPRouteHandler
+from litestar.params import BodyKwarg, QueryParameter
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal
-from app.errors import BadRequest, ValidationFailed
+from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,11 +44,120 @@ def field_errors(exc: ValidationError) -> list[dict[str, str]]:
     ]
 
 
+NOT_UTF8 = "the request body is not valid UTF-8"
+TOO_DEEP = "the request body is nested too deeply"
+BODY_REQUIRED = "the request body is required"
+NOT_JSON_MEDIA_TYPE = "Content-Type must be application/json"
+
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or the latter alone.
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def json_error(raw: bytes, exc: BaseException) -> BadRequest:
+    """The 400 for a JSON body msgspec could not decode, saying why in words a client can act on."""
+    if isinstance(exc, UnicodeDecodeError):
+        return BadRequest(NOT_UTF8)
+    if isinstance(exc, RecursionError):
+        return BadRequest(TOO_DEEP)
+    # msgspec says "Input data was truncated" for an unpaired surrogate escape too: a string
+    # no UTF-8 can carry. Other syntax errors keep the one message clients already match.
+    if str(exc) == "Input data was truncated" and _LONE_SURROGATE.search(raw):
+        return BadRequest(
+            "the request body is not valid JSON: a string holds an unpaired surrogate escape "
+            "(\\ud800-\\udfff), which is not text UTF-8 can carry"
+        )
+    return BadRequest("the request body is not valid JSON")
+
+
 def parse_json(raw: bytes) -> Any:
+    """Decode a JSON body read by the handler itself, as ``ApiRequest.json`` does the others."""
+    if not raw.strip():
+        raise BadRequest(BODY_REQUIRED)
+    # json.loads, used here before, tolerated a UTF-8 byte-order mark (RFC 8259 allows it).
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest("the request body is not valid JSON") from exc
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise json_error(raw, exc) from exc
+
+
+class ApiRequest(Request[Any, Any, Any]):
+    """Litestar's request, with body decoding failures answered as 4xx in this service's words.
+
+    msgspec raises ``UnicodeDecodeError`` for invalid UTF-8 in a string and ``RecursionError``
+    for deeply nested arrays or objects, and Litestar's multipart parser ``UnicodeDecodeError``
+    or ``LookupError`` for a form field it cannot decode: all reached the 500 handler. They are
+    caught here, around the decoding alone, so the same errors raised anywhere else stay 500s.
+    """
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except (SerializationException, UnicodeDecodeError, RecursionError) as exc:
+            cause = exc.__cause__ if isinstance(exc, SerializationException) and exc.__cause__ else exc
+            raise json_error(await self.body(), cause) from exc
+
+    async def form(self) -> FormMultiDict:
+        try:
+            return await super().form()
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"{NOT_UTF8} (in a form field)") from exc
+        except LookupError as exc:
+            raise BadRequest("a form field names an unknown charset") from exc
+        except ClientException as exc:
+            # Litestar reports a parser limit (parts, part headers) as a 400 "Request Entity
+            # Too Large"; answer 413 and say which limit.
+            if exc.detail != "Request Entity Too Large":
+                raise
+            reason = str(exc.__context__ or "")
+            if "segment count" in reason:
+                detail = f"the form has more than {self.app.multipart_form_part_limit} parts"
+            else:
+                detail = "a form part's headers are too long or too many"
+            raise PayloadTooLarge(detail) from exc
+
+
+def _json_media_type(media_type: str) -> bool:
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def _json_body_optional(handler: HTTPRouteHandler) -> bool | None:
+    """Whether the handler's ``data`` is an optional JSON body; None if it takes no JSON body."""
+    field = handler.parsed_fn_signature.parameters.get("data")
+    if field is None:
+        return None
+    kwarg = field.kwarg_definition
+    if isinstance(kwarg, BodyKwarg) and kwarg.media_type != RequestEncodingType.JSON:
+        return None
+    return field.is_optional
+
+
+async def require_json_body(request: Request[Any, Any, Any]) -> None:
+    """``before_request`` for every route: a handler taking a JSON ``data`` body is sent one.
+
+    Another media type is a 415 (Litestar would parse text/plain or no Content-Type as JSON,
+    and answer XML or a form with "JSON is malformed"); no body at all is a 400, rather than a
+    422 naming the handler's parameter. Handlers reading the body themselves (document upload)
+    and bodiless routes are left alone. Runs after authentication and guards.
+    """
+    optional = _json_body_optional(request.route_handler)
+    if optional is None:
+        return None
+    media_type = request.content_type[0]
+    if media_type and not _json_media_type(media_type):
+        raise UnsupportedMediaType(NOT_JSON_MEDIA_TYPE)
+    if not await request.body():
+        if optional:
+            return None
+        raise BadRequest(BODY_REQUIRED)
+    if not media_type:
+        raise UnsupportedMediaType(NOT_JSON_MEDIA_TYPE)
+    return None
 
 
 def validate_obj(model: type[M], obj: Any) -> M:

@@ -33,7 +33,7 @@ from app.documents.endpoints import DocumentController
 from app.embeddings.factory import build_embedder
 from app.exception_handlers import HANDLERS
 from app.health import health, ready
-from app.http import provide_principal, provide_session
+from app.http import ApiRequest, provide_principal, provide_session, require_json_body
 from app.ingestion.fetch import Fetcher, Resolver, validate_url
 from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
@@ -182,6 +182,10 @@ def create_app(
             ApiKeyAuthMiddleware(),
         ],
         exception_handlers=HANDLERS,
+        # Body decoding failures (bad UTF-8, deep nesting, form limits) are 4xx, not 500s;
+        # JSON routes refuse other media types (415) and a missing body (400).
+        request_class=ApiRequest,
+        before_request=require_json_body,
         lifespan=[lifespan],
         state=state,
         request_max_body_size=settings.limits.max_upload_bytes + 64 * 1024,

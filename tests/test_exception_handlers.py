@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 import pytest
-from litestar import get
+from litestar import get, post
+from litestar.params import JSONBody
 from litestar.testing import create_test_client
 
 from app.exception_handlers import HANDLERS
+from app.http import ApiRequest, require_json_body
 
 
 @pytest.mark.parametrize(
@@ -40,3 +44,25 @@ def test_other_errors_are_500_without_details() -> None:
         r = client.get("/boom")
     assert r.status_code == 500
     assert r.json() == {"error": "internal_error", "detail": "an internal error occurred; it has been logged"}
+
+
+@pytest.mark.parametrize(
+    "exc", [RecursionError("deep"), UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")]
+)
+def test_decode_errors_outside_body_decoding_stay_500(exc: Exception) -> None:
+    """ApiRequest turns RecursionError and UnicodeDecodeError into 400s only around the body's
+    decoding: the same errors from a handler are bugs, and stay 500s."""
+
+    @post("/boom", sync_to_thread=False)
+    def boom(data: JSONBody[dict[str, Any]]) -> None:
+        raise exc
+
+    with create_test_client(
+        [boom], exception_handlers=HANDLERS, request_class=ApiRequest, before_request=require_json_body
+    ) as client:
+        r = client.post("/boom", json={"a": 1})
+        assert r.status_code == 500
+        deep = client.post(
+            "/boom", content=b"[" * 5000 + b"]" * 5000, headers={"Content-Type": "application/json"}
+        )
+        assert (deep.status_code, deep.json()["detail"]) == (400, "the request body is nested too deeply")

@@ -149,6 +149,12 @@ async def _upload(
         raise ValidationFailed(
             "a multipart upload needs a 'file' field", extra=[{"field": "file", "message": "required"}]
         )
+    if upload.filename and "\x00" in upload.filename:
+        # The name is stored (and may become the title): PostgreSQL text cannot hold NUL.
+        raise ValidationFailed(
+            "invalid request body: file",
+            extra=[{"field": "file", "message": "the file name must not contain NUL characters"}],
+        )
     meta = validate_obj(
         _UploadMeta,
         {

@@ -6,8 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from app.schemas import Description, Input, LongTitle
+from app.schemas import Description, Input, LongTitle, Url
 
+# Content is stored as bytes and cleaned by extraction, so NUL is accepted here (unlike
+# the short text fields, see app.schemas.NoNul).
 Content = Annotated[str, StringConstraints(min_length=1)]
 
 
@@ -19,7 +21,7 @@ class DocumentCreateText(Input):
 
 
 class DocumentCreateUrl(Input):
-    url: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2048)]
+    url: Url
     title: LongTitle | None = None
     description: Description = ""
     sync_interval_s: int | None = Field(None, ge=0, le=30 * 86_400, description="0 = never re-sync")

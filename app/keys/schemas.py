@@ -2,16 +2,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, StringConstraints
+from pydantic import BaseModel
 
-from app.schemas import Input
+from app.schemas import Input, Name
 
 
 class ApiKeyCreate(Input):
     role: Literal["admin", "query"]
-    name: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+    name: Name = ""
 
 
 class ApiKeyRead(BaseModel):

@@ -1,18 +1,39 @@
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 
 from app.schemas import Input
 
 Status = Literal["answered", "not_found", "unavailable"]
 
+# C0 control characters but tab and newline: NUL cannot be stored (the query log would
+# lose the call) and none of them means anything in a spoken question.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")
+
+
+def strip_controls(value: object) -> object:
+    """A caller's transcription glitch is dropped, and the question still answered; a question
+    of nothing else is then empty (422, as any empty question)."""
+    if isinstance(value, str) and _CONTROL.search(value):
+        return _CONTROL.sub("", value)
+    return value
+
+
+# The BeforeValidator comes last, so it runs first: the constraints see the cleaned text.
+Question = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=2000),
+    BeforeValidator(strip_controls),
+]
+
 
 class QueryRequest(Input):
-    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+    query: Question
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None = Field(
         None, description="Prompt variant to use (debug mode only)."
     )

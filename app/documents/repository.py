@@ -11,6 +11,7 @@ from sqlalchemy.orm import undefer
 from sqlalchemy.sql import Select
 
 from app.documents.models import Document
+from app.organisations.models import Organisation
 
 
 class DocumentRepository:
@@ -50,6 +51,17 @@ class DocumentRepository:
             )
         )
         return int(total or 0)
+
+    async def lock_storage(self) -> None:
+        """Lock the organisation's row until commit: the storage quota is a sum over all its
+        documents, so checking it and then storing is only safe while no other request of the
+        organisation does the same. NO KEY UPDATE leaves foreign-key checks (KEY SHARE) of
+        inserts elsewhere in the organisation unblocked."""
+        await self.session.execute(
+            select(Organisation.id)  # type: ignore[call-overload]
+            .where(Organisation.id == self.org_id)
+            .with_for_update(key_share=True)
+        )
 
     def add(self, doc: Document) -> None:
         doc.org_id = self.org_id

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,9 +85,13 @@ class Ingestor:
         self._pdf_slots = asyncio.Semaphore(max(1, settings.parse_concurrency))
 
     async def claim(self, limit: int = 1) -> list[ClaimedDocument]:
+        # Each claim gets its own lease token: the loops of one pool share ``owner``, and a
+        # document re-queued by an edit may be taken again by this pool while the loop on the
+        # old version still runs; fencing by owner alone would let that loop write stale chunks.
+        lease = f"{self.owner}/{uuid.uuid4().hex[:12]}"
         async with raw_connection(self.engine) as conn:
             rows = await conn.fetch(
-                sql.CLAIM_SQL, self.owner, self.settings.lease_s, self.settings.max_attempts, limit
+                sql.CLAIM_SQL, lease, self.settings.lease_s, self.settings.max_attempts, limit
             )
         return [ClaimedDocument.from_row(r) for r in rows]
 
@@ -124,7 +129,7 @@ class Ingestor:
             return await self._retry_or_fail(doc, str(exc))
         except QuotaWait as exc:
             async with raw_connection(self.engine) as conn:
-                await conn.execute(sql.WAIT_QUOTA_SQL, doc.id, self.owner, str(exc))
+                await conn.execute(sql.WAIT_QUOTA_SQL, doc.id, doc.lease, str(exc))
             return Outcome("retry", str(exc))
         except Exception as exc:
             # The worker must outlive any document; unknown errors count as attempts.
@@ -141,7 +146,7 @@ class Ingestor:
             await asyncio.sleep(interval)
             try:
                 async with raw_connection(self.engine) as conn:
-                    renewed = await conn.execute(sql.RENEW_SQL, doc.id, self.owner, self.settings.lease_s)
+                    renewed = await conn.execute(sql.RENEW_SQL, doc.id, doc.lease, self.settings.lease_s)
             except Exception:  # noqa: BLE001 - a missed renewal is retried at the next beat
                 log.warning("could not renew lease on %s", doc.id)
                 continue
@@ -230,7 +235,7 @@ class Ingestor:
                 bytes(r["text_hash"]): r["embedding"]
                 for r in await conn.fetch(sql.CACHE_GET_SQL, key, hashes)
             }
-            await conn.execute(sql.PROGRESS_SQL, doc.id, self.owner, len(cached), len(chunks))
+            await conn.execute(sql.PROGRESS_SQL, doc.id, doc.lease, len(cached), len(chunks))
         missing = [i for i, h in enumerate(hashes) if h not in cached]
         done = len(chunks) - len(missing)
         if missing and self.quota_tokens_per_day > 0:
@@ -262,7 +267,7 @@ class Ingestor:
             done += len(part)
             async with raw_connection(self.engine) as conn:
                 await conn.execute(sql.CACHE_PUT_SQL, key, [hashes[i] for i in part], texts)
-                status = await conn.execute(sql.PROGRESS_SQL, doc.id, self.owner, done, len(chunks))
+                status = await conn.execute(sql.PROGRESS_SQL, doc.id, doc.lease, done, len(chunks))
             if status.endswith(" 0"):
                 raise LeaseLost
         return [cached[h] for h in hashes]
@@ -284,7 +289,7 @@ class Ingestor:
         # One transaction: the old chunks answer until the new ones replace them, and a
         # worker that lost its lease writes nothing (the row lock fences it).
         async with raw_connection(self.engine) as conn, conn.transaction():
-            old_count = await conn.fetchval(sql.LOCK_LEASED_SQL, doc.id, self.owner)
+            old_count = await conn.fetchval(sql.LOCK_LEASED_SQL, doc.id, doc.lease)
             if old_count is None:
                 raise LeaseLost
             await conn.execute(sql.DELETE_CHUNKS_SQL, doc.id)
@@ -302,7 +307,7 @@ class Ingestor:
             await conn.execute(
                 sql.FINISH_READY_SQL,
                 doc.id,
-                self.owner,
+                doc.lease,
                 len(rows),
                 text,
                 title,
@@ -318,12 +323,12 @@ class Ingestor:
 
     async def _unchanged(self, doc: ClaimedDocument, etag: str | None, last_modified: str | None) -> Outcome:
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.FINISH_UNCHANGED_SQL, doc.id, self.owner, etag, last_modified)
+            await conn.execute(sql.FINISH_UNCHANGED_SQL, doc.id, doc.lease, etag, last_modified)
         return Outcome("unchanged")
 
     async def _fail(self, doc: ClaimedDocument, reason: str) -> Outcome:
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.FAIL_SQL, doc.id, self.owner, reason[:2000])
+            await conn.execute(sql.FAIL_SQL, doc.id, doc.lease, reason[:2000])
         log.info("document %s failed: %s", doc.id, reason)
         return Outcome("failed", reason)
 
@@ -332,5 +337,5 @@ class Ingestor:
             return await self._fail(doc, f"{reason} (gave up after {doc.attempts} attempts)")
         backoff = min(300.0, 2.0 * 4 ** (doc.attempts - 1))
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.RETRY_LATER_SQL, doc.id, self.owner, reason[:2000], backoff)
+            await conn.execute(sql.RETRY_LATER_SQL, doc.id, doc.lease, reason[:2000], backoff)
         return Outcome("retry", reason)

@@ -28,9 +28,9 @@ SET status = 'processing', attempts = d.attempts + 1, lease_owner = $1,
     updated_at = now()
 FROM picked, knowledge_bases kb
 WHERE d.id = picked.id AND kb.id = d.kb_id
-RETURNING d.id, d.org_id, d.kb_id, d.title, d.source_kind, d.source_url, d.file_name, d.original,
-          d.content_hash, d.chunk_count, d.attempts, d.etag, d.last_modified, d.sync_interval_s,
-          d.status, kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
+RETURNING d.id, d.lease_owner AS lease, d.org_id, d.kb_id, d.title, d.source_kind, d.source_url,
+          d.file_name, d.original, d.content_hash, d.chunk_count, d.attempts, d.etag, d.last_modified,
+          d.sync_interval_s, d.status, kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
 """
 
 # A job whose worker died more often than allowed is not retried forever.
@@ -161,6 +161,7 @@ QUEUE_DEPTH_SQL = "SELECT status, count(*) AS n FROM documents GROUP BY status"
 @dataclass(slots=True)
 class ClaimedDocument:
     id: uuid.UUID
+    lease: str  # this claim's token in lease_owner: every write that finishes the job is fenced by it
     org_id: uuid.UUID
     kb_id: uuid.UUID
     title: str

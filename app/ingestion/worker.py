@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 RELEASE_SQL = """
 UPDATE documents
 SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, attempts = greatest(attempts - 1, 0)
-WHERE lease_owner = $1 AND status = 'processing'
+WHERE starts_with(lease_owner, $1 || '/') AND status = 'processing'
 """
 
 

@@ -37,12 +37,25 @@ class ApiKeyRepository:
         )
         return result
 
-    async def active_admin_count(self) -> int:
-        stmt = self._scoped(select(func.count()).select_from(ApiKey)).where(
-            ApiKey.role == "admin",  # type: ignore[arg-type]
-            ApiKey.revoked_at.is_(None),  # type: ignore[union-attr]
+    async def lock_active_admins(self) -> list[uuid.UUID]:
+        """Lock the organisation's active admin keys until commit; their ids.
+
+        Without the lock, revocations checked the count concurrently, each saw another admin
+        key left, and a ring of admins revoking one another left the organisation with none.
+        Revocations now queue on these rows; after the wait PostgreSQL re-checks each row, so
+        a key revoked meanwhile is no longer counted. Id order keeps two lockers from
+        deadlocking.
+        """
+        stmt = (
+            self._scoped(select(ApiKey.id))  # type: ignore[call-overload]
+            .where(
+                ApiKey.role == "admin",  # type: ignore[arg-type]
+                ApiKey.revoked_at.is_(None),  # type: ignore[union-attr]
+            )
+            .order_by(ApiKey.id)  # type: ignore[arg-type]
+            .with_for_update()
         )
-        return int(await self.session.scalar(stmt) or 0)
+        return list(await self.session.scalars(stmt))
 
     def add(self, key: ApiKey) -> None:
         key.org_id = self.org_id

@@ -67,9 +67,16 @@ class ApiKeyService:
         key = await self.repo.get(key_id)
         if key is None or key.revoked_at is not None:
             raise NotFound("API key not found")
-        if key.role == "admin" and await self.repo.active_admin_count() <= 1:
-            raise Conflict("this is the organisation's last admin key; create another admin key first")
-        await self.repo.revoke(key_id, utcnow())
+        if key.role == "admin":
+            # Locked until commit, so concurrent revocations cannot all pass the check and
+            # leave the organisation without an admin key.
+            admins = await self.repo.lock_active_admins()
+            if key_id not in admins:
+                raise NotFound("API key not found")  # revoked while this request waited
+            if len(admins) <= 1:
+                raise Conflict("this is the organisation's last admin key; create another admin key first")
+        if not await self.repo.revoke(key_id, utcnow()):
+            raise NotFound("API key not found")  # a query key revoked by a concurrent request
         await self.session.commit()
 
 

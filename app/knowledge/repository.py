@@ -58,6 +58,13 @@ class KnowledgeRepository:
         result: KnowledgeBase | None = await self.session.scalar(stmt)
         return result
 
+    async def lock(self, kb_id: uuid.UUID) -> bool:
+        """Lock the KB's row until commit, so per-KB counts checked before an insert stay true;
+        False when there is no such KB. NO KEY UPDATE, not UPDATE: the foreign-key checks of
+        its documents' and chunks' inserts (KEY SHARE) are not held up."""
+        stmt = self._scoped(select(KB.c.id)).where(KB.c.id == kb_id).with_for_update(key_share=True)
+        return bool(await self.session.scalar(stmt))
+
     async def exists(self, kb_id: uuid.UUID) -> bool:
         return bool(await self.session.scalar(self._scoped(select(KB.c.id)).where(KB.c.id == kb_id)))
 

@@ -55,11 +55,12 @@ async def llm(database_url, settings, respx_mock):
 async def online_llm(database_url, settings, respx_mock):
     """Like ``llm``, with OpenAI embeddings as well (mock them at OPENAI_BASE/embeddings)."""
 
-    def build(**query):
+    def build(*, embed_timeout_s=None, **query):
         online = llm_settings(settings, **query)
-        online = online.model_copy(
-            update={"embedding": online.embedding.model_copy(update={"provider": "openai"})}
-        )
+        embedding = {"provider": "openai"}
+        if embed_timeout_s is not None:
+            embedding["query_timeout_s"] = embed_timeout_s
+        online = online.model_copy(update={"embedding": online.embedding.model_copy(update=embedding)})
         return create_app(online, database_url=database_url, resolver=fake_resolver, run_workers=False)
 
     return build
@@ -95,20 +96,26 @@ async def test_sends_model_prompt_chunks_and_limits(llm, org, engine, respx_mock
     assert "The practice is open Monday to Friday from 9 am to 5 pm." in user["content"]
     assert 'title="Practice FAQ"' in user["content"]
     assert user["content"].count("<source ") == 4
-    # The SDK's retries are off and the request carries a timeout inside the deadline.
+    # The request carries the time left of the deadline, less the slice kept for the
+    # fallback answer (service._generate). That retries are off is proven by the failure
+    # test's call count (test_model_failure_degrades_to_top_chunk).
     request = route.calls[0].request
-    assert request.headers["x-stainless-retry-count"] == "0"
-    assert 0 < float(request.headers["x-stainless-read-timeout"]) <= 4.0
+    assert 0 < float(request.headers["x-stainless-read-timeout"]) <= app.state.settings.query.deadline_s - 0.1
 
 
 async def test_model_saying_not_found_is_not_found(llm, org, engine, respx_mock):
-    respx_mock.post(CHAT).mock(return_value=chat_reply("NOT_FOUND"))
+    route = respx_mock.post(CHAT).mock(return_value=chat_reply("NOT_FOUND"))
     app = llm()
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         body = await _ask(c, org, agent, "Do you accept cheques as payment?")
     assert body["status"] == "not_found"
     assert body["answer"] == "I'm sorry, I don't have that information."
+    assert route.call_count == 1
+    user = sent_json(route)["messages"][1]
+    assert user["role"] == "user"
+    assert "Do you accept cheques as payment?" in user["content"]
+    assert "We accept cash, debit cards and credit cards." in user["content"]
 
 
 async def test_low_confidence_skips_the_model(llm, org, engine, respx_mock):
@@ -138,6 +145,12 @@ async def test_model_failure_degrades_to_top_chunk(llm, org, engine, respx_mock,
         body = await _ask(c, org, agent, "Where can I park my car?")
         again = await _ask(c, org, agent, "Where can I park my car?")
     assert route.call_count == 2  # one call per request, no retry storm, degraded answers are not cached
+    for i in (0, 1):
+        sent = sent_json(route, i)
+        assert sent["model"] == "gpt-4o-mini"
+        user = sent["messages"][1]["content"]
+        assert "Where can I park my car?" in user
+        assert "Free parking is available behind the building, entrance on Elm Street." in user
     assert body["status"] == "answered"
     assert body["degraded"] is True
     assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."
@@ -146,8 +159,10 @@ async def test_model_failure_degrades_to_top_chunk(llm, org, engine, respx_mock,
 
 async def test_stalled_model_is_abandoned_at_the_deadline(llm, org, engine, respx_mock):
     cancelled = asyncio.Event()
+    sent: list[httpx.Request] = []  # respx records a call only when its side effect returns
 
     async def stall(request):
+        sent.append(request)
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -160,6 +175,12 @@ async def test_stalled_model_is_abandoned_at_the_deadline(llm, org, engine, resp
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         body = await _ask(c, org, agent, "Where can I park my car?")
+    assert len(sent) == 1
+    request = json.loads(sent[0].content)
+    assert request["model"] == "gpt-4o-mini"
+    user = request["messages"][1]["content"]
+    assert "Where can I park my car?" in user
+    assert "Free parking is available behind the building, entrance on Elm Street." in user
     assert body["status"] == "answered"
     assert body["degraded"] is True
     assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."
@@ -208,14 +229,35 @@ async def test_debug_returns_exact_messages(llm, org, engine, respx_mock):
 
 
 async def test_answers_are_cached_per_prompt_and_model(llm, org, engine, respx_mock):
+    """A cached answer is reused for the same question, prompt variant and model only: the
+    agent's switch to another variant, or a process answering with another model, asks the
+    model again."""
     route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
     app = llm()
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         first = await _ask(c, org, agent, "Where can I park?")
         second = await _ask(c, org, agent, "Where can I park?")
-    assert (first["cached"], second["cached"]) == (False, True)
-    assert route.call_count == 1
+        assert (first["cached"], second["cached"]) == (False, True)
+        assert route.call_count == 1
+        r = await c.put(
+            f"/api/agents/{agent}/settings", json={"prompt_variant": "concise"}, headers=org.headers
+        )
+        assert r.status_code == 200, r.text
+        concise = await _ask(c, org, agent, "Where can I park?")
+        concise_again = await _ask(c, org, agent, "Where can I park?")
+    assert (concise["cached"], concise_again["cached"]) == (False, True)
+    assert route.call_count == 2
+    default_sent, concise_sent = sent_json(route, 0), sent_json(route, 1)
+    assert (default_sent["max_tokens"], concise_sent["max_tokens"]) == (200, 120)  # concise's front matter
+    assert concise_sent["messages"][0] != default_sent["messages"][0]
+    other_model = llm(llm_model="gpt-4.1-mini")
+    async with AsyncTestClient(app=other_model) as c:
+        third = await _ask(c, org, agent, "Where can I park?")
+        third_again = await _ask(c, org, agent, "Where can I park?")
+    assert (third["cached"], third_again["cached"]) == (False, True)
+    assert route.call_count == 3
+    assert sent_json(route)["model"] == "gpt-4.1-mini"
 
 
 async def test_query_embedding_failure_falls_back_to_full_text(online_llm, org, engine, respx_mock):
@@ -265,23 +307,38 @@ async def test_deadline_striking_after_retrieval_still_answers_from_the_top_chun
 
 async def test_cached_answer_does_not_wait_for_a_stalled_embedding(online_llm, org, engine, respx_mock):
     """The question's embedding is started before the agent's context is read; when the
-    answer is then found in the cache, it is abandoned, not awaited: a stalled provider
-    does not delay a cached answer."""
+    answer is then found in the cache, it is left running, not awaited: a stalled provider
+    does not delay a cached answer. The embedding may take 15 s here (half the deadline), so
+    a reply that waited for it would come with the embedding finished, not still pending."""
     embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
     chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
-    app = online_llm(deadline_s=1.0)
+    app = online_llm(deadline_s=30.0, embed_timeout_s=30.0)
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
         first = await _ask(c, org, agent, "Where can I park?")
         # Another process (or a restart) would not have the question's vector in memory.
         app.state.query_service.embed_cache = EmbeddingLRU()
         never = asyncio.Event()
+        stalled_requests: list[httpx.Request] = []  # respx records a call only once it returns
 
         async def stalled(request):
+            stalled_requests.append(request)
             await never.wait()
 
         embed_route.mock(side_effect=stalled)
         second = await _ask(c, org, agent, "Where can I park?")
+        service = app.state.query_service
+        assert service.embed_timeout_s == 15.0
+        # The reply came while the question's embedding was still under way: it is kept in
+        # the background (to land in the LRU), neither awaited nor cancelled.
+        pending = list(service._background)
+        assert len(pending) == 1
+        assert not pending[0].done()
+        for _ in range(500):  # the request reaches the provider on the app's own loop
+            if stalled_requests:
+                break
+            await asyncio.sleep(0.01)
+        assert [json.loads(r.content)["input"] for r in stalled_requests] == [["where can i park"]]
     assert (first["status"], first["cached"]) == ("answered", False)
     assert (second["status"], second["cached"], second["answer"]) == (
         "answered",
@@ -289,8 +346,6 @@ async def test_cached_answer_does_not_wait_for_a_stalled_embedding(online_llm, o
         "Behind the building.",
     )
     assert chat_route.call_count == 1
-    # The first question's embedding was sent (whether the second's left before the cache hit
-    # depends on the event loop's order, so it is not asserted).
     assert json.loads(embed_route.calls[-1].request.content)["input"] == ["where can i park"]
 
 
@@ -391,3 +446,110 @@ async def test_a_cache_hit_keeps_the_vector_it_asked_for(online_llm, org, engine
     assert service.embed_cache.get(key) is not None
     assert embed_route.call_count == before + 1
     assert chat_route.call_count == 1
+
+
+UNAVAILABLE = "I'm sorry, I can't look that up right now. Please try again in a moment."
+
+
+async def test_no_database_connection_is_a_spoken_apology_not_an_error(
+    database_url, settings, org, engine, respx_mock
+):
+    """One pooled connection, no overflow, 0.2 s to get it, and the connection taken while
+    the call is answered (after its key was checked): the caller hears the apology (200,
+    `unavailable`), never a 500 or a 503 that would break the live call."""
+    chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
+    small = llm_settings(settings)
+    small = small.model_copy(
+        update={"db": small.db.model_copy(update={"pool_size": 1, "max_overflow": 0, "pool_timeout_s": 0.2})}
+    )
+    app = create_app(small, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        service = app.state.query_service
+        answer = service.query
+
+        async def query_with_the_pool_taken(**kwargs):
+            async with service.engine.connect():  # the pool's only connection
+                return await answer(**kwargs)
+
+        service.query = query_with_the_pool_taken
+        body = await _ask(c, org, agent, "Where can I park?")
+        service.query = answer
+        again = await _ask(c, org, agent, "Where can I park?")  # the pool is free again
+        logged = (
+            await c.get(f"/api/agents/{agent}/queries", params={"status": "unavailable"}, headers=org.headers)
+        ).json()
+    assert (body["status"], body["answer"], body["sources"], body["cached"]) == (
+        "unavailable",
+        UNAVAILABLE,
+        [],
+        False,
+    )
+    assert (again["status"], again["answer"], again["cached"]) == ("answered", "Behind the building.", False)
+    assert chat_route.call_count == 1  # the second call only
+    assert [q["id"] for q in logged["items"]] == [body["query_id"]]
+
+
+async def test_an_embedding_hung_past_the_deadline_is_a_spoken_apology(online_llm, org, engine, respx_mock):
+    """A provider call that ignores its own timeout: nothing is retrieved before the deadline
+    (retrieval waits for the vector), so the caller hears the apology at the deadline, and
+    the answering model is never asked."""
+    respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
+    chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
+    app = online_llm(deadline_s=0.5)
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        hung: list[str] = []
+        embedder = app.state.query_service.embedder
+        real_embed_query = embedder.embed_query
+
+        async def embed_query(text, *, timeout):
+            hung.append(text)
+            await asyncio.sleep(30)  # ignores its timeout, then answers
+            return await real_embed_query(text, timeout=timeout)
+
+        embedder.embed_query = embed_query
+        body = await _ask(c, org, agent, "Where can I park?")
+    assert hung == ["where can i park"]
+    assert (body["status"], body["answer"], body["sources"], body["degraded"]) == (
+        "unavailable",
+        UNAVAILABLE,
+        [],
+        False,
+    )
+    assert chat_route.call_count == 0
+
+
+async def test_a_stalled_embedding_within_the_deadline_is_answered_from_full_text(
+    online_llm, org, engine, respx_mock
+):
+    """The provider stalls; the embedding gives up at its own timeout (0.8 s, well inside the
+    2.5 s deadline) and the question is answered from BM25 alone by the answering model."""
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
+    chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building, on Elm Street."))
+    app = online_llm()
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        never = asyncio.Event()
+        stalled: list[httpx.Request] = []
+
+        async def stall(request):
+            stalled.append(request)
+            await never.wait()
+
+        embed_route.mock(side_effect=stall)
+        body = await _ask(c, org, agent, "Where can I park my car?", debug="true")
+    assert app.state.settings.query.deadline_s > 2 * app.state.settings.embedding.query_timeout_s
+    assert [json.loads(r.content)["input"] for r in stalled] == [["where can i park my car"]]
+    assert (body["status"], body["answer"], body["degraded"]) == (
+        "answered",
+        "Behind the building, on Elm Street.",
+        False,
+    )
+    assert body["debug"]["embedded"] is False
+    assert body["debug"]["candidates"][0]["section"] == "Parking"
+    assert {c["vector_rank"] for c in body["debug"]["candidates"]} == {None}
+    assert chat_route.call_count == 1
+    user = sent_json(chat_route)["messages"][1]["content"]
+    assert "Where can I park my car?" in user
+    assert "Free parking is available behind the building, entrance on Elm Street." in user

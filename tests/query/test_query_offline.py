@@ -4,6 +4,9 @@ import uuid
 
 from sqlalchemy import text
 
+from app.embeddings.base import EmbeddingError
+from app.ingestion.pipeline import Ingestor
+from app.ingestion.worker import drain
 from tests.helpers import bearer, create_kb, create_key, create_text_doc
 
 
@@ -89,15 +92,24 @@ async def test_query_key_of_another_organisation_is_404(client, org, other_org, 
 
 async def test_agent_never_sees_unassigned_kb(client, org, faq_agent, drain_queue):
     secret = await create_kb(client, org.headers, "Internal")
-    await create_text_doc(
+    salaries = await create_text_doc(
         client, org.headers, secret["id"], title="Salaries", content="The dentist earns 200000 euros a year."
     )
-    await drain_queue()
-    body = (
-        await ask(client, org.headers, faq_agent["agent"], "How much does the dentist earn a year?")
-    ).json()
+    assert await drain_queue() == {"ready": 1}
+    question = "How much does the dentist earn a year?"
+    body = (await ask(client, org.headers, faq_agent["agent"], question)).json()
     assert body["status"] == "not_found"
-    assert all(s["document_id"] == faq_agent["doc"]["id"] for s in body["sources"])
+    assert body["sources"]  # retrieval ran over the agent's own KB...
+    assert {s["document_id"] for s in body["sources"]} == {faq_agent["doc"]["id"]}  # ...and no other
+    # Positive control: an agent assigned the other KB is answered from it.
+    insider = str(uuid.uuid4())
+    r = await client.put(
+        f"/api/knowledge/{secret['id']}/agents", json={"agent_ids": [insider]}, headers=org.headers
+    )
+    assert r.status_code == 200, r.text
+    body = (await ask(client, org.headers, insider, question)).json()
+    assert (body["status"], body["answer"]) == ("answered", "The dentist earns 200000 euros a year.")
+    assert {s["document_id"] for s in body["sources"]} == {salaries["id"]}
 
 
 async def test_malformed_query_is_422(client, org, faq_agent):
@@ -157,10 +169,22 @@ async def test_every_call_is_logged_and_gaps_are_grouped(client, org, faq_agent)
 
 
 async def test_query_log_is_private_to_the_organisation(client, org, other_org, faq_agent):
-    await ask(client, org.headers, faq_agent["agent"], "Where can I park?")
-    r = await client.get(f"/api/agents/{faq_agent['agent']}/queries", headers=other_org.headers)
-    assert r.json()["total"] == 0
-    assert (await client.get("/api/knowledge-gaps", headers=other_org.headers)).json() == []
+    agent = faq_agent["agent"]
+    assert (await ask(client, org.headers, agent, "Where can I park?")).json()["status"] == "answered"
+    gap = "Do you offer teeth whitening with lasers?"
+    assert (await ask(client, org.headers, agent, gap)).json()["status"] == "not_found"
+    # The organisation's own admin sees both calls and the gap...
+    own = (await client.get(f"/api/agents/{agent}/queries", headers=org.headers)).json()
+    assert own["total"] == 2
+    own_gaps = (await client.get("/api/knowledge-gaps", headers=org.headers)).json()
+    assert [(g["question"], g["count"]) for g in own_gaps] == [(gap, 1)]
+    # ...another organisation's admin sees none of them.
+    r = await client.get(f"/api/agents/{agent}/queries", headers=other_org.headers)
+    assert r.status_code == 200
+    assert (r.json()["total"], r.json()["items"]) == (0, [])
+    r = await client.get("/api/knowledge-gaps", headers=other_org.headers)
+    assert r.status_code == 200
+    assert r.json() == []
 
 
 async def test_small_kb_among_many_gets_full_top_k(client, org, other_org, faq_agent, engine):
@@ -192,3 +216,103 @@ async def test_small_kb_among_many_gets_full_top_k(client, org, other_org, faq_a
     assert len(body["debug"]["candidates"]) == 4
     assert {c["document_id"] for c in body["debug"]["candidates"]} == {faq_agent["doc"]["id"]}
     assert body["answer"] == "Free parking is available behind the building, entrance on Elm Street."
+
+
+class _RejectingEmbedder:
+    """The app's embedder, except that a batch holding ``marker`` is rejected for good (as a
+    provider rejects an input it will never accept): the document's indexing fails."""
+
+    def __init__(self, inner, marker):
+        self.inner, self.marker = inner, marker
+
+    @property
+    def model_key(self):
+        return self.inner.model_key
+
+    @property
+    def dimensions(self):
+        return self.inner.dimensions
+
+    async def embed_documents(self, texts):
+        if any(self.marker in t for t in texts):
+            raise EmbeddingError("input rejected", retryable=False)
+        return await self.inner.embed_documents(texts)
+
+    async def embed_query(self, text, *, timeout):
+        return await self.inner.embed_query(text, timeout=timeout)
+
+
+async def _drain_rejecting(app, engine, marker):
+    state = app.state
+    embedder = _RejectingEmbedder(state.embedder, marker)
+    return await drain(Ingestor(engine, embedder, state.fetcher, state.settings.ingestion, "test-worker"))
+
+
+async def _document(client, org, kb_id, doc_id):
+    r = await client.get(f"/api/knowledge/{kb_id}/documents/{doc_id}", headers=org.headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_chunks_of_a_document_never_ready_are_never_retrieved(
+    client, app, engine, org, faq_agent, drain_queue
+):
+    """A document whose first indexing failed answers nothing, even about its own words;
+    once a version of it is ready, the same question is answered from it."""
+    kb = faq_agent["kb"]
+    whitening = await create_text_doc(
+        client,
+        org.headers,
+        kb["id"],
+        title="Whitening",
+        content="# Whitening\nWe offer laser teeth whitening on Tuesdays.",
+        content_type="markdown",
+    )
+    assert await _drain_rejecting(app, engine, "whitening") == {"failed": 1}
+    assert (await _document(client, org, kb["id"], whitening["id"]))["status"] == "failed"
+    question = "Do you offer laser teeth whitening?"
+    body = (await ask(client, org.headers, faq_agent["agent"], question, debug="true")).json()
+    assert body["status"] == "not_found"
+    assert body["debug"]["candidates"]  # the FAQ was searched
+    assert {c["document_id"] for c in body["debug"]["candidates"]} == {faq_agent["doc"]["id"]}
+    # Positive control: the next version is indexed and answers the same question.
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/documents/{whitening['id']}",
+        json={"content": "# Whitening\nWe offer laser teeth whitening on Tuesdays and Thursdays."},
+        headers=org.headers,
+    )
+    assert r.status_code == 200, r.text
+    assert await drain_queue() == {"ready": 1}
+    body = (await ask(client, org.headers, faq_agent["agent"], question)).json()
+    assert (body["status"], body["sources"][0]["document_id"]) == ("answered", whitening["id"])
+    assert body["answer"] == "We offer laser teeth whitening on Tuesdays and Thursdays."
+
+
+async def test_a_failed_new_version_keeps_answering_from_the_previous_chunks(
+    client, app, engine, org, faq_agent
+):
+    """Issue #3: nothing already indexed is lost when a new version of a document fails; the
+    previous chunks stay live (and the document says it failed)."""
+    kb, doc = faq_agent["kb"], faq_agent["doc"]
+    question = "Where can I park?"
+    before = (await ask(client, org.headers, faq_agent["agent"], question)).json()
+    assert before["answer"] == "Free parking is available behind the building, entrance on Elm Street."
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"content": "# Parking\nParking is in the garage on Oak Road.", "content_type": "markdown"},
+        headers=org.headers,
+    )
+    assert r.status_code == 200, r.text
+    assert await _drain_rejecting(app, engine, "garage") == {"failed": 1}
+    failed = await _document(client, org, kb["id"], doc["id"])
+    assert (failed["status"], failed["chunk_count"]) == ("failed", 4)
+    # Debug mode reads no cached answer: this is retrieved from the chunks live now.
+    after = (await ask(client, org.headers, faq_agent["agent"], question, debug="true")).json()
+    assert (after["status"], after["answer"], after["cached"]) == (
+        "answered",
+        "Free parking is available behind the building, entrance on Elm Street.",
+        False,
+    )
+    assert {c["document_id"] for c in after["debug"]["candidates"]} == {doc["id"]}
+    assert after["debug"]["candidates"][0]["section"] == "Parking"
+    assert len(after["debug"]["candidates"]) == 4  # every previous chunk, none of the new version

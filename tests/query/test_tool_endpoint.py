@@ -5,13 +5,14 @@ import uuid
 import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.realtime import RealtimeFunctionToolParam
-from pydantic import TypeAdapter
 
+from app.query.tool import tool_definition
 from tests.helpers import bearer, create_key
+from tests.query.test_tool import strict_validator
 
 
 @pytest.mark.parametrize("fmt", ["openai-realtime", "openai-chat", "gemini"])
-async def test_tool_names_the_agents_topics(client, org, faq_agent, fmt):
+async def test_tool_names_the_agents_topics(client, app, org, faq_agent, fmt):
     r = await client.get(
         f"/api/agents/{faq_agent['agent']}/tool", params={"format": fmt}, headers=org.headers
     )
@@ -19,20 +20,22 @@ async def test_tool_names_the_agents_topics(client, org, faq_agent, fmt):
     body = r.json()
     assert body["format"] == fmt
     tool = body["tool"]
+    prompt = app.state.prompts.get("default")
     if fmt == "gemini":
-        declaration = tool["functionDeclarations"][0]
-        assert declaration["parameters"]["required"] == ["query"]
-        description = declaration["description"]
+        description = tool["functionDeclarations"][0]["description"]
     elif fmt == "openai-chat":
-        TypeAdapter(ChatCompletionFunctionToolParam).validate_python(tool)
-        assert tool["function"]["name"] == "query_knowledge"
+        # Strict: a missing or misspelt key fails, unlike the SDK's lenient TypedDict.
+        assert strict_validator(ChatCompletionFunctionToolParam).validate_python(tool) == tool
         description = tool["function"]["description"]
     else:
-        TypeAdapter(RealtimeFunctionToolParam).validate_python(tool)
-        assert tool["name"] == "query_knowledge"
+        assert strict_validator(RealtimeFunctionToolParam).validate_python(tool) == tool
         description = tool["description"]
-    assert "Dental FAQ (Practice information)" in description
-    assert "Practice FAQ" in description
+    assert tool == tool_definition(
+        fmt, description=description, query_description=prompt.query_parameter_description
+    )
+    assert description == prompt.tool_description(
+        knowledge_summary="Dental FAQ (Practice information): Practice FAQ"
+    )
     assert "Dental FAQ" in body["instructions"]
     assert "query_knowledge" in body["instructions"]
 

@@ -26,11 +26,14 @@ async def test_foreign_ids_are_404_on_every_route(client, org, other_org, engine
     b_kb = await create_kb(client, other_org.headers, "B's KB")
     b_doc = await create_text_doc(client, other_org.headers, b_kb["id"])
     b_agent = str(uuid.uuid4())
-    await client.put(
+    r = await client.put(
         f"/api/knowledge/{b_kb['id']}/agents", json={"agent_ids": [b_agent]}, headers=other_org.headers
     )
+    assert r.status_code == 200, r.text
+    assert r.json()["agent_ids"] == [b_agent]
     b_key = await create_key(client, other_org.headers, "admin")
     before = await _snapshot(engine, other_org.id)
+    assert ("agent", b_kb["id"], b_agent) in before
 
     kb_path = f"/api/knowledge/{b_kb['id']}"
     doc_path = f"{kb_path}/documents/{b_doc['id']}"
@@ -52,8 +55,15 @@ async def test_foreign_ids_are_404_on_every_route(client, org, other_org, engine
         assert r.status_code == 404, (method, path, r.text)
         assert r.json()["error"] == "not_found"
 
-    # Listings of A show nothing of B.
+    # Listings of A show nothing of B, while B's own key sees its data through the same
+    # routes (so an empty answer to A means scoping, not a missing assignment).
     assert (await client.get("/api/knowledge", headers=org.headers)).json()["total"] == 0
-    assert (await client.get(f"/api/agents/{b_agent}/knowledge", headers=org.headers)).json() == []
+    assert (await client.get("/api/knowledge", headers=other_org.headers)).json()["total"] == 1
+    # B's agent was never assigned a KB of A, so A does not know it.
+    r = await client.get(f"/api/agents/{b_agent}/knowledge", headers=org.headers)
+    assert (r.status_code, r.json()["error"]) == (404, "not_found")
+    b_view = (await client.get(f"/api/agents/{b_agent}/knowledge", headers=other_org.headers)).json()
+    assert [kb["id"] for kb in b_view] == [b_kb["id"]]
     assert len((await client.get("/api/keys", headers=org.headers)).json()["items"]) == 1
+    assert len((await client.get("/api/keys", headers=other_org.headers)).json()["items"]) == 2
     assert await _snapshot(engine, other_org.id) == before

@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.service import AGENT_NOT_FOUND
 from app.answering.extractive import Passage, extractive_answer
 from app.answering.llm import ChatAnswerer, LLMError
 from app.answering.speech import make_speakable
@@ -317,7 +318,7 @@ class QueryService:
         if not ctx["kb_ids"] and not ctx["known"]:
             # An agent becomes known to an organisation when a KB of it is first assigned
             # to it: never, and the agent is unknown here (another organisation's included).
-            raise NotFound("agent not found: no knowledge base of this organisation is assigned to it")
+            raise NotFound(AGENT_NOT_FOUND)
         if ctx["chunk_total"] == 0:
             # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".
             return self._reply("not_found", prompt.not_found_reply, 0.0, [])

@@ -50,9 +50,17 @@ class KnowledgeBaseInfo:
     documents: Sequence[DocumentInfo]
 
 
-def _clean(text: str | None) -> str:
+# Each title and description is cut to these lengths. The summary goes into the voice
+# model's own instructions, and a URL document's title comes from the fetched page: a page
+# author must not get a paragraph of the system prompt, and one long title must not crowd
+# out the other topics.
+TITLE_CHARS = 80
+DESCRIPTION_CHARS = 160
+
+
+def _clean(text: str | None, limit: int) -> str:
     # Descriptions are optional in the database and may arrive as None despite the type.
-    return _SPACES.sub(" ", text or "").strip().rstrip(_TRAILING)
+    return _cut(_SPACES.sub(" ", text or "").strip(), limit).rstrip(_TRAILING)
 
 
 @dataclass(slots=True)
@@ -124,8 +132,10 @@ def knowledge_summary(kbs: Sequence[KnowledgeBaseInfo], *, budget_chars: int = 1
         raise ValueError(f"budget_chars must be at least {_MIN_BUDGET}, not {budget_chars}")
     items: list[_Kb] = []
     for kb in kbs:
-        docs = [_Doc(_clean(d.title), _clean(d.description)) for d in kb.documents]
-        title, description = _clean(kb.title), _clean(kb.description)
+        docs = [
+            _Doc(_clean(d.title, TITLE_CHARS), _clean(d.description, DESCRIPTION_CHARS)) for d in kb.documents
+        ]
+        title, description = _clean(kb.title, TITLE_CHARS), _clean(kb.description, DESCRIPTION_CHARS)
         if not title:  # a knowledge base without a title is named by its description
             title, description = description, ""
         if description.casefold() == title.casefold():

@@ -9,6 +9,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.repository import AgentRepository
+from app.agents.service import AGENT_NOT_FOUND
+from app.errors import NotFound
 from app.prompting import PromptLibrary, PromptSet
 from app.query.tool import DocumentInfo, KnowledgeBaseInfo, ToolFormat, knowledge_summary, tool_definition
 
@@ -76,8 +78,11 @@ class ToolService:
     async def tool(self, agent_id: uuid.UUID, fmt: ToolFormat, variant: str | None = None) -> dict[str, Any]:
         """The declaration and instructions in the prompt variant that answers for the agent:
         `variant`, else the agent's own setting, else the configured default."""
+        agents = AgentRepository(self.session, self.org_id)
+        if not await agents.is_known(agent_id):
+            raise NotFound(AGENT_NOT_FOUND)
         if variant is None:
-            variant = await AgentRepository(self.session, self.org_id).prompt_variant(agent_id)
+            variant = await agents.prompt_variant(agent_id)
         prompt = self.prompts.get_or_default(variant or self.default_variant)
         topics = await self.topics(agent_id)
         summary = knowledge_summary(topics, budget_chars=SUMMARY_BUDGET)

@@ -60,7 +60,7 @@ async def test_sends_the_request_and_reads_text_model_and_usage(answerer: ChatAn
 @respx.mock
 async def test_a_minimal_compatible_reply_is_enough(answerer: ChatAnswerer) -> None:
     """vLLM, Ollama and others may leave out usage and model."""
-    respx.post(f"{BASE}/chat/completions").mock(
+    route = respx.post(f"{BASE}/chat/completions").mock(
         return_value=httpx.Response(200, json={"choices": [{"message": {"content": "Yes."}}]})
     )
 
@@ -72,6 +72,13 @@ async def test_a_minimal_compatible_reply_is_enough(answerer: ChatAnswerer) -> N
         0,
         0,
     )
+    # The model named in the result is the one asked for, since the reply names none.
+    assert json.loads(route.calls.last.request.content) == {
+        "model": "llama3",
+        "messages": MESSAGES,
+        "temperature": 0.1,
+        "max_tokens": 120,
+    }
 
 
 @pytest.mark.parametrize(
@@ -104,6 +111,12 @@ async def test_failures_become_llm_errors_without_retries(
 
     assert caught.value.reason == reason
     assert route.call_count == 1  # the client's max_retries=3 is overridden: no backoff on a call
+    assert json.loads(route.calls.last.request.content) == {
+        "model": "gpt-4o-mini",
+        "messages": MESSAGES,
+        "temperature": 0.1,
+        "max_tokens": 120,
+    }
 
 
 @respx.mock

@@ -223,14 +223,35 @@ async def test_update_content_requeues(client, org, kb, engine):
     assert r.json()["content_hash"] == hashlib.sha256(b"We open at ten.").hexdigest()
 
 
-async def test_update_with_same_content_does_not_requeue(client, org, kb, engine):
+async def test_update_with_same_content_does_not_requeue(client, org, kb, engine, drain_queue):
     doc = await create_text_doc(client, org.headers, kb["id"], content="Same.")
-    async with engine.begin() as conn:
-        await conn.execute(text("UPDATE documents SET status = 'ready' WHERE id = :i"), {"i": doc["id"]})
-    r = await client.put(
-        f"/api/knowledge/{kb['id']}/documents/{doc['id']}", json={"content": "Same."}, headers=org.headers
+    # Indexed for real, so a requeue would show: status, attempts, a new job, a version bump.
+    assert await drain_queue() == {"ready": 1}
+    path = f"/api/knowledge/{kb['id']}/documents/{doc['id']}"
+    before = (await client.get(path, headers=org.headers)).json()
+    version = await _content_version(engine, kb["id"])
+    r = await client.put(path, json={"content": "Same."}, headers=org.headers)
+    assert r.status_code == 200
+    assert (r.json()["status"], r.json()["attempts"], r.json()["content_hash"]) == (
+        "ready",
+        1,
+        hashlib.sha256(b"Same.").hexdigest(),
     )
-    assert r.json()["status"] == "ready"
+    assert (await client.get(path, headers=org.headers)).json() == {
+        **before,
+        "updated_at": r.json()["updated_at"],
+    }
+    assert await drain_queue() == {}
+    assert await _content_version(engine, kb["id"]) == version
+
+
+async def _content_version(engine, kb_id):
+    async with engine.connect() as conn:
+        return (
+            await conn.execute(
+                text("SELECT content_version FROM knowledge_bases WHERE id = :k"), {"k": kb_id}
+            )
+        ).scalar_one()
 
 
 async def test_update_unknown_field_is_422_and_changes_nothing(client, org, kb):

@@ -88,6 +88,11 @@ def sent(route: respx.Route) -> list[dict[str, Any]]:
     return [json.loads(call.request.content) for call in route.calls]
 
 
+def inputs(route: respx.Route) -> list[list[str]]:
+    """The input texts of every request the route received, in the order they arrived."""
+    return [body["input"] for body in sent(route)]
+
+
 def docs(n: int) -> list[str]:
     return [f"doc {i}" for i in range(n)]
 
@@ -151,13 +156,17 @@ async def test_order_kept_and_concurrency_bounded(client: openai.AsyncOpenAI, mo
         in_flight -= 1
         return ok(request, 16)
 
-    mock.post(ENDPOINT).mock(side_effect=slow)
+    route = mock.post(ENDPOINT).mock(side_effect=slow)
     embedder = OpenAIEmbedder(client, dimensions=16, max_batch_inputs=5, max_concurrency=3)
     texts = docs(50)
 
     vectors = await embedder.embed_documents(texts)
 
     assert (peak, vectors) == (3, [expected_vector(t, 16) for t in texts])
+    # Every batch of five was sent once (in whatever order they reached the server).
+    assert sorted(inputs(route), key=lambda batch: texts.index(batch[0])) == [
+        texts[i : i + 5] for i in range(0, 50, 5)
+    ]
 
 
 async def test_empty_list_sends_nothing(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
@@ -195,11 +204,14 @@ async def test_overlong_input_is_truncated_to_8191_tokens(
 
 
 async def test_vectors_are_renormalised(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
-    mock.post(ENDPOINT).mock(side_effect=responder(4))
+    route = mock.post(ENDPOINT).mock(side_effect=responder(4))
 
     (vector,) = await OpenAIEmbedder(client, dimensions=4).embed_documents(["doc 0"])
 
     assert vector == pytest.approx([0.6, 0.8, 0.0, 0.0])
+    assert sent(route) == [
+        {"model": "text-embedding-3-small", "input": ["doc 0"], "encoding_format": "base64", "dimensions": 4}
+    ]
 
 
 # --- retries --------------------------------------------------------------------------------
@@ -223,17 +235,20 @@ async def test_rate_limit_waits_as_told_then_succeeds(
     vectors = await embedder.embed_documents(["doc 3"])
 
     assert (vectors, sleeps.waits, route.call_count) == ([expected_vector("doc 3", 8)], [expected_wait], 2)
+    assert inputs(route) == [["doc 3"], ["doc 3"]]  # the retry resends the same batch
 
 
 async def test_retry_after_http_date_is_honoured(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
     when = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 10))
-    mock.post(ENDPOINT).mock(side_effect=[error(503, headers={"retry-after": when}), responder(8)])
+    route = mock.post(ENDPOINT).mock(side_effect=[error(503, headers={"retry-after": when}), responder(8)])
     sleeps = Sleeps()
 
     await OpenAIEmbedder(client, dimensions=8, sleep=sleeps).embed_documents(["doc 1"])
 
     (wait,) = sleeps.waits
+    # The date has a one-second resolution and the clock moves on while the test runs.
     assert 8.0 <= wait <= 10.0
+    assert inputs(route) == [["doc 1"], ["doc 1"]]
 
 
 async def test_server_error_is_retried_with_exponential_backoff(
@@ -247,6 +262,7 @@ async def test_server_error_is_retried_with_exponential_backoff(
     vectors = await OpenAIEmbedder(client, dimensions=8, sleep=sleeps).embed_documents(["doc 5"])
 
     assert (vectors, route.call_count, sleeps.waits) == ([expected_vector("doc 5", 8)], 4, [1.0, 2.0, 4.0])
+    assert inputs(route) == [["doc 5"]] * 4
 
 
 @pytest.mark.parametrize("failure", [httpx.ReadTimeout("slow"), httpx.ConnectError("refused")])
@@ -259,6 +275,7 @@ async def test_timeouts_and_connection_errors_are_retried(
     vectors = await OpenAIEmbedder(client, dimensions=8, sleep=sleeps).embed_documents(["doc 2"])
 
     assert (vectors, route.call_count, len(sleeps.waits)) == ([expected_vector("doc 2", 8)], 2, 1)
+    assert inputs(route) == [["doc 2"], ["doc 2"]]
 
 
 async def test_bad_request_is_not_retried(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
@@ -274,13 +291,16 @@ async def test_bad_request_is_not_retried(client: openai.AsyncOpenAI, mock: resp
         1,
         [],
     )
+    assert inputs(route) == [["doc 1"]]
 
 
 async def test_bad_key_message_says_what_to_check(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
-    mock.post(ENDPOINT).mock(return_value=error(401, "Incorrect API key provided"))
+    route = mock.post(ENDPOINT).mock(return_value=error(401, "Incorrect API key provided"))
 
     with pytest.raises(EmbeddingError, match=r"HTTP 401: Incorrect API key provided \(check the API key\)"):
         await OpenAIEmbedder(client, dimensions=8).embed_documents(["doc 1"])
+    assert route.calls.last.request.headers["authorization"] == "Bearer test"
+    assert inputs(route) == [["doc 1"]]
 
 
 async def test_server_can_forbid_a_retry(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
@@ -290,6 +310,7 @@ async def test_server_can_forbid_a_retry(client: openai.AsyncOpenAI, mock: respx
         await OpenAIEmbedder(client, dimensions=8, sleep=Sleeps()).embed_documents(["doc 1"])
 
     assert (caught.value.retryable, route.call_count) == (False, 1)
+    assert inputs(route) == [["doc 1"]]
 
 
 async def test_exhausted_retries_raise_retryable_error(
@@ -309,29 +330,50 @@ async def test_exhausted_retries_raise_retryable_error(
         2,
     )
     assert embedder.requests_made == 3
+    assert inputs(route) == [["doc 1"]] * 3
 
 
 async def test_failed_batch_cancels_the_others(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+    # Recorded here: respx records a call only once it has a response, so cancelled ones never.
+    arrived: list[str] = []
+    waiting: list[str] = []
+    cancelled: list[str] = []
+    others_in_flight = asyncio.Event()
+    never = asyncio.Event()
+
     async def first_fails(request: httpx.Request) -> httpx.Response:
-        if json.loads(request.content)["input"][0] == "doc 0":
+        (text,) = json.loads(request.content)["input"]
+        arrived.append(text)
+        if text == "doc 0":
+            # Fail only once the three other batches are waiting for their answers, so
+            # there is something in flight to cancel.
+            await others_in_flight.wait()
             return error(400, "bad")
-        await asyncio.sleep(5)
+        waiting.append(text)
+        if len(waiting) == 3:
+            others_in_flight.set()
+        try:
+            await never.wait()  # these answers never come: only cancellation ends the wait
+        except asyncio.CancelledError:
+            cancelled.append(text)
+            raise
         return ok(request, 8)
 
     mock.post(ENDPOINT).mock(side_effect=first_fails)
     embedder = OpenAIEmbedder(client, dimensions=8, max_batch_inputs=1, max_concurrency=4)
-    started = time.monotonic()
 
     with pytest.raises(EmbeddingError, match="HTTP 400: bad"):
-        await embedder.embed_documents(docs(4))
-    assert time.monotonic() - started < 2
+        # Only a guard against hanging the run if cancelling breaks, not a speed check.
+        await asyncio.wait_for(embedder.embed_documents(docs(4)), timeout=60)
+    assert sorted(arrived) == ["doc 0", "doc 1", "doc 2", "doc 3"]
+    assert sorted(cancelled) == ["doc 1", "doc 2", "doc 3"]
 
 
 # --- response validation --------------------------------------------------------------------
 
 
 async def test_wrong_dimensions_are_rejected(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
-    mock.post(ENDPOINT).mock(side_effect=lambda request: ok(request, 64, returned_dimensions=32))
+    route = mock.post(ENDPOINT).mock(side_effect=lambda request: ok(request, 64, returned_dimensions=32))
 
     with pytest.raises(EmbeddingError) as caught:
         await OpenAIEmbedder(client, dimensions=64).embed_documents(["doc 1"])
@@ -340,6 +382,7 @@ async def test_wrong_dimensions_are_rejected(client: openai.AsyncOpenAI, mock: r
         "provider returned vectors of 32 dimensions, expected 64",
         False,
     )
+    assert [(body["input"], body["dimensions"]) for body in sent(route)] == [(["doc 1"], 64)]
 
 
 async def test_missing_vectors_are_rejected(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
@@ -348,10 +391,11 @@ async def test_missing_vectors_are_rejected(client: openai.AsyncOpenAI, mock: re
         body["data"] = body["data"][:-1]
         return httpx.Response(200, json=body)
 
-    mock.post(ENDPOINT).mock(side_effect=drop_last)
+    route = mock.post(ENDPOINT).mock(side_effect=drop_last)
 
     with pytest.raises(EmbeddingError, match="provider returned 2 vectors for 3 inputs"):
         await OpenAIEmbedder(client, dimensions=8).embed_documents(docs(3))
+    assert inputs(route) == [docs(3)]
 
 
 # --- model and dimensions -------------------------------------------------------------------
@@ -428,6 +472,7 @@ async def test_query_is_not_retried(client: openai.AsyncOpenAI, mock: respx.Mock
         await OpenAIEmbedder(client, dimensions=8, sleep=Sleeps()).embed_query("doc 1", timeout=1.0)
 
     assert (caught.value.retryable, route.call_count) == (True, 1)
+    assert inputs(route) == [["doc 1"]]
 
 
 async def test_query_http_timeout_becomes_embedding_error(
@@ -443,21 +488,35 @@ async def test_query_http_timeout_becomes_embedding_error(
         True,
         1,
     )
+    assert inputs(route) == [["doc 1"]]
 
 
 async def test_query_deadline_bounds_a_slow_response(
     client: openai.AsyncOpenAI, mock: respx.MockRouter
 ) -> None:
+    # Recorded here: respx records a call only once it has a response, so a cancelled one never.
+    arrived: list[dict[str, Any]] = []
+    cancelled: list[dict[str, Any]] = []
+    never = asyncio.Event()
+
     async def stall(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(5)
+        arrived.append(json.loads(request.content))
+        try:
+            await never.wait()  # the answer never comes: only the deadline ends the wait
+        except asyncio.CancelledError:
+            cancelled.append(json.loads(request.content))
+            raise
         return ok(request, 8)
 
     mock.post(ENDPOINT).mock(side_effect=stall)
-    started = time.monotonic()
 
     with pytest.raises(EmbeddingError, match=r"query embedding timed out after 0\.1s"):
-        await OpenAIEmbedder(client, dimensions=8).embed_query("doc 1", timeout=0.1)
-    assert time.monotonic() - started < 1.0
+        # Only a guard against hanging the run if the deadline is broken, not a speed check.
+        await asyncio.wait_for(
+            OpenAIEmbedder(client, dimensions=8).embed_query("doc 1", timeout=0.1), timeout=60
+        )
+    assert [body["input"] for body in arrived] == [["doc 1"]]
+    assert cancelled == arrived
 
 
 async def test_query_timeout_is_sent_to_the_http_client(
@@ -467,6 +526,7 @@ async def test_query_timeout_is_sent_to_the_http_client(
 
     await OpenAIEmbedder(client, dimensions=8, request_timeout=30.0).embed_query("doc 1", timeout=0.75)
 
+    assert inputs(route) == [["doc 1"]]
     assert route.calls.last.request.extensions["timeout"] == {
         "connect": 0.75,
         "read": 0.75,
@@ -480,6 +540,7 @@ async def test_documents_use_the_request_timeout(client: openai.AsyncOpenAI, moc
 
     await OpenAIEmbedder(client, dimensions=8, request_timeout=12.0).embed_documents(["doc 1"])
 
+    assert inputs(route) == [["doc 1"]]
     assert route.calls.last.request.extensions["timeout"]["read"] == 12.0
 
 
@@ -497,7 +558,7 @@ async def test_vectors_sent_as_float_lists_are_accepted(
 
     vectors = await OpenAIEmbedder(client, dimensions=8).embed_documents(["a b", "c d"])
 
-    assert sent(route)[0]["encoding_format"] == "base64"
+    assert [(body["input"], body["encoding_format"]) for body in sent(route)] == [(["a b", "c d"], "base64")]
     assert vectors == [expected_vector("a b", 8), expected_vector("c d", 8)]
 
 

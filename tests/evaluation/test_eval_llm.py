@@ -1,6 +1,8 @@
 """Token and cost accounting of the evaluation when the answering model is called
 (respx-mocked OpenAI; embeddings stay offline)."""
 
+import json
+
 from litestar.testing import AsyncTestClient
 
 from app.evaluation.commands import build_report, evaluate
@@ -52,3 +54,12 @@ async def test_tokens_and_cost_come_from_the_models_usage(
         },
         {"llm": 0.0168, "embedding": 0.000173, "total": 0.016973},
     )
+    # One model call per answerable question, each asking that question of the default model.
+    sent = [json.loads(call.request.content) for call in route.calls]
+    assert [body["model"] for body in sent] == ["gpt-4o-mini"] * 2
+    users = [next(m["content"] for m in body["messages"] if m["role"] == "user") for body in sent]
+    asked = [q["question"] for q in ASKED]
+    assert sorted([q for q in asked if q in user] for user in users) == [
+        ["How much of the list price do members pay for a cleaning?"],
+        ["When do you open on Saturdays?"],
+    ]

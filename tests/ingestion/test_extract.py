@@ -7,8 +7,8 @@ import csv
 import io
 import os
 import re
+import signal
 import sys
-import time
 from pathlib import Path
 
 import pypdf
@@ -27,10 +27,6 @@ from app.ingestion.extract import (
 from app.ingestion.extract_pdf import clean_page_text, sensible_title
 
 EVAL_PDFS = Path(__file__).parents[2].parent / "shared" / "eval" / "pdfs"
-needs_eval_pdfs = pytest.mark.skipif(
-    not (EVAL_PDFS / "manifest.tsv").is_file(),
-    reason=f"the evaluation PDFs are not there ({EVAL_PDFS}); they live in ../shared next to the repository",
-)
 
 ENCRYPTED = "the PDF is encrypted with a password; upload an unprotected copy"
 DAMAGED = "the PDF is damaged and could not be read"
@@ -144,10 +140,16 @@ def fake_worker(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
 
 
 def manifest_rows() -> list[dict[str, str]]:
-    if not (EVAL_PDFS / "manifest.tsv").is_file():
-        return []
-    with (EVAL_PDFS / "manifest.tsv").open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle, delimiter="\t"))
+    # Read at collection: a missing folder must fail the run, not turn into an empty (skipped)
+    # parametrisation. CI always has ../shared beside the clone.
+    manifest = EVAL_PDFS / "manifest.tsv"
+    assert manifest.is_file(), (
+        f"{manifest} is missing: the evaluation PDFs live in ../shared beside the clone"
+    )
+    with manifest.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    assert rows, f"{manifest} lists no PDFs"
+    return rows
 
 
 # A phrase each text PDF must yield, read off the documents themselves.
@@ -174,7 +176,6 @@ def observed(row: dict[str, str], unit: str) -> list[int]:
     return [int(value) for value in found]
 
 
-@needs_eval_pdfs
 @pytest.mark.parametrize("row", manifest_rows(), ids=lambda row: row["filename"])
 async def test_eval_pdf(row: dict[str, str]) -> None:
     data = (EVAL_PDFS / row["filename"]).read_bytes()
@@ -208,16 +209,16 @@ async def test_eval_pdf(row: dict[str, str]) -> None:
     assert str(caught.value) == reason
 
 
-@needs_eval_pdfs
 async def test_real_pdf_over_its_time_limit_is_killed(spawned: Spawned) -> None:
     # pypdf needs about 12 s for this file's 25 pages of vector drawings.
     data = (EVAL_PDFS / "pdfjs__Brotli-Prototype-FileA.pdf").read_bytes()
-    started = time.monotonic()
     with pytest.raises(ExtractionError) as caught:
         await extract_isolated("pdf", data, timeout_s=1)
-    assert (str(caught.value), time.monotonic() - started < 5, is_gone(spawned[0].pid)) == (
+    # SIGKILL is the wall-clock deadline's kill; the CPU-limit backstop would end it with
+    # SIGXCPU and the same message, a second later.
+    assert (str(caught.value), spawned[0].returncode, is_gone(spawned[0].pid)) == (
         "the PDF could not be processed within 1 s",
-        True,
+        -signal.SIGKILL,
         True,
     )
 
@@ -239,13 +240,13 @@ async def test_hung_worker_is_killed_at_the_timeout_and_reaped(
     monkeypatch: pytest.MonkeyPatch, spawned: Spawned
 ) -> None:
     fake_worker(monkeypatch, "import time; time.sleep(60)")
-    started = time.monotonic()
     with pytest.raises(ExtractionError) as caught:
         await extract_isolated("pdf", make_pdf(["x"]), timeout_s=0.5)
     pid = spawned[0].pid
-    assert (str(caught.value), time.monotonic() - started < 5, is_gone(pid), pid in child_pids()) == (
+    # Killed by us (SIGKILL), not ended by its own sleep or by the CPU-limit backstop.
+    assert (str(caught.value), spawned[0].returncode, is_gone(pid), pid in child_pids()) == (
         "the PDF could not be processed within 0.5 s",
-        True,
+        -signal.SIGKILL,
         True,
         False,
     )
@@ -348,12 +349,12 @@ def test_pdf_page_cap_counts_the_rest_as_skipped() -> None:
 
 
 def test_pdf_declaring_millions_of_pages_reads_the_real_page_list() -> None:
-    started = time.monotonic()
     result = extract("pdf", make_pdf(["only page"], declared_count=50_000_000))
-    assert (result.pages_total, result.sections, time.monotonic() - started < 2) == (
+    # Trusting /Count would report 50,000,000 pages and count all but the cap as skipped.
+    assert (result.pages_total, result.pages_skipped, result.sections) == (
         1,
+        0,
         [Section("only page", None, 1)],
-        True,
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
+from app.agents.service import AGENT_NOT_FOUND
 from app.config import Settings
 from app.main import create_app
 from app.prompting import PromptLibrary
@@ -293,3 +294,33 @@ async def test_topics_read_at_most_a_hundred_documents_per_kb(client, org, engin
             uuid.UUID(agent)
         )
     assert [d.title for d in topics[0].documents] == [f"Doc {i}" for i in range(1, 101)]
+
+
+@pytest.mark.parametrize("path", ["tool", "knowledge"])
+async def test_agent_reads_are_404_unless_the_agent_is_known_here(client, org, other_org, faq_agent, path):
+    agent, kb = faq_agent["agent"], faq_agent["kb"]["id"]
+    assert (await client.get(f"/api/agents/{agent}/{path}", headers=org.headers)).status_code == 200
+    r = await client.get(f"/api/agents/{agent}/{path}", headers=other_org.headers)
+    assert (r.status_code, r.json()["detail"]) == (404, AGENT_NOT_FOUND)
+    assert (await client.get(f"/api/agents/{uuid.uuid4()}/{path}", headers=org.headers)).status_code == 404
+    # Known, with nothing assigned any more: still answered.
+    await client.put(f"/api/knowledge/{kb}/agents", json={"agent_ids": []}, headers=org.headers)
+    r = await client.get(f"/api/agents/{agent}/{path}", headers=org.headers)
+    assert r.status_code == 200
+    if path == "knowledge":
+        assert r.json() == []
+    else:
+        assert "no topics yet" in r.json()["instructions"]
+
+
+async def test_renaming_a_document_invalidates_cached_answers(client, org, faq_agent):
+    agent, kb, doc = faq_agent["agent"], faq_agent["kb"]["id"], faq_agent["doc"]["id"]
+    first = (await _ask(client, org.headers, agent, "Where can I park?")).json()
+    assert (first["cached"], first["sources"][0]["title"]) == (False, "Practice FAQ")
+    assert (await _ask(client, org.headers, agent, "Where can I park?")).json()["cached"] is True
+    r = await client.put(
+        f"/api/knowledge/{kb}/documents/{doc}", json={"title": "Visitor guide"}, headers=org.headers
+    )
+    assert r.status_code == 200
+    after = (await _ask(client, org.headers, agent, "Where can I park?")).json()
+    assert (after["cached"], after["sources"][0]["title"]) == (False, "Visitor guide")

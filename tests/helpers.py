@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -12,6 +14,18 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 Client = AsyncTestClient[Litestar]
+
+
+@asynccontextmanager
+async def served(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
+    """The app in the test's own event loop. AsyncTestClient hands requests to the app one at
+    a time even under asyncio.gather; through this client concurrent requests overlap, which
+    race tests need."""
+    async with (
+        app.lifespan(),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client,
+    ):
+        yield client
 
 
 async def create_kb(

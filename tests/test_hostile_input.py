@@ -205,14 +205,19 @@ async def test_deeply_nested_json_is_400_everywhere(client, org, stored, depth):
     assert await snapshot(client, org) == before
 
 
-@pytest.mark.parametrize("depth", [200, 500, 900, 950, 990])
-async def test_nesting_just_under_the_decoder_limit_is_never_a_500(client, org, stored, depth):
+# Where decoding stops depends on how deep the stack already is when it starts (about 990
+# here), so the depths below stay well clear of it: there the body decodes, and validation
+# names the field that holds a list instead of text.
+@pytest.mark.parametrize("depth", [200, 500, 900])
+async def test_deep_but_decodable_nesting_is_422_naming_the_field(client, org, stored, depth):
     before = await snapshot(client, org)
     for method, path, field in json_routes(stored):
         body = nested(field, depth)
         headers = {**org.headers, "Content-Type": "application/json"}
         r = await client.request(method, path, content=body, headers=headers)
-        assert r.status_code in (400, 422), (method, path, r.status_code, r.text[:300])
+        # agent_ids takes a list, so its first item is the one named.
+        named = {f["field"].removesuffix(".0") for f in r.json().get("fields", [])}
+        assert (method, path, r.status_code, field in named) == (method, path, 422, True), r.text[:300]
     assert await snapshot(client, org) == before
 
 

@@ -10,32 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
 from litestar import Litestar
 from sqlalchemy import text
 
 from app.main import create_app
 from tests.conftest import fake_resolver, make_ingestor
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import create_kb, create_text_doc, served
 
 
 def _app(database_url: str, settings: Any, **limits: Any) -> Litestar:
     limited = settings.model_copy(update={"limits": settings.limits.model_copy(update=limits)})
     return create_app(limited, database_url=database_url, resolver=fake_resolver, run_workers=False)
-
-
-@asynccontextmanager
-async def served(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        app.lifespan(),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client,
-    ):
-        yield client
 
 
 async def _stored(engine, org_id) -> tuple[int, int]:

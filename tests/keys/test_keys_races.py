@@ -8,24 +8,11 @@ an ASGI transport instead.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
-import httpx
 import pytest
-from litestar import Litestar
 from sqlalchemy import text
 
-from tests.helpers import bearer, create_key
-
-
-@asynccontextmanager
-async def served(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        app.lifespan(),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as client,
-    ):
-        yield client
+from tests.helpers import bearer, create_key, served
 
 
 async def _active_admins(engine, org_id) -> int:

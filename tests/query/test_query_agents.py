@@ -27,6 +27,18 @@ CHAT = f"{OPENAI_BASE}/chat/completions"
 WARM_DESCRIPTION = "Warmly looks up what callers ask about: $knowledge_summary."
 
 
+async def _faq_agent(client: Any, org: Any, app: Any, drain_queue: Any) -> str:
+    """The faq_agent fixture's set-up, on an app a test built with its own settings."""
+    kb = await create_kb(client, org.headers, "Dental FAQ")
+    await create_text_doc(
+        client, org.headers, kb["id"], title="Practice FAQ", content=FAQ, content_type="markdown"
+    )
+    agent = str(uuid.uuid4())
+    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    assert await drain_queue(app) == {"ready": 1}
+    return agent
+
+
 async def _ask(client: Any, headers: dict[str, str], agent: str, query: str) -> Any:
     return await client.post(f"/api/agents/{agent}/query_knowledge", json={"query": query}, headers=headers)
 
@@ -106,13 +118,7 @@ async def _tool(client: Any, headers: dict[str, str], agent: str, fmt: str = "op
 async def test_tool_is_declared_in_the_agents_prompt_variant(warm_app, org, drain_queue):
     app = warm_app()
     async with AsyncTestClient(app=app) as c:
-        kb = await create_kb(c, org.headers, "Dental FAQ")
-        await create_text_doc(
-            c, org.headers, kb["id"], title="Practice FAQ", content=FAQ, content_type="markdown"
-        )
-        agent = str(uuid.uuid4())
-        await c.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
-        assert await drain_queue(app) == {"ready": 1}
+        agent = await _faq_agent(c, org, app, drain_queue)
         before = await _tool(c, org.headers, agent)
         r = await c.put(f"/api/agents/{agent}/settings", json={"prompt_variant": "warm"}, headers=org.headers)
         assert r.status_code == 200
@@ -205,13 +211,7 @@ async def test_answer_cache_key_covers_answer_shaping_settings(database_url, set
     """An answer cached under one word cap is not served by a process with another."""
     first_app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
     async with AsyncTestClient(app=first_app) as c:
-        kb = await create_kb(c, org.headers, "Dental FAQ")
-        await create_text_doc(
-            c, org.headers, kb["id"], title="Practice FAQ", content=FAQ, content_type="markdown"
-        )
-        agent = str(uuid.uuid4())
-        await c.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
-        assert await drain_queue(first_app) == {"ready": 1}
+        agent = await _faq_agent(c, org, first_app, drain_queue)
         assert (await _ask(c, org.headers, agent, "Where can I park?")).json()["cached"] is False
         assert (await _ask(c, org.headers, agent, "Where can I park?")).json()["cached"] is True
     shorter = settings.model_copy(update={"query": settings.query.model_copy(update={"max_answer_words": 8})})
@@ -228,13 +228,7 @@ async def test_an_unspeakable_model_reply_is_not_found(database_url, settings, o
         llm_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False
     )
     async with AsyncTestClient(app=app) as c:
-        kb = await create_kb(c, org.headers, "Dental FAQ")
-        await create_text_doc(
-            c, org.headers, kb["id"], title="Practice FAQ", content=FAQ, content_type="markdown"
-        )
-        agent = str(uuid.uuid4())
-        await c.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
-        assert await drain_queue(app) == {"ready": 1}
+        agent = await _faq_agent(c, org, app, drain_queue)
         body = (await _ask(c, org.headers, agent, "Where can I park?")).json()
     assert route.call_count == 1
     assert "Where can I park?" in route.calls[0].request.content.decode()

@@ -89,9 +89,23 @@ def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Res
     )
 
 
+def concurrent_change(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    # PostgreSQL aborted the transaction for another one (deadlock, serialization failure):
+    # nothing was written, and the same request will most likely go through if sent again.
+    log.warning("transaction aborted by a concurrent one on %s %s", request.method, request.url.path)
+    return _json(
+        409,
+        "conflict",
+        "a concurrent change got in the way; nothing was changed, retry the request",
+        headers={"Retry-After": "1"},
+    )
+
+
 def dbapi_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[Any]:
     if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
         return database_unavailable(request, exc)
+    if str(getattr(exc.orig, "sqlstate", "") or "").startswith("40"):  # transaction rollback class
+        return concurrent_change(request, exc)
     return internal_error(request, exc)
 
 
@@ -108,6 +122,8 @@ def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[
     lost = isinstance(exc, ConnectionError | OSError) and not isinstance(exc, PermissionError)
     if lost or isinstance(exc, _ASYNCPG_UNAVAILABLE):
         return database_unavailable(request, exc)
+    if isinstance(exc, asyncpg.exceptions.TransactionRollbackError):
+        return concurrent_change(request, exc)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return _json(500, "internal_error", "an internal error occurred; it has been logged")
 

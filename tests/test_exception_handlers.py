@@ -1,4 +1,5 @@
-"""The error mapping shared by every route: database outages are 503, the rest 500."""
+"""The error mapping shared by every route: database outages are 503, a transaction aborted
+for a concurrent one 409, the rest 500."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from litestar import get, post
 from litestar.params import JSONBody
 from litestar.testing import create_test_client
+from sqlalchemy.exc import DBAPIError
 
 from app.exception_handlers import HANDLERS
 from app.http import ApiRequest, require_json_body
@@ -33,6 +35,35 @@ def test_raw_asyncpg_outages_are_503_with_retry_after(exc: Exception) -> None:
     assert r.status_code == 503
     assert r.headers["Retry-After"] == "2"
     assert r.json() == {"error": "unavailable", "detail": "the database is unavailable; retry shortly"}
+
+
+class _Rollback(Exception):
+    sqlstate = "40P01"
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        asyncpg.exceptions.DeadlockDetectedError("deadlock detected"),
+        asyncpg.exceptions.SerializationError("could not serialize access"),
+        DBAPIError("DELETE FROM knowledge_bases", {}, _Rollback("deadlock detected")),
+    ],
+)
+def test_a_transaction_aborted_for_another_is_409_retry(exc: Exception) -> None:
+    @get("/boom", sync_to_thread=False)
+    def boom() -> None:
+        raise exc
+
+    with create_test_client([boom], exception_handlers=HANDLERS) as client:
+        r = client.get("/boom")
+    assert (r.status_code, r.headers["Retry-After"], r.json()) == (
+        409,
+        "1",
+        {
+            "error": "conflict",
+            "detail": "a concurrent change got in the way; nothing was changed, retry the request",
+        },
+    )
 
 
 def test_other_errors_are_500_without_details() -> None:

@@ -145,12 +145,13 @@ class DocumentService:
         description: str,
     ) -> DocumentRead:
         await self._require_kb(kb_id)
+        # Before the type is sniffed: an empty .pdf is empty, not "not a PDF".
+        if not data:
+            raise BadRequest("the uploaded file is empty")
         try:
             kind = sniff_kind(filename, content_type, data)
         except UnsupportedType as exc:
             raise UnsupportedMediaType(str(exc)) from exc
-        if not data:
-            raise BadRequest("the uploaded file is empty")
         name = (filename or "").rsplit("/", 1)[-1][:255] or None
         return await self._queued(
             Document(

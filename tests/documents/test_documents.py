@@ -91,6 +91,18 @@ async def test_fake_pdf_is_415(client, org, kb):
     assert r.status_code == 415
 
 
+@pytest.mark.parametrize(
+    ("name", "ctype"),
+    [("empty.txt", "text/plain"), ("empty.pdf", "application/pdf"), ("empty.md", "text/markdown")],
+)
+async def test_empty_upload_is_400_whatever_its_type(client, org, kb, name, ctype):
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents", files={"file": (name, b"", ctype)}, headers=org.headers
+    )
+    assert (r.status_code, r.json()["detail"]) == (400, "the uploaded file is empty")
+    assert (await client.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()["documents"] == []
+
+
 async def test_other_content_type_is_415(client, org, kb):
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",

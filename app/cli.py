@@ -151,6 +151,7 @@ def worker(
             settings.ingestion,
             worker_id(),
             quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
+            storage_quota_bytes=settings.limits.org_storage_bytes,
         )
         try:
             if once:

@@ -102,6 +102,7 @@ def create_app(
             settings.ingestion,
             worker_id(),
             quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
+            storage_quota_bytes=settings.limits.org_storage_bytes,
         )
         version = await pgvector_version(state.engine)
         index_task = asyncio.create_task(

@@ -120,7 +120,14 @@ def make_ingestor(app: Litestar, engine: AsyncEngine, owner: str = "test-worker"
     from app.ingestion.pipeline import Ingestor
 
     state = app.state
-    return Ingestor(engine, state.embedder, state.fetcher, state.settings.ingestion, owner)
+    return Ingestor(
+        engine,
+        state.embedder,
+        state.fetcher,
+        state.settings.ingestion,
+        owner,
+        storage_quota_bytes=state.settings.limits.org_storage_bytes,
+    )
 
 
 @pytest.fixture

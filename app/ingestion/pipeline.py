@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -72,8 +73,10 @@ class Ingestor:
         owner: str,
         *,
         quota_tokens_per_day: int = 0,
+        storage_quota_bytes: int = 0,
     ) -> None:
         self.quota_tokens_per_day = quota_tokens_per_day
+        self.storage_quota_bytes = storage_quota_bytes  # 0: not checked
         self.engine = engine
         self.embedder = embedder
         self.fetcher = fetcher
@@ -289,6 +292,8 @@ class Ingestor:
         # One transaction: the old chunks answer until the new ones replace them, and a
         # worker that lost its lease writes nothing (the row lock fences it).
         async with raw_connection(self.engine) as conn, conn.transaction():
+            if fetched is not None and self.storage_quota_bytes:
+                await self._check_storage(conn, doc, len(fetched))
             old_count = await conn.fetchval(sql.LOCK_LEASED_SQL, doc.id, doc.lease)
             if old_count is None:
                 raise LeaseLost
@@ -320,6 +325,17 @@ class Ingestor:
                 last_modified,
             )
             await conn.execute(sql.KB_COUNT_SQL, doc.kb_id, len(rows) - old_count)
+
+    async def _check_storage(self, conn: Any, doc: ClaimedDocument, size: int) -> None:
+        """A fetched page must fit the organisation's storage quota, as an upload must; if it
+        does not, the document fails and its previous version (if any) keeps answering."""
+        await conn.execute(sql.LOCK_ORG_SQL, doc.org_id)
+        others = await conn.fetchval(sql.OTHER_STORED_BYTES_SQL, doc.org_id, doc.id)
+        if others + size > self.storage_quota_bytes:
+            raise ExtractionError(
+                f"the page ({size:,} bytes) would exceed the organisation's storage quota of "
+                f"{self.storage_quota_bytes:,} bytes"
+            )
 
     async def _unchanged(self, doc: ClaimedDocument, etag: str | None, last_modified: str | None) -> Outcome:
         async with raw_connection(self.engine) as conn:

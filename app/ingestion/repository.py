@@ -66,6 +66,11 @@ UPDATE documents SET progress_done = $3, progress_total = $4
 WHERE id = $1 AND lease_owner = $2
 """
 
+# A URL document's size is known only once its page is fetched. Its storage is checked then,
+# under the same organisation lock the API takes (organisation before document, as there).
+LOCK_ORG_SQL = "SELECT 1 FROM organisations WHERE id = $1 FOR NO KEY UPDATE"
+OTHER_STORED_BYTES_SQL = "SELECT coalesce(sum(size_bytes), 0) FROM documents WHERE org_id = $1 AND id <> $2"
+
 LOCK_LEASED_SQL = """
 SELECT chunk_count FROM documents WHERE id = $1 AND lease_owner = $2 AND status = 'processing' FOR UPDATE
 """

@@ -442,3 +442,54 @@ async def test_squad_articles_every_gold_paragraph_is_findable(client, app, org,
     assert total == 710
     assert split == 8
     assert missing == []
+
+
+async def test_a_fetched_page_over_the_storage_quota_fails_the_document(
+    database_url, settings, org, engine, respx_mock
+):
+    """A URL document's size is known only once fetched: the worker checks the quota then,
+    as the API does for an upload. A page that fits is indexed; one that does not fails with
+    the reason and stores nothing."""
+    limited = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"org_storage_bytes": 4096})}
+    )
+    app = create_app(limited, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    small = (
+        b"<html><head><title>Parking</title></head><body><main><p>Park on level two.</p></main></body></html>"
+    )
+    large = b"<html><body><main><p>" + b"Lockers are on every floor. " * 100 + b"</p></main></body></html>"
+    respx_mock.get(f"https://{PUBLIC_IP}/parking").mock(
+        return_value=httpx.Response(200, content=small, headers={"Content-Type": "text/html"})
+    )
+    respx_mock.get(f"https://{PUBLIC_IP}/lockers").mock(
+        return_value=httpx.Response(200, content=large, headers={"Content-Type": "text/html"})
+    )
+    async with AsyncTestClient(app=app) as client:
+        kb = await create_kb(client, org.headers)
+        await create_text_doc(client, org.headers, kb["id"], content="x" * 2000)
+        for page in ("parking", "lockers"):
+            r = await client.post(
+                f"/api/knowledge/{kb['id']}/documents",
+                json={"url": f"https://help.example.com/{page}", "title": page},
+                headers=org.headers,
+            )
+            assert r.status_code == 202, r.text  # unknown size: accepted at 0 bytes
+        assert await drain(make_ingestor(app, engine)) == {"ready": 2, "failed": 1}
+        docs = {
+            d["title"]: d
+            for d in (await client.get(f"/api/knowledge/{kb['id']}", headers=org.headers)).json()["documents"]
+        }
+    lockers = docs["lockers"]
+    assert (docs["parking"]["status"], lockers["status"], lockers["chunk_count"]) == ("ready", "failed", 0)
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT error, size_bytes, original IS NULL AS empty FROM documents WHERE id = :d"),
+                {"d": lockers["id"]},
+            )
+        ).one()
+    assert (row.error, row.size_bytes, row.empty) == (
+        f"the page ({len(large):,} bytes) would exceed the organisation's storage quota of 4,096 bytes",
+        0,
+        True,
+    )

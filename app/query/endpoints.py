@@ -111,11 +111,15 @@ class KnowledgeGapController(Controller):
         principal: NamedDependency[Principal],
         agent_id: Annotated[uuid.UUID | None, QueryParameter()] = None,
         since: Annotated[datetime | None, QueryParameter()] = None,
+        until: Annotated[datetime | None, QueryParameter()] = None,
         limit: Limit = 50,
+        offset: Offset = 0,
     ) -> list[KnowledgeGap]:
         return await InsightsService(session, principal.org_id).gaps(
             agent_id=agent_id,
             since=since,
+            until=until,
             limit=limit,
+            offset=offset,
             low_confidence=state.settings.query.min_confidence + 0.15,
         )

@@ -49,7 +49,14 @@ class QueryLogRepository:
         return [dict(r._mapping) for r in rows], int(total or 0)
 
     async def gaps(
-        self, *, agent_id: uuid.UUID | None, since: datetime | None, limit: int, low_confidence: float
+        self,
+        *,
+        agent_id: uuid.UUID | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        offset: int,
+        low_confidence: float,
     ) -> list[dict[str, Any]]:
         rows = await self.session.execute(
             text(
@@ -61,9 +68,20 @@ class QueryLogRepository:
                 " AND (status = 'not_found' OR (status = 'answered' AND confidence < :low))"
                 " AND (CAST(:agent AS uuid) IS NULL OR agent_id = :agent)"
                 " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
-                " GROUP BY normalized_query ORDER BY count(*) DESC, max(created_at) DESC LIMIT :limit"
+                " AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)"
+                # normalized_query last: a stable order, so pages neither repeat nor skip a gap.
+                " GROUP BY normalized_query ORDER BY count(*) DESC, max(created_at) DESC, normalized_query"
+                " LIMIT :limit OFFSET :offset"
             ),
-            {"org": self.org_id, "agent": agent_id, "since": since, "limit": limit, "low": low_confidence},
+            {
+                "org": self.org_id,
+                "agent": agent_id,
+                "since": since,
+                "until": until,
+                "limit": limit,
+                "offset": offset,
+                "low": low_confidence,
+            },
         )
         return [dict(r._mapping) for r in rows]
 
@@ -90,10 +108,22 @@ class InsightsService:
         )
 
     async def gaps(
-        self, *, agent_id: uuid.UUID | None, since: datetime | None, limit: int, low_confidence: float
+        self,
+        *,
+        agent_id: uuid.UUID | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        offset: int,
+        low_confidence: float,
     ) -> list[KnowledgeGap]:
         rows = await self.repo.gaps(
-            agent_id=agent_id, since=since, limit=limit, low_confidence=low_confidence
+            agent_id=agent_id,
+            since=since,
+            until=until,
+            limit=limit,
+            offset=offset,
+            low_confidence=low_confidence,
         )
         return [
             KnowledgeGap.model_validate(

@@ -200,6 +200,19 @@ async def test_knowledge_gaps_group_filter_and_include_low_confidence_answers(cl
         ("What about saturdays?", 1, at(12)),
     ]
     assert [g["question"] for g in await gaps(limit=1)] == ["What about saturdays"]
+    # Pages follow the same order, without repeats or holes.
+    assert [g["question"] for g in await gaps(limit=1, offset=1)] == [
+        "Do you offer teeth whitening with lasers"
+    ]
+    assert [g["question"] for g in await gaps(limit=2, offset=2)] == [
+        "Who won the football world cup in 1998?"
+    ]
+    # Calls before a time (exclusive): the 11:00 whitening call and the 12:00 ones are out.
+    assert [(g["question"], g["count"], g["last_asked"]) for g in await gaps(until=iso(at(11)))] == [
+        ("Do you offer teeth whitening with lasers?", 1, at(10)),
+        ("Who won the football world cup in 1998?", 1, at(9)),
+        ("What about saturdays", 1, at(8)),
+    ]
     assert await gaps(agent_id=str(uuid.uuid4())) == []
 
 

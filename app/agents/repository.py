@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    prompt_variant: str | None
 
 
 class AgentRepository:
@@ -34,12 +40,15 @@ class AgentRepository:
                 {"org": self.org_id, "agents": agent_ids},
             )
 
-    async def prompt_variant(self, agent_id: uuid.UUID) -> str | None:
-        value: str | None = await self.session.scalar(
-            text("SELECT prompt_variant FROM agents WHERE org_id = :org AND agent_id = :agent"),
-            {"org": self.org_id, "agent": agent_id},
-        )
-        return value
+    async def find(self, agent_id: uuid.UUID) -> AgentRecord | None:
+        """The agent's settings in this organisation; None when it is not known here."""
+        row = (
+            await self.session.execute(
+                text("SELECT prompt_variant FROM agents WHERE org_id = :org AND agent_id = :agent"),
+                {"org": self.org_id, "agent": agent_id},
+            )
+        ).first()
+        return None if row is None else AgentRecord(prompt_variant=row.prompt_variant)
 
     async def set_prompt_variant(self, agent_id: uuid.UUID, variant: str | None) -> None:
         await self.session.execute(

@@ -20,12 +20,11 @@ class AgentService:
         self.variants = variants
 
     async def get(self, agent_id: uuid.UUID) -> AgentSettingsRead:
-        if not await self.repo.is_known(agent_id):
+        agent = await self.repo.find(agent_id)
+        if agent is None:
             raise NotFound(AGENT_NOT_FOUND)
         return AgentSettingsRead(
-            agent_id=agent_id,
-            prompt_variant=await self.repo.prompt_variant(agent_id),
-            available_variants=self.variants,
+            agent_id=agent_id, prompt_variant=agent.prompt_variant, available_variants=self.variants
         )
 
     async def update(self, agent_id: uuid.UUID, data: AgentSettingsUpdate) -> AgentSettingsRead:
@@ -38,4 +37,6 @@ class AgentService:
             )
         await self.repo.set_prompt_variant(agent_id, data.prompt_variant)
         await self.session.commit()
-        return await self.get(agent_id)
+        return AgentSettingsRead(
+            agent_id=agent_id, prompt_variant=data.prompt_variant, available_variants=self.variants
+        )

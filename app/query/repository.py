@@ -16,8 +16,9 @@ WITH kbs AS (
     FROM agent_assignments a JOIN knowledge_bases kb ON kb.id = a.kb_id
     WHERE a.org_id = $1 AND a.agent_id = $2 AND kb.org_id = $1
 ), agent AS (
-    SELECT coalesce($4, (SELECT prompt_variant FROM agents WHERE org_id = $1 AND agent_id = $2), $5)
-        AS variant
+    -- One read of the agent's row: its variant, and whether it is known here at all.
+    SELECT coalesce($4, a.prompt_variant, $5) AS variant, a.agent_id IS NOT NULL AS known
+    FROM (SELECT) AS one LEFT JOIN agents a ON a.org_id = $1 AND a.agent_id = $2
 ), cache_key AS (
     SELECT sha256(convert_to(
         $3 || '|' || (SELECT variant FROM agent) || '|'
@@ -30,7 +31,7 @@ SELECT
     (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
     (SELECT k FROM cache_key) AS cache_key,
     (SELECT variant FROM agent) AS variant,
-    EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2) AS known,
+    (SELECT known FROM agent) AS known,
     (SELECT response FROM answer_cache c, cache_key
       WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 """

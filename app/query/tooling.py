@@ -78,12 +78,10 @@ class ToolService:
     async def tool(self, agent_id: uuid.UUID, fmt: ToolFormat, variant: str | None = None) -> dict[str, Any]:
         """The declaration and instructions in the prompt variant that answers for the agent:
         `variant`, else the agent's own setting, else the configured default."""
-        agents = AgentRepository(self.session, self.org_id)
-        if not await agents.is_known(agent_id):
+        agent = await AgentRepository(self.session, self.org_id).find(agent_id)
+        if agent is None:
             raise NotFound(AGENT_NOT_FOUND)
-        if variant is None:
-            variant = await agents.prompt_variant(agent_id)
-        prompt = self.prompts.get_or_default(variant or self.default_variant)
+        prompt = self.prompts.get_or_default(variant or agent.prompt_variant or self.default_variant)
         topics = await self.topics(agent_id)
         summary = knowledge_summary(topics, budget_chars=SUMMARY_BUDGET)
         return {

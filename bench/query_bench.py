@@ -318,14 +318,14 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
     maker = QuestionMaker.of(seed, 7)
     conn = await pg_connect(harness.pgdir)
     try:
-        await conn.execute("SET plan_cache_mode = force_custom_plan")
+        await conn.execute("SET plan_cache_mode = auto")
         org = await conn.fetchval("SELECT org_id FROM api_keys LIMIT 1")
         key_hash = await conn.fetchval("SELECT key_hash FROM api_keys LIMIT 1")
         retriever = Retriever(dimensions=dims, pgvector_version=(0,), exact_max_chunks=0, rrf_k=60)
         hybrid = retriever.statement("exact")
         rng = np.random.default_rng(7)
         timings: dict[str, list[float]] = {
-            "authenticate": [], "agent_context": [], "bm25": [], "vector_and_fusion_exact": [],
+            "authenticate": [], "agent_context_and_bm25": [], "vector_and_fusion_exact": [],
         }  # fmt: skip
         plan_text = ""
         for i in range(samples):
@@ -336,26 +336,21 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             await conn.fetchrow(AUTHENTICATE_SQL, key_hash, "query", 60, False)
             timings["authenticate"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            ctx = await conn.fetchrow(
-                sql.AGENT_CONTEXT_SQL, org, uuid.UUID(agent), f"bench|{question}", None, "default"
-            )
-            timings["agent_context"].append((time.perf_counter() - t) * 1000)
+            context_args = (org, uuid.UUID(agent), f"bench|{question}", None, "default", question, 30, False)
+            ctx = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, *context_args)
+            timings["agent_context_and_bm25"].append((time.perf_counter() - t) * 1000)
             kbs = list(ctx["kb_ids"])
-            t = time.perf_counter()
-            text_rows = await conn.fetch(sql.TEXT_SQL, kbs, question, "english", ctx["chunk_total"], 30)
-            timings["bm25"].append((time.perf_counter() - t) * 1000)
             params = (
                 vector.tolist(),
                 kbs, model_key(dims), 30, 60, 6, model_key(dims), 1.0,
-                [r["id"] for r in text_rows], [r["rank"] for r in text_rows],
+                list(ctx["text_ids"] or []), list(ctx["text_ranks"] or []),
             )  # fmt: skip
             t = time.perf_counter()
             await conn.fetch(hybrid, *params)
             timings["vector_and_fusion_exact"].append((time.perf_counter() - t) * 1000)
             if i == samples - 1:
                 explain = "EXPLAIN (ANALYZE, BUFFERS) "
-                text_args = (kbs, question, "english", ctx["chunk_total"], 30)
-                rows = await conn.fetch(explain + sql.TEXT_SQL, *text_args)
+                rows = await conn.fetch(explain + sql.AGENT_CONTEXT_SQL, *context_args)
                 plan_text = "\n".join(r[0] for r in rows)
                 rows = await conn.fetch(explain + hybrid, *params)
                 plan_text += "\n\n" + "\n".join(r[0] for r in rows)

@@ -39,11 +39,17 @@ def make_engine(url: str, settings: Settings) -> AsyncEngine:
         pool_pre_ping=False,
         connect_args={
             "timeout": db.connect_timeout_s,
-            # asyncpg prepares every statement; after five runs PostgreSQL may switch to a
-            # generic plan that ignores the knowledge-base filter (measured: 3.6 ms -> 234 ms,
-            # FIELD-NOTES). Custom plans keep vector search fast and partial indexes usable.
+            # asyncpg prepares every statement, and PostgreSQL's default lets a statement
+            # run five times on custom plans and then keep a generic plan when it costs no
+            # more: planned once per connection instead of on every call (0.4 ms a call for
+            # the agent's context and BM25; docs/BENCHMARKS.md, seventh session). FIELD-NOTES
+            # warns of a KB-filtered vector search whose generic plan took the ANN index and
+            # lost the filter (3.6 -> 234 ms). Ours cannot: the exact statement's expression
+            # is not the HNSW index's (tests/query/test_retrieval.py checks its generic
+            # plan), its generic plan is the KB b-tree costed for ten KBs, so custom plans
+            # stay cheaper and are kept; the HNSW statement uses the index by design.
             "server_settings": {
-                "plan_cache_mode": "force_custom_plan",
+                "plan_cache_mode": "auto",
                 "statement_timeout": str(db.statement_timeout_ms),
                 "application_name": "voice-knowledge",
             },

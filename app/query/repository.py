@@ -1,16 +1,57 @@
 """SQL of the query path. Every statement is scoped by organisation and agent through
 the agent's assignments; they run on raw asyncpg connections because they are the hot
-path: one round trip for the agent's knowledge bases and the answer cache, one for
-hybrid retrieval.
+path: one round trip for the agent's knowledge bases, the answer cache and BM25, one for
+the vector search and the fusion.
 """
 
 from __future__ import annotations
 
-# The agent's KBs (id, content version, language, size), its prompt variant (the request's
-# $4, else the agent's setting, else the default $5) and, in the same round trip, the
-# cached answer whose key binds agent, question, prompts, model, variant and the content
-# version of every KB the agent reads. Any change to those KBs changes the key.
-AGENT_CONTEXT_SQL = """
+# BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004), as common table expressions
+# ending in ``bm25`` (id, rank; best first, at most {limit} rows). The question's lexemes in the
+# KB's text-search language; each one's document frequency among the agent's chunks ({total}
+# chunks in all) gives its weight, so rare words count and common ones barely do; a spoken
+# question rarely holds every word of the answer, so any matching lexeme scores. Document
+# length is the chunk's token count against the mean of the chunks that matched. No lexeme is
+# read unless {gate} holds. The arithmetic is float8: integer columns and bare decimal
+# constants would make it numeric: a fifth more time over 2,000 postings (2.4 against 2.0 ms).
+#
+# chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
+# the old one can take a BM25 slot, and the final join of FUSED_SQL drops it (a shorter list,
+# never a wrong chunk).
+_BM25 = """
+terms AS MATERIALIZED (
+    SELECT DISTINCT lexeme AS term
+    FROM unnest(tsvector_to_array(to_tsvector({language}::regconfig, {question}))) AS lexeme
+    WHERE {gate}
+), postings AS MATERIALIZED (
+    SELECT p.chunk_id, p.term, p.tf::float8 AS tf, p.dl::float8 AS dl
+    FROM chunk_terms p
+    WHERE p.kb_id = ANY({kb_ids}::uuid[]) AND p.term IN (SELECT term FROM terms)
+), idf AS MATERIALIZED (
+    SELECT term, ln(1 + (greatest({total}::float8 - count(*), 0) + 0.5) / (count(*) + 0.5::float8)) AS w
+    FROM postings GROUP BY term
+), bm25 AS (
+    SELECT p.chunk_id AS id,
+           sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / m.avgdl))) AS rank
+    FROM postings p
+    JOIN idf i ON i.term = p.term,
+    (SELECT greatest(avg(dl), 1) AS avgdl FROM postings) m
+    GROUP BY p.chunk_id
+    ORDER BY rank DESC, p.chunk_id
+    LIMIT {limit}
+)"""
+
+# One round trip before the vector search: the agent's KBs (id, content version, language,
+# size), its prompt variant (the request's $4, else the agent's setting, else the default $5),
+# the cached answer whose key binds agent, question, prompts, model, variant and the content
+# version of every KB the agent reads (any change to those KBs changes the key), and BM25's
+# candidates for the question $6 (at most $7), while the question's embedding is on its way.
+# BM25 runs only when it will be used: the agent has chunks, and no cached answer is served
+# ($8 true asks for it regardless: debug mode ignores the cache). Two statements cost a round
+# trip more, and the embedding request's client work, which runs while PostgreSQL works, then
+# delayed the second one (measured: docs/BENCHMARKS.md, seventh session).
+AGENT_CONTEXT_SQL = (
+    """
 WITH kbs AS (
     SELECT kb.id, kb.content_version, kb.language, kb.chunk_count
     FROM agent_assignments a JOIN knowledge_bases kb ON kb.id = a.kb_id
@@ -24,60 +65,47 @@ WITH kbs AS (
         $3 || '|' || (SELECT variant FROM agent) || '|'
         || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), ''), 'UTF8'
     )) AS k FROM kbs
-)
-SELECT
-    coalesce((SELECT array_agg(id ORDER BY id) FROM kbs), '{}') AS kb_ids,
-    coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
-    (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
-    (SELECT k FROM cache_key) AS cache_key,
-    (SELECT variant FROM agent) AS variant,
-    (SELECT known FROM agent) AS known,
-    (SELECT response FROM answer_cache c, cache_key
-      WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
+), ctx AS MATERIALIZED (
+    SELECT
+        coalesce((SELECT array_agg(id ORDER BY id) FROM kbs), '{}') AS kb_ids,
+        coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
+        (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
+        (SELECT k FROM cache_key) AS cache_key,
+        (SELECT variant FROM agent) AS variant,
+        (SELECT known FROM agent) AS known,
+        (SELECT response FROM answer_cache c, cache_key
+          WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
+),"""
+    + _BM25.format(
+        language="(SELECT coalesce(language, 'english') FROM ctx)",
+        question="$6::text",
+        gate="(SELECT chunk_total > 0 AND (cached IS NULL OR $8::boolean) FROM ctx)",
+        kb_ids="(SELECT kb_ids FROM ctx)",
+        total="(SELECT chunk_total FROM ctx)",
+        limit="$7",
+    )
+    + """
+SELECT ctx.*,
+       (SELECT array_agg(id ORDER BY rank DESC, id) FROM bm25) AS text_ids,
+       (SELECT array_agg(rank ORDER BY rank DESC, id) FROM bm25) AS text_ranks
+FROM ctx
 """
-
-# Hybrid retrieval in two statements, so the text side runs while the question's embedding
-# is still on its way (the provider call is the longest wait of a call):
-#
-# 1. TEXT_SQL, BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004): the question's
-#    lexemes in the KB's text-search language; each one's document frequency among the
-#    agent's chunks ($4 chunks in all) gives its weight, so rare words count and common ones
-#    barely do; a spoken question rarely holds every word of the answer, so any matching
-#    lexeme scores. Document length is the chunk's token count against the mean of the
-#    chunks that matched. The arithmetic is float8: integer columns and bare decimal
-#    constants would make it numeric: a fifth more time over 2,000 postings (2.4 against 2.0 ms).
-# 2. FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates}, one of the
-#    VECTOR_* fragments below), fused with the BM25 list ($9 ids, $10 scores, best first) by
-#    weighted reciprocal rank fusion ($8 weighs the vector side, BM25 weighs 1), and the
-#    chosen chunks' text. $3 selects chunks of the current embedding model; $7 is the same
-#    key, or a key that matches nothing when the question could not be embedded, which
-#    leaves BM25 alone.
-#
-# chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
-# the old one can take a BM25 slot, and the final join drops it (a shorter list, never a
-# wrong chunk).
-TEXT_SQL = """
-WITH terms AS MATERIALIZED (
-    SELECT DISTINCT lexeme AS term
-    FROM unnest(tsvector_to_array(to_tsvector($3::text::regconfig, $2))) AS lexeme
-), postings AS MATERIALIZED (
-    SELECT p.chunk_id, p.term, p.tf::float8 AS tf, p.dl::float8 AS dl
-    FROM chunk_terms p
-    WHERE p.kb_id = ANY($1::uuid[]) AND p.term IN (SELECT term FROM terms)
-), idf AS MATERIALIZED (
-    SELECT term, ln(1 + (greatest($4::float8 - count(*), 0) + 0.5) / (count(*) + 0.5::float8)) AS w
-    FROM postings GROUP BY term
 )
-SELECT p.chunk_id AS id,
-       sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / m.avgdl))) AS rank
-FROM postings p
-JOIN idf i ON i.term = p.term,
-(SELECT greatest(avg(dl), 1) AS avgdl FROM postings) m
-GROUP BY p.chunk_id
-ORDER BY rank DESC, p.chunk_id
-LIMIT $5
-"""
 
+# BM25 alone, for a known list of KBs ($1), the question $2 in the language $3, $4 chunks in
+# all, at most $5 rows: the same ranking as AGENT_CONTEXT_SQL's (benchmarks, tests).
+TEXT_SQL = (
+    "WITH"
+    + _BM25.format(language="$3::text", question="$2::text", gate="true", kb_ids="$1", total="$4", limit="$5")
+    + "\nSELECT id, rank FROM bm25 ORDER BY rank DESC, id\n"
+)
+
+# The second statement, FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates},
+# one of the VECTOR_* fragments below), fused with the BM25 list ($9 ids, $10 scores, best
+# first) by weighted reciprocal rank fusion ($8 weighs the vector side, BM25 weighs 1), and
+# the chosen chunks' text. $3 selects chunks of the current embedding model; $7 is the same
+# key, or a key that matches nothing when the question could not be embedded, which leaves
+# BM25 alone.
 FUSED_SQL = """
 WITH vec AS (
     {vector_candidates}

@@ -50,11 +50,10 @@ class Retrieval:
 
 @dataclass(frozen=True, slots=True)
 class TextHits:
-    """BM25's candidates, best first."""
+    """BM25's candidates, best first (AGENT_CONTEXT_SQL finds them)."""
 
     ids: list[int]
     scores: list[float]
-    timing_ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,30 +97,13 @@ class Retriever:
         self._hnsw = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
 
     def statement(self, plan: str) -> str:
-        """The vector-and-fusion statement of ``plan`` (TEXT_SQL runs before it)."""
+        """The vector-and-fusion statement of ``plan`` (BM25 runs before it, in AGENT_CONTEXT_SQL)."""
         return self._exact if plan == "exact" else self._hnsw
 
     def plan(self, chunk_total: int) -> str:
         if chunk_total <= self.exact_max_chunks:
             return "exact"
         return "iterative" if self.iterative else "hnsw"
-
-    async def bm25(
-        self,
-        conn: Any,
-        *,
-        kb_ids: Sequence[uuid.UUID],
-        question: str,
-        language: str,
-        chunk_total: int,
-        candidates: int,
-    ) -> TextHits:
-        """The text side, run while the question's embedding is on its way."""
-        t = time.perf_counter()
-        rows = await conn.fetch(sql.TEXT_SQL, list(kb_ids), question, language, chunk_total, candidates)
-        return TextHits(
-            [r["id"] for r in rows], [r["rank"] for r in rows], timing_ms=(time.perf_counter() - t) * 1000
-        )
 
     async def fuse(
         self,
@@ -136,7 +118,7 @@ class Retriever:
         top_k: int,
     ) -> Retrieval:
         """The vector side, fused with ``text``, and the chosen chunks. Without a vector
-        (provider down or too slow) BM25 alone answers. ``timing_ms`` counts both statements."""
+        (provider down or too slow) BM25 alone answers."""
         plan = self.plan(chunk_total)
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
@@ -168,7 +150,7 @@ class Retriever:
                 else:
                     await conn.execute("SET LOCAL hnsw.ef_search = 1000")
                 rows = await conn.fetch(statement, *args)
-        spent = (time.perf_counter() - t) * 1000 + text.timing_ms
+        spent = (time.perf_counter() - t) * 1000
         found = [
             Candidate(
                 chunk_id=r["id"],

@@ -237,6 +237,7 @@ class QueryService:
         try:
             t = time.perf_counter()
             async with raw_connection(self.engine) as conn:
+                # The agent's context, the answer cache and BM25 in one round trip.
                 ctx = await conn.fetchrow(
                     sql.AGENT_CONTEXT_SQL,
                     org_id,
@@ -244,19 +245,15 @@ class QueryService:
                     key_material,
                     state["variant"],
                     self.settings.prompt_variant,
+                    question,
+                    self.settings.candidates,
+                    state["debug"] is not None,
                 )
                 trace.search += (time.perf_counter() - t) * 1000
                 if (early := self._early_reply(ctx, state)) is not None:
                     return early
                 kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
-                text = await self.retriever.bm25(
-                    conn,
-                    kb_ids=kb_ids,
-                    question=question,
-                    language=ctx["language"] or "english",
-                    chunk_total=chunk_total,
-                    candidates=self.settings.candidates,
-                )
+                text = TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or [])
                 found: Retrieval | None = None
                 if embedding.done():
                     found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)

@@ -2,12 +2,14 @@
 the agent's size and the server's pgvector."""
 
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
 
 from app.db.engine import raw_connection
 from app.embeddings.lexical import LexicalEmbedder
+from app.query import repository as sql
 from app.query.retrieval import Retriever, TextHits
 from app.query.service import normalise_question
 
@@ -42,14 +44,8 @@ async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent
             retriever = Retriever(
                 dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=exact_max_chunks, rrf_k=60
             )
-            text = await retriever.bm25(
-                conn,
-                kb_ids=kb_ids,
-                question=QUESTION,
-                language="english",
-                chunk_total=chunk_total,
-                candidates=30,
-            )
+            rows = await conn.fetch(sql.TEXT_SQL, kb_ids, QUESTION, "english", chunk_total, 30)
+            text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
             plan = retriever.plan(chunk_total)
             found[plan] = await retriever.fuse(conn, text=text, vector=vector, **common)
             # Without a vector (the provider failed) BM25 alone answers.
@@ -85,7 +81,7 @@ async def test_exact_search_ranks_by_cosine_similarity(faq_agent, engine):
         vector /= np.linalg.norm(vector)
         result = await retriever.fuse(
             conn,
-            text=TextHits([], [], 0.0),
+            text=TextHits([], []),
             vector=vector.tolist(),
             kb_ids=kb_ids,
             model_key=stored[0]["embedding_model"],
@@ -100,3 +96,77 @@ async def test_exact_search_ranks_by_cosine_similarity(faq_agent, engine):
     assert [c.chunk_id for c in result.candidates] == [i for i, _ in expected]
     assert [c.vector_rank for c in result.candidates] == [1, 2, 3, 4]
     assert [c.similarity for c in result.candidates] == pytest.approx([s for _, s in expected], abs=1e-6)
+
+
+async def test_the_context_statement_carries_bm25_unless_a_cached_answer_is_served(faq_agent, engine):
+    """AGENT_CONTEXT_SQL's BM25 list is TEXT_SQL's; with a cached answer it is not computed,
+    unless asked for (debug mode)."""
+    kb_id, agent_id = uuid.UUID(faq_agent["kb"]["id"]), uuid.UUID(faq_agent["agent"])
+    question = (
+        "Is the dental practice open on Saturdays, and where do I park?"  # every chunk matches, in order
+    )
+
+    async with raw_connection(engine) as conn:
+        org_id = await conn.fetchval("SELECT org_id FROM knowledge_bases WHERE id = $1", kb_id)
+
+        async def context(*, always: bool) -> Any:
+            return await conn.fetchrow(
+                sql.AGENT_CONTEXT_SQL, org_id, agent_id, "key", None, "default", question, 30, always
+            )
+
+        fresh = await context(always=False)
+        rows = await conn.fetch(sql.TEXT_SQL, [kb_id], question, "english", fresh["chunk_total"], 30)
+        await conn.execute(
+            "INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)"
+            " VALUES ($1, $2, $3, '{}'::jsonb, now() + interval '1 hour')",
+            fresh["cache_key"],
+            org_id,
+            agent_id,
+        )
+        cached = await context(always=False)
+        debug = await context(always=True)
+
+    assert (fresh["cached"], fresh["chunk_total"]) == (None, 4)
+    assert len(rows) == 4
+    assert list(fresh["text_ids"]) == [r["id"] for r in rows]
+    assert list(fresh["text_ranks"]) == [r["rank"] for r in rows]
+    assert cached["cached"] is not None
+    assert (cached["text_ids"], cached["text_ranks"]) == (None, None)
+    assert list(debug["text_ids"]) == [r["id"] for r in rows]
+
+
+async def test_a_generic_plan_of_the_exact_search_cannot_take_the_ann_index(faq_agent, engine):
+    """The service lets PostgreSQL keep generic plans (app/db/engine.py). FIELD-NOTES' trap is
+    a KB-filtered vector search whose generic plan walks the HNSW index and filters after,
+    losing the agent's chunks: the exact statement compares the plain column, which the
+    expression index cannot serve, so even a forced generic plan reads the KB b-tree."""
+    kb_id = uuid.UUID(faq_agent["kb"]["id"])
+    statement = Retriever(
+        dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60
+    ).statement("exact")
+    vector = "'{" + ",".join(["0.5"] * 512) + "}'::float4[]"
+    args = f"{vector}, ARRAY['{kb_id}']::uuid[], 'm', 30, 60, 5, 'm', 1.0, '{{}}'::bigint[], '{{}}'::float8[]"
+    async with raw_connection(engine) as conn:
+        await conn.execute(
+            "CREATE INDEX ix_test_generic_hnsw ON chunks"
+            " USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE embedding_dim = 512"
+        )
+        try:
+            await conn.execute(f"PREPARE test_generic_exact AS {statement}")
+            await conn.execute("SET plan_cache_mode = force_generic_plan")
+            # The test's KB is tiny: forbidding the other ways makes any usable index that
+            # yields rows in distance order win (the hnsw statement's plan then takes it).
+            await conn.execute("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off")
+            plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN EXECUTE test_generic_exact({args})"))
+            prepared = await conn.fetch(
+                "SELECT generic_plans FROM pg_prepared_statements WHERE name = $1", "test_generic_exact"
+            )
+        finally:
+            await conn.execute("DEALLOCATE test_generic_exact")
+            await conn.execute("RESET plan_cache_mode")
+            await conn.execute("RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort")
+            await conn.execute("DROP INDEX ix_test_generic_hnsw")
+
+    assert prepared[0]["generic_plans"] == 1
+    assert "ix_chunks_kb" in plan
+    assert "hnsw" not in plan

@@ -322,7 +322,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
         org = await conn.fetchval("SELECT org_id FROM api_keys LIMIT 1")
         key_hash = await conn.fetchval("SELECT key_hash FROM api_keys LIMIT 1")
         retriever = Retriever(dimensions=dims, pgvector_version=(0,), exact_max_chunks=0, rrf_k=60)
-        hybrid = retriever.statement("exact")
+        hybrid = retriever.statement("exact", 1)  # each agent reads one KB
         rng = np.random.default_rng(7)
         timings: dict[str, list[float]] = {
             "authenticate": [], "agent_context_and_bm25": [], "vector_and_fusion_exact": [],
@@ -354,11 +354,26 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
                 plan_text = "\n".join(r[0] for r in rows)
                 rows = await conn.fetch(explain + hybrid, *params)
                 plan_text += "\n\n" + "\n".join(r[0] for r in rows)
+        # How PostgreSQL planned each statement over the run: generic plans are planned once.
+        named = {
+            AUTHENTICATE_SQL: "authenticate",
+            sql.AGENT_CONTEXT_SQL: "agent_context_and_bm25",
+            hybrid: "vector_and_fusion_exact",
+        }
+        prepared = await conn.fetch(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        )
+        plans = {
+            named[r["statement"]]: {"generic": r["generic_plans"], "custom": r["custom_plans"]}
+            for r in prepared
+            if r["statement"] in named
+        }
     finally:
         await conn.close()
     return {
         "samples": samples,
         "ms": {k: percentiles(v) for k, v in timings.items()},
+        "plans": plans,
         "explain_analyze_hybrid_exact": plan_text,
     }
 
@@ -739,7 +754,9 @@ def print_summary(result: dict[str, Any]) -> None:
     if sql := result.get("sql"):
         print("SQL alone (serial, idle connection), ms p50 / p90 / p99 / max:")
         for name, p in sql["ms"].items():
-            print(f"  {name:<25} {_fmt(p)}")
+            plans = sql.get("plans", {}).get(name)
+            planned = f"   (plans: {plans['generic']} generic, {plans['custom']} custom)" if plans else ""
+            print(f"  {name:<25} {_fmt(p)}{planned}")
     if spy := result.get("py_spy"):
         prof = spy.get("profile")
         if prof:

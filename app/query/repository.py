@@ -131,14 +131,23 @@ ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
 # plain column expression cannot use the HNSW expression index, which keeps the planner
-# from choosing a filtered ANN scan that may return too few rows (FIELD-NOTES).
+# from choosing a filtered ANN scan that may return too few rows (FIELD-NOTES), custom plan
+# or generic. {kb_filter} is one of the two below. The question's vector is an InitPlan: in
+# a generic plan ``$1::float4[]::vector`` would otherwise be converted again for every row
+# (measured: 1.5 -> 4.3 ms over 1,000 chunks).
 VECTOR_EXACT = """
-    SELECT c.id, c.embedding <=> $1::float4[]::vector AS dist
+    SELECT c.id, c.embedding <=> (SELECT $1::float4[]::vector) AS dist
     FROM chunks c
-    WHERE c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
+    WHERE {kb_filter} AND c.embedding_model = $7
     ORDER BY dist, c.id
     LIMIT $4
 """
+# Most agents read one KB. Its equality is estimated at one KB's share of the chunks, as a
+# custom plan sees it, so PostgreSQL keeps the generic plan after five runs: planned once per
+# connection, 0.35 ms less per call (docs/BENCHMARKS.md, seventh session). For a list, a
+# generic plan assumes ten KBs, and each call is planned for its own.
+ONE_KB = "c.kb_id = ($2::uuid[])[1]"
+ANY_KB = "c.kb_id = ANY($2::uuid[])"
 
 # Approximate search through the HNSW expression index for the dimension in use. With
 # pgvector >= 0.8 the caller enables iterative index scans so the KB filter cannot starve

@@ -93,12 +93,17 @@ class Retriever:
         self.rrf_k = rrf_k
         self.vector_weight = vector_weight
         # Statements are built once; asyncpg caches their preparation per connection.
-        self._exact = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_EXACT)
+        exact = sql.VECTOR_EXACT.format
+        self._exact = sql.FUSED_SQL.format(vector_candidates=exact(kb_filter=sql.ANY_KB))
+        self._exact_one = sql.FUSED_SQL.format(vector_candidates=exact(kb_filter=sql.ONE_KB))
         self._hnsw = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
 
-    def statement(self, plan: str) -> str:
-        """The vector-and-fusion statement of ``plan`` (BM25 runs before it, in AGENT_CONTEXT_SQL)."""
-        return self._exact if plan == "exact" else self._hnsw
+    def statement(self, plan: str, kbs: int) -> str:
+        """The vector-and-fusion statement of ``plan`` for an agent reading ``kbs`` KBs (BM25
+        runs before it, in AGENT_CONTEXT_SQL)."""
+        if plan == "exact":
+            return self._exact_one if kbs == 1 else self._exact
+        return self._hnsw
 
     def plan(self, chunk_total: int) -> str:
         if chunk_total <= self.exact_max_chunks:
@@ -138,7 +143,7 @@ class Retriever:
             text.ids,
             text.scores,
         )
-        statement = self.statement(plan)
+        statement = self.statement(plan, len(kb_ids))
         t = time.perf_counter()
         if plan == "exact":
             rows = await conn.fetch(statement, *args)

@@ -135,17 +135,20 @@ async def test_the_context_statement_carries_bm25_unless_a_cached_answer_is_serv
     assert list(debug["text_ids"]) == [r["id"] for r in rows]
 
 
-async def test_a_generic_plan_of_the_exact_search_cannot_take_the_ann_index(faq_agent, engine):
+@pytest.mark.parametrize("kbs", [1, 2])
+async def test_a_generic_plan_of_the_exact_search_cannot_take_the_ann_index(faq_agent, engine, kbs):
     """The service lets PostgreSQL keep generic plans (app/db/engine.py). FIELD-NOTES' trap is
     a KB-filtered vector search whose generic plan walks the HNSW index and filters after,
-    losing the agent's chunks: the exact statement compares the plain column, which the
-    expression index cannot serve, so even a forced generic plan reads the KB b-tree."""
-    kb_id = uuid.UUID(faq_agent["kb"]["id"])
+    losing the agent's chunks: the exact statements (one KB, several) compare the plain
+    column, which the expression index cannot serve, so even a forced generic plan reads the
+    KB b-tree."""
+    kb_ids = [faq_agent["kb"]["id"], str(uuid.uuid4())][:kbs]
     statement = Retriever(
         dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60
-    ).statement("exact")
+    ).statement("exact", kbs)
     vector = "'{" + ",".join(["0.5"] * 512) + "}'::float4[]"
-    args = f"{vector}, ARRAY['{kb_id}']::uuid[], 'm', 30, 60, 5, 'm', 1.0, '{{}}'::bigint[], '{{}}'::float8[]"
+    kb_array = "ARRAY[" + ",".join(f"'{k}'" for k in kb_ids) + "]::uuid[]"
+    args = f"{vector}, {kb_array}, 'm', 30, 60, 5, 'm', 1.0, '{{}}'::bigint[], '{{}}'::float8[]"
     async with raw_connection(engine) as conn:
         await conn.execute(
             "CREATE INDEX ix_test_generic_hnsw ON chunks"

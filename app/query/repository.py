@@ -24,9 +24,16 @@ terms AS MATERIALIZED (
     FROM unnest(tsvector_to_array(to_tsvector({language}::regconfig, {question}))) AS lexeme
     WHERE {gate}
 ), postings AS MATERIALIZED (
-    SELECT p.chunk_id, p.term, p.tf::float8 AS tf, p.dl::float8 AS dl
-    FROM chunk_terms p
-    WHERE p.kb_id = ANY({kb_ids}::uuid[]) AND p.term IN (SELECT term FROM terms)
+    -- One index probe per lexeme. OFFSET 0 keeps the subquery from being flattened into a
+    -- join that an estimate of the KB filter (unknown here: the KBs come from the statement
+    -- itself) can turn into a scan of all of the agent's postings (measured on squad-dev's
+    -- one KB: 44,800 postings read for 252, 12 ms instead of 0.6).
+    SELECT p.chunk_id, t.term, p.tf::float8 AS tf, p.dl::float8 AS dl
+    FROM terms t CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, dl FROM chunk_terms
+        WHERE kb_id = ANY({kb_ids}::uuid[]) AND term = t.term
+        OFFSET 0
+    ) p
 ), idf AS MATERIALIZED (
     SELECT term, ln(1 + (greatest({total}::float8 - count(*), 0) + 0.5) / (count(*) + 0.5::float8)) AS w
     FROM postings GROUP BY term

@@ -322,7 +322,8 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
         org = await conn.fetchval("SELECT org_id FROM api_keys LIMIT 1")
         key_hash = await conn.fetchval("SELECT key_hash FROM api_keys LIMIT 1")
         retriever = Retriever(dimensions=dims, pgvector_version=(0,), exact_max_chunks=0, rrf_k=60)
-        hybrid = retriever.statement("exact", 1)  # each agent reads one KB
+        # As the service runs it (default settings); each agent reads one KB.
+        hybrid = retriever.statement("exact", 1, candidates=30, top_k=6)
         rng = np.random.default_rng(7)
         timings: dict[str, list[float]] = {
             "authenticate": [], "agent_context_and_bm25": [], "vector_and_fusion_exact": [],
@@ -341,8 +342,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             timings["agent_context_and_bm25"].append((time.perf_counter() - t) * 1000)
             kbs = list(ctx["kb_ids"])
             params = (
-                vector.tolist(),
-                kbs, model_key(dims), 30, 60, 6, model_key(dims), 1.0,
+                vector.tolist(), kbs, model_key(dims), model_key(dims),
                 list(ctx["text_ids"] or []), list(ctx["text_ranks"] or []),
             )  # fmt: skip
             t = time.perf_counter()

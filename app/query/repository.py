@@ -108,25 +108,32 @@ TEXT_SQL = (
 )
 
 # The second statement, FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates},
-# one of the VECTOR_* fragments below), fused with the BM25 list ($9 ids, $10 scores, best
-# first) by weighted reciprocal rank fusion ($8 weighs the vector side, BM25 weighs 1), and
-# the chosen chunks' text. $3 selects chunks of the current embedding model; $7 is the same
-# key, or a key that matches nothing when the question could not be embedded, which leaves
-# BM25 alone.
+# one of the VECTOR_* fragments below; at most {candidates}), fused with the BM25 list ($5
+# ids, $6 scores, best first) by weighted reciprocal rank fusion (k = {rrf_k}; {weight}
+# weighs the vector side, BM25 weighs 1), and the {top_k} chosen chunks' text. $3 selects
+# chunks of the current embedding model; $4 is the same key, or a key that matches nothing
+# when the question could not be embedded, which leaves BM25 alone.
+#
+# The numbers are the process's settings, written into the statement (Retriever formats
+# them; each is an int or a float) rather than passed: PostgreSQL then estimates a custom
+# plan and the generic one alike, and keeps the generic plan after five runs. Passed as
+# parameters, the limits made the generic plan look costlier in 3 of 5 sets of questions,
+# and the statement was planned again on every call (0.3 ms; docs/BENCHMARKS.md, seventh
+# session).
 FUSED_SQL = """
 WITH vec AS (
     {vector_candidates}
 ), vec_ranked AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
 ), txt_ranked AS (
-    SELECT t.id, t.rank, t.r FROM unnest($9::bigint[], $10::float8[]) WITH ORDINALITY AS t(id, rank, r)
+    SELECT t.id, t.rank, t.r FROM unnest($5::bigint[], $6::float8[]) WITH ORDINALITY AS t(id, rank, r)
 ), fused AS (
     SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
            1 - v.dist AS similarity, t.rank AS text_score,
-           coalesce($8::float8 / ($5 + v.r), 0) + coalesce(1.0 / ($5 + t.r), 0) AS score
+           coalesce({weight}::float8 / ({rrf_k} + v.r), 0) + coalesce(1.0 / ({rrf_k} + t.r), 0) AS score
     FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
     ORDER BY score DESC, vector_rank NULLS LAST, id
-    LIMIT $6
+    LIMIT {top_k}
 )
 SELECT f.id, f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
        c.text, c.section, c.page, c.document_id, d.title
@@ -145,14 +152,13 @@ ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 VECTOR_EXACT = """
     SELECT c.id, c.embedding <=> (SELECT $1::float4[]::vector) AS dist
     FROM chunks c
-    WHERE {kb_filter} AND c.embedding_model = $7
+    WHERE {kb_filter} AND c.embedding_model = $4
     ORDER BY dist, c.id
-    LIMIT $4
+    LIMIT {candidates}
 """
 # Most agents read one KB. Its equality is estimated at one KB's share of the chunks, as a
-# custom plan sees it, so PostgreSQL keeps the generic plan after five runs: planned once per
-# connection, 0.35 ms less per call (docs/BENCHMARKS.md, seventh session). For a list, a
-# generic plan assumes ten KBs, and each call is planned for its own.
+# custom plan sees it, which lets PostgreSQL keep the generic plan (see FUSED_SQL). For a
+# list, a generic plan assumes ten KBs, and each call is planned for its own.
 ONE_KB = "c.kb_id = ($2::uuid[])[1]"
 ANY_KB = "c.kb_id = ANY($2::uuid[])"
 
@@ -162,9 +168,9 @@ ANY_KB = "c.kb_id = ANY($2::uuid[])"
 VECTOR_HNSW = """
     SELECT c.id, c.embedding::vector({dim}) <=> $1::float4[]::vector({dim}) AS dist
     FROM chunks c
-    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $7
+    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $4
     ORDER BY c.embedding::vector({dim}) <=> $1::float4[]::vector({dim})
-    LIMIT $4
+    LIMIT {candidates}
 """
 
 PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"

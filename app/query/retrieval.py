@@ -92,18 +92,29 @@ class Retriever:
         self.exact_max_chunks = exact_max_chunks
         self.rrf_k = rrf_k
         self.vector_weight = vector_weight
-        # Statements are built once; asyncpg caches their preparation per connection.
-        exact = sql.VECTOR_EXACT.format
-        self._exact = sql.FUSED_SQL.format(vector_candidates=exact(kb_filter=sql.ANY_KB))
-        self._exact_one = sql.FUSED_SQL.format(vector_candidates=exact(kb_filter=sql.ONE_KB))
-        self._hnsw = sql.FUSED_SQL.format(vector_candidates=sql.VECTOR_HNSW.format(dim=dimensions))
+        # Statements are built once per shape and size; asyncpg caches their preparation
+        # per connection.
+        self._statements: dict[tuple[str, int, int], str] = {}
 
-    def statement(self, plan: str, kbs: int) -> str:
+    def statement(self, plan: str, kbs: int, *, candidates: int, top_k: int) -> str:
         """The vector-and-fusion statement of ``plan`` for an agent reading ``kbs`` KBs (BM25
-        runs before it, in AGENT_CONTEXT_SQL)."""
-        if plan == "exact":
-            return self._exact_one if kbs == 1 else self._exact
-        return self._hnsw
+        runs before it, in AGENT_CONTEXT_SQL), with the sizes written in (see FUSED_SQL)."""
+        shape = ("one" if kbs == 1 else "any") if plan == "exact" else "hnsw"
+        key = (shape, candidates, top_k)
+        statement = self._statements.get(key)
+        if statement is None:
+            if shape == "hnsw":
+                vector = sql.VECTOR_HNSW.format(dim=int(self.dimensions), candidates=int(candidates))
+            else:
+                kb_filter = sql.ONE_KB if shape == "one" else sql.ANY_KB
+                vector = sql.VECTOR_EXACT.format(kb_filter=kb_filter, candidates=int(candidates))
+            statement = self._statements[key] = sql.FUSED_SQL.format(
+                vector_candidates=vector,
+                weight=repr(float(self.vector_weight)),
+                rrf_k=int(self.rrf_k),
+                top_k=int(top_k),
+            )
+        return statement
 
     def plan(self, chunk_total: int) -> str:
         if chunk_total <= self.exact_max_chunks:
@@ -135,15 +146,11 @@ class Retriever:
             vector,
             list(kb_ids),
             model_key,
-            candidates,
-            self.rrf_k,
-            top_k,
             vector_key,
-            self.vector_weight,
             text.ids,
             text.scores,
         )
-        statement = self.statement(plan, len(kb_ids))
+        statement = self.statement(plan, len(kb_ids), candidates=candidates, top_k=top_k)
         t = time.perf_counter()
         if plan == "exact":
             rows = await conn.fetch(statement, *args)

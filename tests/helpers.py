@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -45,6 +46,14 @@ async def create_text_doc(
     assert r.status_code == 202, r.text
     body: dict[str, Any] = r.json()
     return body
+
+
+async def assign_new_agent(client: Client, headers: dict[str, str], kb_id: str) -> str:
+    """Assign the KB to a fresh agent id (as the voice platform names one) and return it."""
+    agent = str(uuid.uuid4())
+    r = await client.put(f"/api/knowledge/{kb_id}/agents", json={"agent_ids": [agent]}, headers=headers)
+    assert r.status_code == 200, r.text
+    return agent
 
 
 async def create_key(client: Client, headers: dict[str, str], role: str = "query") -> dict[str, Any]:

@@ -12,6 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.query.schemas import KnowledgeGap, QueryLogRead
 from app.schemas import Page
 
+# The optional time window both listings take (:since inclusive, :until exclusive).
+_WINDOW = (
+    " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
+    " AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)"
+)
+
 
 class QueryLogRepository:
     """SQL over query_log; every statement is bound to the organisation here."""
@@ -32,8 +38,7 @@ class QueryLogRepository:
     ) -> tuple[list[dict[str, Any]], int]:
         where = (
             "org_id = :org AND agent_id = :agent AND (CAST(:status AS text) IS NULL OR status = :status)"
-            " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
-            " AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)"
+            + _WINDOW
         )
         params = {"org": self.org_id, "agent": agent_id, "status": status, "since": since, "until": until}
         rows = await self.session.execute(
@@ -66,9 +71,7 @@ class QueryLogRepository:
                 " FROM query_log"
                 " WHERE org_id = :org"
                 " AND (status = 'not_found' OR (status = 'answered' AND confidence < :low))"
-                " AND (CAST(:agent AS uuid) IS NULL OR agent_id = :agent)"
-                " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
-                " AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)"
+                " AND (CAST(:agent AS uuid) IS NULL OR agent_id = :agent)" + _WINDOW +
                 # normalized_query last: a stable order, so pages neither repeat nor skip a gap.
                 " GROUP BY normalized_query ORDER BY count(*) DESC, max(created_at) DESC, normalized_query"
                 " LIMIT :limit OFFSET :offset"

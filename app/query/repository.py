@@ -198,5 +198,3 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $1
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change
 # to a KB leaves its agents' old keys behind: without this the table only grows.
 PRUNE_ANSWER_CACHE_SQL = "DELETE FROM answer_cache WHERE expires_at < now()"
-
-AGENT_SETTINGS_GET_SQL = "SELECT prompt_variant FROM agents WHERE org_id = $1 AND agent_id = $2"

@@ -2,7 +2,7 @@ import uuid
 
 from sqlalchemy import text
 
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import assign_new_agent, create_kb, create_text_doc
 
 
 async def test_create_returns_201_with_defaults(client, org):
@@ -167,8 +167,7 @@ async def test_replace_agents(client, org):
 
 async def test_malformed_agent_id_is_422_and_changes_nothing(client, org):
     kb = await create_kb(client, org.headers)
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     r = await client.put(
         f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": ["nope"]}, headers=org.headers
     )

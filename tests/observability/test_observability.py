@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from tests.helpers import create_kb
+from tests.helpers import assign_new_agent, create_kb
 
 
 @pytest.mark.parametrize(("sent", "kept"), [("abc-123", True), ("bad id with spaces", False)])
@@ -30,8 +30,7 @@ async def test_query_series_exist_from_the_start_and_count_each_call(client, org
     """The query series are exported at zero before any call (run alone, this test scrapes
     before its process has answered one), then count each call."""
     kb = await create_kb(client, org.headers, "Nothing yet")
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     before = (await client.get("/metrics")).text
     r = await client.post(
         f"/api/agents/{agent}/query_knowledge", json={"query": "When are you open?"}, headers=org.headers

@@ -4,7 +4,6 @@ a respx-mocked OpenAI answering model."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from pydantic import SecretStr
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import fake_resolver
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import assign_new_agent, create_kb, create_text_doc
 
 OPENAI_BASE = "https://api.openai.test/v1"
 
@@ -79,8 +78,7 @@ async def faq_agent(client, org, drain_queue) -> dict[str, Any]:
     doc = await create_text_doc(
         client, org.headers, kb["id"], title="Practice FAQ", content=FAQ, content_type="markdown"
     )
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     assert await drain_queue() == {"ready": 1}
     return {"agent": agent, "kb": kb, "doc": doc}
 

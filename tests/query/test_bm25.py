@@ -1,11 +1,9 @@
 """BM25 ranking over chunk_terms (migration 0004): rare words weigh, common ones barely do;
 the term index follows its chunks in and out."""
 
-import uuid
-
 from sqlalchemy import text
 
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import assign_new_agent, create_kb, create_text_doc
 
 QUESTION = "Does the clinic treat zebras?"
 
@@ -19,8 +17,7 @@ async def _agent_with(client, org, drain_queue, docs: dict[str, str]) -> tuple[s
             "id"
         ]
     ids["kb"] = kb["id"]
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     assert await drain_queue() == {"ready": len(docs)}
     return agent, ids
 

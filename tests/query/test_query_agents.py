@@ -19,7 +19,7 @@ from app.main import create_app
 from app.prompting import PromptLibrary
 from app.query.tooling import ToolService, check_tool_prompts
 from tests.conftest import fake_resolver, make_ingestor
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import assign_new_agent, create_kb, create_text_doc
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings
 
 PROJECT_PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
@@ -33,8 +33,7 @@ async def _faq_agent(client: Any, org: Any, app: Any, drain_queue: Any) -> str:
     await create_text_doc(
         client, org.headers, kb["id"], title="Practice FAQ", content=FAQ, content_type="markdown"
     )
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     assert await drain_queue(app) == {"ready": 1}
     return agent
 
@@ -132,16 +131,14 @@ async def test_tool_uses_the_configured_default_variant(warm_app, org):
     app = warm_app(prompt_variant="warm")
     async with AsyncTestClient(app=app) as c:
         kb = await create_kb(c, org.headers, "Dental FAQ")
-        agent = str(uuid.uuid4())
-        await c.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+        agent = await assign_new_agent(c, org.headers, kb["id"])
         body = await _tool(c, org.headers, agent)
     assert body["tool"]["description"] == "Warmly looks up what callers ask about: Dental FAQ."
 
 
 async def test_openai_descriptions_stay_within_1024_characters(client, org, engine):
     kb = await create_kb(client, org.headers, "Clinic handbook", description="Everything about the clinic")
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     # Forty documents whose chunks answer: named in the summary without indexing each one.
     async with engine.begin() as conn:
         await conn.execute(
@@ -169,8 +166,7 @@ async def test_openai_descriptions_stay_within_1024_characters(client, org, engi
 
 async def test_tool_names_documents_whose_chunks_answer(client, org, engine):
     kb = await create_kb(client, org.headers, "Dental FAQ")
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     async with engine.begin() as conn:
         await conn.execute(
             text(
@@ -272,8 +268,7 @@ async def test_maintenance_prunes_expired_answers(app, client, org, faq_agent, e
 
 async def test_topics_read_at_most_a_hundred_documents_per_kb(client, org, engine, sessionmaker):
     kb = await create_kb(client, org.headers, "Handbook")
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     async with engine.begin() as conn:
         await conn.execute(
             text(

@@ -3,7 +3,6 @@ failures, stalls and deadlines end."""
 
 import asyncio
 import json
-import uuid
 
 import httpx
 import pytest
@@ -13,7 +12,7 @@ from app.ingestion.worker import drain
 from app.main import create_app
 from app.query.service import EmbeddingLRU
 from tests.conftest import fake_resolver, make_ingestor
-from tests.helpers import create_kb, create_text_doc, embeddings_reply
+from tests.helpers import assign_new_agent, create_kb, create_text_doc, embeddings_reply
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings, sent_json
 
 CHAT = f"{OPENAI_BASE}/chat/completions"
@@ -24,8 +23,7 @@ async def _agent(c, org, app, engine, content=FAQ, title="Practice FAQ", content
     doc = await create_text_doc(
         c, org.headers, kb["id"], title=title, content=content, content_type=content_type
     )
-    agent = str(uuid.uuid4())
-    await c.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(c, org.headers, kb["id"])
     assert await drain(make_ingestor(app, engine)) == {"ready": 1}
     return agent, doc
 

@@ -7,7 +7,7 @@ from sqlalchemy import text
 from app.embeddings.base import EmbeddingError
 from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import drain
-from tests.helpers import bearer, create_kb, create_key, create_text_doc
+from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc
 
 
 async def ask(client, headers, agent, query, **params):
@@ -70,8 +70,7 @@ async def test_unrelated_question_is_not_found(client, org, faq_agent):
 async def test_agent_with_no_ready_documents_gets_spoken_not_found(client, org):
     kb = await create_kb(client, org.headers)
     await create_text_doc(client, org.headers, kb["id"])  # still pending
-    agent = str(uuid.uuid4())
-    await client.put(f"/api/knowledge/{kb['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    agent = await assign_new_agent(client, org.headers, kb["id"])
     r = await ask(client, org.headers, agent, "When do you open?")
     assert r.status_code == 200
     assert r.json()["status"] == "not_found"

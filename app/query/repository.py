@@ -7,8 +7,11 @@ the vector search and the fusion.
 from __future__ import annotations
 
 # BM25 (k1 = 1.2, b = 0.75) over chunk_terms (migration 0004), as common table expressions
-# ending in ``bm25`` (id, rank; best first, at most {limit} rows). The question's lexemes in the
-# KB's text-search language; each one's document frequency among the agent's chunks ({total}
+# ending in ``bm25`` (id, rank; best first, at most {limit} rows). The question's lexemes in
+# each text-search language of the KBs ({languages}: rows of a language and the ids of its
+# KBs), each looked up in the KBs stemmed in that language: an agent with an English and a
+# French KB finds "chevaux" in the French one (stemmed "cheval") and "mornings" in the English
+# one (stemmed "morn"). Each lexeme's document frequency among the agent's chunks ({total}
 # chunks in all) gives its weight, so rare words count and common ones barely do; a spoken
 # question rarely holds every word of the answer, so any matching lexeme scores. Document
 # length is the chunk's token count against the mean of the chunks that matched. No lexeme is
@@ -20,8 +23,9 @@ from __future__ import annotations
 # never a wrong chunk).
 _BM25 = """
 terms AS MATERIALIZED (
-    SELECT DISTINCT lexeme AS term
-    FROM unnest(tsvector_to_array(to_tsvector({language}::regconfig, {question}))) AS lexeme
+    SELECT DISTINCT l.kb_ids, lexeme AS term
+    FROM {languages} AS l(language, kb_ids),
+         unnest(tsvector_to_array(to_tsvector(l.language::regconfig, {question}))) AS lexeme
     WHERE {gate}
 ), postings AS MATERIALIZED (
     -- One index probe per lexeme. OFFSET 0 keeps the subquery from being flattened into a
@@ -31,7 +35,7 @@ terms AS MATERIALIZED (
     SELECT p.chunk_id, t.term, p.tf::float8 AS tf, p.dl::float8 AS dl
     FROM terms t CROSS JOIN LATERAL (
         SELECT chunk_id, tf, dl FROM chunk_terms
-        WHERE kb_id = ANY({kb_ids}::uuid[]) AND term = t.term
+        WHERE kb_id = ANY(t.kb_ids) AND term = t.term
         OFFSET 0
     ) p
 ), idf AS MATERIALIZED (
@@ -76,7 +80,6 @@ WITH kbs AS (
     SELECT
         coalesce((SELECT array_agg(id ORDER BY id) FROM kbs), '{}') AS kb_ids,
         coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
-        (SELECT language FROM kbs ORDER BY id LIMIT 1) AS language,
         (SELECT k FROM cache_key) AS cache_key,
         (SELECT variant FROM agent) AS variant,
         (SELECT known FROM agent) AS known,
@@ -84,10 +87,9 @@ WITH kbs AS (
           WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 ),"""
     + _BM25.format(
-        language="(SELECT coalesce(language, 'english') FROM ctx)",
+        languages="(SELECT coalesce(language, 'english'), array_agg(id) FROM kbs GROUP BY 1)",
         question="$6::text",
         gate="(SELECT chunk_total > 0 AND (cached IS NULL OR $8::boolean) FROM ctx)",
-        kb_ids="(SELECT kb_ids FROM ctx)",
         total="(SELECT chunk_total FROM ctx)",
         limit="$7",
     )
@@ -103,7 +105,9 @@ FROM ctx
 # all, at most $5 rows: the same ranking as AGENT_CONTEXT_SQL's (benchmarks, tests).
 TEXT_SQL = (
     "WITH"
-    + _BM25.format(language="$3::text", question="$2::text", gate="true", kb_ids="$1", total="$4", limit="$5")
+    + _BM25.format(
+        languages="(SELECT $3::text, $1::uuid[])", question="$2::text", gate="true", total="$4", limit="$5"
+    )
     + "\nSELECT id, rank FROM bm25 ORDER BY rank DESC, id\n"
 )
 

@@ -88,3 +88,38 @@ async def test_chunk_terms_follow_their_chunks(client, org, drain_queue, engine)
     r = await client.delete(f"/api/knowledge/{ids['kb']}", headers=org.headers)
     assert r.status_code == 204
     assert await _terms(engine) == []
+
+
+async def test_each_kb_is_searched_with_its_own_language(client, org, drain_queue):
+    # A bilingual agent. The French KB's chunk is stemmed in French ("chevaux" -> "cheval"),
+    # the English one's in English ("morning" -> "morn"); the question is stemmed both ways,
+    # each KB matched with its own. One language for all would miss one of the two questions
+    # whichever it is (English stems "chevaux" to "chevaux"; French keeps "mornings" whole).
+    english = await create_kb(client, org.headers, "Stables", language="english")
+    french = await create_kb(client, org.headers, "Écurie", language="french")
+    horses = await create_text_doc(
+        client,
+        org.headers,
+        english["id"],
+        title="Paddock",
+        content="Our horses run in the paddock every morning.",
+    )
+    chevaux = await create_text_doc(
+        client, org.headers, french["id"], title="Foin", content="Nos chevaux mangent du foin chaque jour."
+    )
+    agent = await assign_new_agent(client, org.headers, english["id"])
+    r = await client.put(
+        f"/api/knowledge/{french['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers
+    )
+    assert r.status_code == 200, r.text
+    assert await drain_queue() == {"ready": 2}
+    for question, expected in (
+        ("Combien de chevaux avez-vous ?", chevaux["id"]),
+        ("Anything special in the mornings?", horses["id"]),
+    ):
+        r = await client.post(
+            f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers,
+            params={"debug": "true"},
+        )  # fmt: skip
+        matched = [c["document_id"] for c in r.json()["debug"]["candidates"] if c["text_rank"]]
+        assert matched == [expected], question

@@ -113,6 +113,12 @@ class QuerySettings(BaseModel):
         200, ge=16, le=4000, description="Answer token cap unless the prompt sets one."
     )
     prompt_variant: str = Field("default", description="Prompt variant used when an agent has none set.")
+    vector_cache_mb: int = Field(
+        512,
+        ge=0,
+        description="Per process: memory for copies of small KBs' vectors and text, searched "
+        "exactly without a database round trip (0 = off: every search in PostgreSQL).",
+    )
 
 
 class Settings(BaseSettings):

@@ -79,6 +79,7 @@ WITH kbs AS (
 ), ctx AS MATERIALIZED (
     SELECT
         coalesce((SELECT array_agg(id ORDER BY id) FROM kbs), '{}') AS kb_ids,
+        coalesce((SELECT array_agg(content_version ORDER BY id) FROM kbs), '{}') AS kb_versions,
         coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
         (SELECT k FROM cache_key) AS cache_key,
         (SELECT variant FROM agent) AS variant,
@@ -111,10 +112,15 @@ TEXT_SQL = (
     + "\nSELECT id, rank FROM bm25 ORDER BY rank DESC, id\n"
 )
 
-# The second statement, FUSED_SQL: the nearest chunks by cosine distance ({vector_candidates},
-# one of the VECTOR_* fragments below; at most {candidates}), fused with the BM25 list ($5
-# ids, $6 scores, best first) by weighted reciprocal rank fusion (k = {rrf_k}; {weight}
-# weighs the vector side, BM25 weighs 1), and the {top_k} chosen chunks' text. $3 selects
+# The second statement, FUSED_SQL, unless the agent's KBs are held in memory (then
+# Retriever.fuse_memory ranks exactly as this does; app/query/kb_vectors.py): the nearest
+# chunks by cosine distance ({vector_candidates}, one of the VECTOR_* fragments below; at
+# most {candidates}), fused with the BM25 list ($5 ids, $6 scores, best first) by weighted
+# reciprocal rank fusion (k = {rrf_k}; {weight}
+# weighs the vector side, BM25 weighs 1; both in float8: a numeric 1.0 / (k + r) rounds to
+# another float8 for some k + r (210, 234, ..., 569; never within the default k = 60 and 30
+# candidates), which made a vector and a text hit of equal rank unequal by an ulp), and the
+# {top_k} chosen chunks' text. $3 selects
 # chunks of the current embedding model; $4 is the same key, or a key that matches nothing
 # when the question could not be embedded, which leaves BM25 alone.
 #
@@ -134,7 +140,7 @@ WITH vec AS (
 ), fused AS (
     SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
            1 - v.dist AS similarity, t.rank AS text_score,
-           coalesce({weight}::float8 / ({rrf_k} + v.r), 0) + coalesce(1.0 / ({rrf_k} + t.r), 0) AS score
+           coalesce({weight}::float8 / ({rrf_k} + v.r), 0) + coalesce(1::float8 / ({rrf_k} + t.r), 0) AS score
     FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
     ORDER BY score DESC, vector_rank NULLS LAST, id
     LIMIT {top_k}
@@ -202,3 +208,19 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $1
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change
 # to a KB leaves its agents' old keys behind: without this the table only grows.
 PRUNE_ANSWER_CACHE_SQL = "DELETE FROM answer_cache WHERE expires_at < now()"
+
+# One KB's chunks of one embedding model for the in-memory exact search (kb_vectors.py), with
+# the KB's content version read in the same statement, hence the same snapshot: the copy is
+# exactly the chunks of that version (every chunk change bumps the version in its own
+# transaction). vector_send is pgvector's binary form (int16 dim, int16 unused, float4s big-
+# endian): a 1,000-chunk KB arrives as bytes numpy reads in one call, where float4[] would be
+# half a million Python floats. A KB without chunks of the model still answers its version.
+KB_VECTORS_SQL = """
+SELECT kb.content_version AS version, c.id, vector_send(c.embedding) AS v, c.document_id, d.title,
+       c.section, c.page, c.text
+FROM knowledge_bases kb
+LEFT JOIN (chunks c JOIN documents d ON d.id = c.document_id)
+       ON c.kb_id = kb.id AND c.embedding_model = $3
+WHERE kb.id = $1 AND kb.org_id = $2
+ORDER BY c.id
+"""

@@ -10,6 +10,9 @@ chosen per request from the agent's chunk count:
   continues until enough rows pass the filter.
 * ``hnsw``: larger, on older pgvector: HNSW with ``ef_search`` raised to its maximum and
   the filter applied after; approximate (documented in docs/OPERATIONS.md).
+* ``memory``: the ``exact`` plan over copies of the agent's KBs held in the process
+  (``app/query/kb_vectors.py``), fused here in Python exactly as FUSED_SQL fuses; no round
+  trip after the agent's context statement.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from app.embeddings.base import embedder_family
 from app.query import repository as sql
+from app.query.kb_vectors import KBVectors
 
 MIN_ITERATIVE = (0, 8, 0)
 
@@ -180,3 +186,94 @@ class Retriever:
             for r in rows
         ]
         return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent)
+
+    def fuse_memory(
+        self,
+        held: Sequence[KBVectors],
+        *,
+        text: TextHits,
+        vector: Sequence[float] | None,
+        candidates: int,
+        top_k: int,
+    ) -> Retrieval | None:
+        """``fuse`` over KBs held in memory: the same chunks in the same order with the same
+        scores as FUSED_SQL's exact plan (tests/query/test_kb_vectors.py compares them), or
+        None when the vector's size is not the copies' (the caller searches in SQL)."""
+        t = time.perf_counter()
+        nearest: list[tuple[float, int, KBVectors, int]] = []
+        if vector is not None:
+            query = np.asarray(vector, dtype=np.float32)
+            if any(kb.matrix.shape[1] != query.shape[0] for kb in held if len(kb.ids)):
+                return None
+            norm = float(np.linalg.norm(query))
+            if norm > 0:
+                query = query / np.float32(norm)
+            for kb in held:
+                nearest.extend((sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(query, candidates))
+            if len(held) > 1:
+                nearest.sort(key=_nearest_first)
+            del nearest[candidates:]
+        # chunk id -> [vector rank, text rank, similarity, text score, KB copy, row]
+        fused: dict[int, list[Any]] = {
+            chunk_id: [rank, None, sim, None, kb, at]
+            for rank, (sim, chunk_id, kb, at) in enumerate(nearest, 1)
+        }
+        for rank, (chunk_id, score) in enumerate(zip(text.ids, text.scores, strict=True), 1):
+            entry = fused.get(chunk_id)
+            if entry is None:
+                fused[chunk_id] = [None, rank, None, score, None, None]
+            else:
+                entry[1], entry[3] = rank, score
+        weight, k = float(self.vector_weight), self.rrf_k
+        scored: list[tuple[float, int | None, int, int | None, float | None, float | None, Any, Any]] = []
+        for chunk_id, (vr, tr, sim, text_score, kb, at) in fused.items():
+            score = (weight / (k + vr) if vr is not None else 0.0) + (
+                1.0 / (k + tr) if tr is not None else 0.0
+            )
+            scored.append((score, vr, chunk_id, tr, sim, text_score, kb, at))
+        # ORDER BY score DESC, vector_rank NULLS LAST, id; LIMIT top_k
+        scored.sort(key=_fused_first)
+        found: list[Candidate] = []
+        for score, vr, chunk_id, tr, sim, text_score, in_vector, at in scored[:top_k]:
+            h: KBVectors | None = in_vector
+            row: int = at
+            if h is None:
+                # A BM25 hit: find its row. One missing (a chunk of another embedding model,
+                # which chunk_terms does not know) is dropped, as FUSED_SQL's join drops it.
+                h, row = _locate(held, chunk_id)
+                if h is None:
+                    continue
+            found.append(
+                Candidate(
+                    chunk_id=chunk_id,
+                    document_id=h.document_ids[row],
+                    title=h.titles[row],
+                    section=h.sections[row],
+                    page=h.pages[row],
+                    text=h.texts[row],
+                    vector_rank=vr,
+                    text_rank=tr,
+                    similarity=sim,
+                    text_score=text_score,
+                    score=score,
+                )
+            )
+        spent = (time.perf_counter() - t) * 1000
+        return Retrieval(found, "memory", embedded=vector is not None, timing_ms=spent)
+
+
+def _locate(held: Sequence[KBVectors], chunk_id: int) -> tuple[KBVectors | None, int]:
+    for h in held:
+        row = h.position.get(chunk_id)
+        if row is not None:
+            return h, row
+    return None, 0
+
+
+def _nearest_first(item: tuple[float, int, KBVectors, int]) -> tuple[float, int]:
+    return (-item[0], item[1])
+
+
+def _fused_first(item: tuple[Any, ...]) -> tuple[float, bool, int, int]:
+    score, vector_rank, chunk_id = item[0], item[1], item[2]
+    return (-score, vector_rank is None, vector_rank or 0, chunk_id)

@@ -33,6 +33,7 @@ from app.errors import AppError, NotFound
 from app.observability.metrics import PROVIDER_ERRORS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
+from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 
 log = logging.getLogger(__name__)
@@ -137,9 +138,14 @@ class QueryService:
         )
         base_url = str(llm.client.base_url) if llm is not None else ""
         self.prompt_fingerprint = hashlib.sha256(
-            f"{prompt_fingerprint}|{settings.model_dump_json()}|{retriever.vector_weight}|{base_url}".encode()
+            # The memory budget shapes no answer (the in-memory search ranks as SQL does).
+            f"{prompt_fingerprint}|{settings.model_dump_json(exclude={'vector_cache_mb'})}"
+            f"|{retriever.vector_weight}|{base_url}".encode()
         ).hexdigest()[:16]
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
+        self.kb_vectors = KBVectorCache(
+            engine, model_key=embedder.model_key, budget_bytes=settings.vector_cache_mb * 1024 * 1024
+        )
         # Embedding requests left to finish after their call ended (see _answer).
         self._background: set[asyncio.Future[Sequence[float] | None]] = set()
 
@@ -149,7 +155,9 @@ class QueryService:
             task.exception()  # retrieved: _embed logs provider failures itself
 
     async def close(self) -> None:
-        """Cancel the embedding requests still running in the background (at shutdown)."""
+        """Cancel the embedding requests and KB loads still running in the background (at
+        shutdown)."""
+        await self.kb_vectors.close()
         tasks = list(self._background)
         for task in tasks:
             task.cancel()
@@ -254,8 +262,13 @@ class QueryService:
                     return early
                 kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
                 text = TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or [])
+                # The agent's KBs held in memory at the versions just read (kb_vectors.py):
+                # then the vector search needs no second round trip.
+                held: list[KBVectors] | None = None
+                if self.retriever.plan(chunk_total) == "exact":
+                    held = self.kb_vectors.lookup(org_id, kb_ids, ctx["kb_versions"])
                 found: Retrieval | None = None
-                if embedding.done():
+                if held is None and embedding.done():
                     found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
             if found is None:
                 # The connection goes back to the pool while the provider is awaited: a real
@@ -266,8 +279,17 @@ class QueryService:
                 t = time.perf_counter()
                 vector = await embedding
                 trace.embed_wait += (time.perf_counter() - t) * 1000
-                async with raw_connection(self.engine) as conn:
-                    found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
+                if held is not None:
+                    found = self.retriever.fuse_memory(
+                        held,
+                        text=text,
+                        vector=vector,
+                        candidates=self.settings.candidates,
+                        top_k=self.settings.top_k,
+                    )
+                if found is None:
+                    async with raw_connection(self.engine) as conn:
+                        found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
         finally:
             if not embedding.done():
                 if state.get("from_cache"):

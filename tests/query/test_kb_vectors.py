@@ -1,0 +1,410 @@
+"""KBs held in memory (app/query/kb_vectors.py): the in-memory search ranks exactly as the
+SQL exact plan does, a copy is used only at the content version just read, and the cache
+stays within its budget and out of the way when it cannot help."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import text as sql_text
+
+from app.db.engine import raw_connection
+from app.query import repository as sql
+from app.query.kb_vectors import KBVectorCache, KBVectors
+from app.query.retrieval import Candidate, Retriever, TextHits
+from tests.helpers import assign_new_agent, create_kb, create_text_doc, served
+from tests.query.conftest import FAQ
+
+MODEL = "lexical-v1:512"
+WORDS = [
+    "parking",
+    "invoice",
+    "refund",
+    "dentist",
+    "crown",
+    "filling",
+    "whitening",
+    "appointment",
+    "insurance",
+    "card",
+    "cash",
+    "saturday",
+    "emergency",
+    "implant",
+    "braces",
+    "cleaning",
+    "xray",
+    "fee",
+    "deposit",
+    "cancel",
+    "reschedule",
+    "children",
+    "anaesthetic",
+    "gum",
+    "root",
+    "canal",
+    "bridge",
+    "denture",
+    "hygienist",
+    "receipt",
+]
+
+
+async def seed_chunks(
+    engine: Any,
+    org_id: Any,
+    kb_id: str,
+    doc_id: str,
+    vectors: np.ndarray,
+    texts: list[str],
+    model: str = MODEL,
+) -> list[int]:
+    """Chunks with the given vectors and texts, the KB's count and version moved as ingestion
+    moves them (in the same transaction)."""
+    async with raw_connection(engine) as conn, conn.transaction():
+        ids = await conn.fetch(
+            """
+            INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, section, page, token_count,
+                                embedding_model, embedding_dim, embedding, tsv)
+            SELECT $1, $2, $3, u.n, u.t, 'Section ' || u.n, u.n % 7, 40, $4, $5, u.e::vector,
+                   to_tsvector('english', u.t)
+            FROM unnest($6::text[], $7::text[]) WITH ORDINALITY AS u(t, e, n)
+            RETURNING id
+            """,
+            org_id,
+            uuid.UUID(kb_id),
+            uuid.UUID(doc_id),
+            model,
+            vectors.shape[1],
+            texts,
+            ["[" + ",".join(f"{x:.6f}" for x in v) + "]" for v in vectors],
+        )
+        await conn.execute(
+            "UPDATE knowledge_bases SET chunk_count = chunk_count + $2, content_version = content_version + 1"
+            " WHERE id = $1",
+            uuid.UUID(kb_id),
+            len(texts) if model == MODEL else 0,
+        )
+    return [r["id"] for r in ids]
+
+
+async def random_kb(client, org, engine, rng, n: int, title: str) -> tuple[str, list[int], np.ndarray]:
+    kb = await create_kb(client, org.headers, title)
+    doc = await create_text_doc(client, org.headers, kb["id"], title=f"{title} doc")
+    # Vectors of different lengths: cosine does not care, and the copy must not either.
+    vectors = rng.standard_normal((n, 512)) * rng.uniform(0.5, 3.0, (n, 1))
+    texts = [" ".join(rng.choice(WORDS, 12)) for _ in range(n)]
+    ids = await seed_chunks(engine, org.id, kb["id"], doc["id"], vectors, texts)
+    return kb["id"], ids, vectors
+
+
+def _fields(c: Candidate) -> tuple[Any, ...]:
+    return (
+        c.chunk_id,
+        c.vector_rank,
+        c.text_rank,
+        c.score,
+        c.text_score,
+        c.document_id,
+        c.title,
+        c.section,
+        c.page,
+        c.text,
+    )
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.5, 0.0])
+async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, weight):
+    """Two KBs of random vectors and word soup, 24 questions (vectors near a chunk, far from
+    all, and none at all): the in-memory fusion returns FUSED_SQL's candidates, in its order,
+    with its scores, for one KB and for both."""
+    rng = np.random.default_rng(7)
+    kb_a, ids_a, vectors_a = await random_kb(client, org, engine, rng, 300, "A")
+    kb_b, _ids_b, _ = await random_kb(client, org, engine, rng, 120, "B")
+    cache = KBVectorCache(engine, model_key=MODEL, budget_bytes=64 * 1024 * 1024)
+    held = {kb: await cache.load(org.id, uuid.UUID(kb)) for kb in (kb_a, kb_b)}
+    assert all(h is not None for h in held.values())
+    retriever = Retriever(
+        dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=20_000, rrf_k=60, vector_weight=weight
+    )
+    compared = 0
+    async with raw_connection(engine) as conn:
+        for q in range(24):
+            question = " ".join(rng.choice(WORDS, 4))
+            if q % 3 == 0:
+                vector: list[float] | None = None
+            elif q % 3 == 1:
+                vector = (vectors_a[q * 7] + rng.standard_normal(512) * 0.3).tolist()
+            else:
+                vector = rng.standard_normal(512).tolist()
+            for kbs in ([kb_a], [kb_a, kb_b]):
+                kb_ids = sorted(uuid.UUID(k) for k in kbs)
+                total = 300 if len(kbs) == 1 else 420
+                rows = await conn.fetch(sql.TEXT_SQL, kb_ids, question, "english", total, 30)
+                text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
+                in_sql = await retriever.fuse(
+                    conn,
+                    text=text,
+                    vector=vector,
+                    kb_ids=kb_ids,
+                    model_key=MODEL,
+                    chunk_total=total,
+                    candidates=30,
+                    top_k=12,
+                )
+                copies = [held[str(k)] for k in kb_ids]
+                in_memory = retriever.fuse_memory(
+                    [c for c in copies if c is not None], text=text, vector=vector, candidates=30, top_k=12
+                )
+                assert in_memory is not None
+                assert (in_sql.plan, in_memory.plan) == ("exact", "memory")
+                assert in_memory.embedded is in_sql.embedded is (vector is not None)
+                assert [_fields(c) for c in in_memory.candidates] == [_fields(c) for c in in_sql.candidates]
+                assert [c.similarity for c in in_memory.candidates] == pytest.approx(
+                    [c.similarity for c in in_sql.candidates], abs=1e-6
+                )
+                compared += len(in_sql.candidates)
+    # Every list was full: the comparison covered 12 chunks a question, vector side or not.
+    assert compared == 24 * 2 * 12
+    assert set(ids_a) <= set(held[kb_a].ids.tolist())
+
+
+def test_ties_at_the_cut_are_broken_by_id_as_in_sql():
+    """Fifty chunks exactly as near as each other (one-hot vectors: every dot product is
+    exact in any order of summation): the ten returned are the ten smallest ids."""
+    n = 60
+    ids = np.arange(1000, 1000 + n)[::-1].copy()  # stored in descending id order
+    matrix = np.zeros((n, 8), dtype=np.float32)
+    matrix[:50, 0] = 1.0
+    matrix[50:, 1] = 1.0
+    copy = _copy(ids, matrix)
+    query = np.zeros(8, dtype=np.float32)
+    query[0] = 1.0
+    nearest = copy.nearest(query, 10)
+    assert [chunk_id for _, chunk_id, _ in nearest] == sorted(ids[:50].tolist())[:10]
+    assert {sim for sim, _, _ in nearest} == {1.0}
+
+
+def test_a_chunk_without_length_ranks_last():
+    """pgvector ranks a zero vector's NaN distance after every other; so does the copy."""
+    matrix = np.asarray([[0, 0], [1, 0], [0, 1]], dtype=np.float32)
+    copy = _copy(np.asarray([1, 2, 3]), matrix)
+    nearest = copy.nearest(np.asarray([0.0, 1.0], dtype=np.float32), 3)
+    assert [(chunk_id, sim) for sim, chunk_id, _ in nearest] == [(3, 1.0), (2, 0.0), (1, 0.0)]
+
+
+async def test_equal_contributions_of_a_vector_and_a_text_rank_put_the_vector_hit_first(client, org, engine):
+    """FUSED_SQL's ORDER BY score DESC, vector_rank NULLS LAST, id: with weight 1, vector rank
+    1 and text rank 1 score the same, and the vector's hit comes first, in SQL and in memory.
+    k = 568 makes k + 1 = 569, where numeric 1.0 / 569 rounds above float8's 1 / 569: with the
+    text side in numeric, SQL put the text hit first."""
+    rng = np.random.default_rng(11)
+    kb, ids, vectors = await random_kb(client, org, engine, rng, 2, "A")
+    retriever = Retriever(dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=568)
+    copy = await KBVectorCache(engine, model_key=MODEL, budget_bytes=1 << 26).load(org.id, uuid.UUID(kb))
+    assert copy is not None
+    # The vector's hit has the larger id: the tie is broken by the vector rank, not the id.
+    args: dict[str, Any] = {"text": TextHits([ids[0]], [3.0]), "vector": vectors[1].tolist(), "top_k": 2}
+    in_memory = retriever.fuse_memory([copy], candidates=1, **args)
+    async with raw_connection(engine) as conn:
+        in_sql = await retriever.fuse(
+            conn, kb_ids=[uuid.UUID(kb)], model_key=MODEL, chunk_total=2, candidates=1, **args
+        )
+    assert in_memory is not None
+    assert ids[1] > ids[0]
+    expected = [(ids[1], 1, None, 1 / 569), (ids[0], None, 1, 1 / 569)]
+    for found in (in_sql, in_memory):
+        assert [(c.chunk_id, c.vector_rank, c.text_rank, c.score) for c in found.candidates] == expected
+
+
+def test_a_vector_of_another_size_is_searched_in_sql():
+    copy = _copy(np.asarray([1]), np.asarray([[1, 0]], dtype=np.float32))
+    retriever = Retriever(dimensions=2, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60)
+    assert (
+        retriever.fuse_memory([copy], text=TextHits([], []), vector=[1.0, 0, 0], candidates=5, top_k=5)
+        is None
+    )
+
+
+def _copy(ids: np.ndarray, matrix: np.ndarray) -> KBVectors:
+    n = len(ids)
+    rows = [
+        {
+            "version": 1,
+            "id": int(i),
+            "v": len(m).to_bytes(2, "big") + b"\0\0" + m.astype(">f4").tobytes(),
+            "document_id": uuid.UUID(int=1),
+            "title": "T",
+            "section": None,
+            "page": None,
+            "text": f"chunk {i}",
+        }
+        for i, m in zip(ids.tolist(), matrix, strict=True)
+    ]
+    copy = KBVectors.from_rows(uuid.UUID(int=2), rows)
+    assert (len(copy.ids), copy.version) == (n, 1)
+    return copy
+
+
+async def test_a_copy_holds_its_versions_chunks_of_the_model_in_use_and_nothing_foreign(
+    client, org, other_org, engine
+):
+    rng = np.random.default_rng(3)
+    kb, ids, vectors = await random_kb(client, org, engine, rng, 20, "A")
+    doc = await create_text_doc(client, org.headers, kb, title="Other model")
+    # Chunks of another embedding model (a KB being re-embedded) are not searched.
+    await seed_chunks(engine, org.id, kb, doc["id"], rng.standard_normal((3, 256)), ["x y z"] * 3, model="m2")
+    cache = KBVectorCache(engine, model_key=MODEL, budget_bytes=64 * 1024 * 1024)
+    copy = await cache.load(org.id, uuid.UUID(kb))
+    assert copy is not None
+    assert copy.ids.tolist() == sorted(ids)
+    version = await _version(engine, kb)
+    assert copy.version == version == 2
+    expected = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    order = np.argsort(ids)
+    assert np.allclose(copy.matrix, expected[order], atol=1e-5)
+    assert copy.titles == ["A doc"] * 20
+    assert cache.held() == {uuid.UUID(kb): 2}
+    # Another organisation cannot load it, whatever id it names.
+    foreign = KBVectorCache(engine, model_key=MODEL, budget_bytes=64 * 1024 * 1024)
+    assert await foreign.load(other_org.id, uuid.UUID(kb)) is None
+    assert foreign.held() == {}
+
+
+async def test_the_budget_bounds_what_is_held(client, org, engine):
+    rng = np.random.default_rng(5)
+    kbs = [(await random_kb(client, org, engine, rng, 50, t))[0] for t in ("A", "B", "C")]
+    probe = KBVectorCache(engine, model_key=MODEL, budget_bytes=64 * 1024 * 1024)
+    size = (await probe.load(org.id, uuid.UUID(kbs[0]))).nbytes  # type: ignore[union-attr]
+    # Room for two copies: loading a third evicts the least recently used.
+    cache = KBVectorCache(engine, model_key=MODEL, budget_bytes=2 * size + size // 2, reload_interval_s=0)
+    for kb in kbs[:2]:
+        await cache.load(org.id, uuid.UUID(kb))
+    versions = {kb: await _version(engine, kb) for kb in kbs}
+    assert cache.lookup(org.id, [uuid.UUID(kbs[0])], [versions[kbs[0]]]) is not None  # A used last
+    await cache.load(org.id, uuid.UUID(kbs[2]))
+    assert set(cache.held()) == {uuid.UUID(kbs[0]), uuid.UUID(kbs[2])}
+    assert cache.held_bytes <= cache.budget_bytes
+    # A KB larger than the whole budget is not held, and not read again until it changes.
+    tiny = KBVectorCache(engine, model_key=MODEL, budget_bytes=size // 2, reload_interval_s=0)
+    for _ in range(3):
+        assert tiny.lookup(org.id, [uuid.UUID(kbs[0])], [versions[kbs[0]]]) is None
+        await tiny.settle()
+    assert (tiny.held(), tiny.loads) == ({}, 1)
+    # Off: nothing is loaded at all.
+    off = KBVectorCache(engine, model_key=MODEL, budget_bytes=0)
+    assert off.lookup(org.id, [uuid.UUID(kbs[0])], [versions[kbs[0]]]) is None
+    await off.settle()
+    assert (off.held(), off.loads) == ({}, 0)
+
+
+async def _version(engine: Any, kb: str) -> int:
+    async with engine.connect() as conn:
+        value = await conn.scalar(
+            sql_text("SELECT content_version FROM knowledge_bases WHERE id = :k"), {"k": kb}
+        )
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the service: the app runs in the test's loop (served), so its background loads can
+# be awaited and every outcome below is deterministic.
+
+
+async def _ask(client, headers, agent, question) -> dict[str, Any]:
+    r = await client.post(
+        f"/api/agents/{agent}/query_knowledge",
+        json={"query": question},
+        headers=headers,
+        params={"debug": "true"},
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _ranked(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [
+        (c["chunk_id"], c["vector_rank"], c["text_rank"], c["score"], c["title"], c["text"])
+        for c in body["debug"]["candidates"]
+    ]
+
+
+async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(app, org, drain_queue, caplog):
+    async with served(app) as client:
+        cache: KBVectorCache = app.state.query_service.kb_vectors
+        cache.reload_interval_s = 0
+        kb = await create_kb(client, org.headers, "Dental FAQ")
+        faq = await create_text_doc(client, org.headers, kb["id"], title="Practice FAQ", content=FAQ)
+        agent = await assign_new_agent(client, org.headers, kb["id"])
+        assert await drain_queue() == {"ready": 1}
+        question = "Where can I park?"
+
+        # First call: nothing held yet, PostgreSQL searches; the copy loads behind it.
+        first = await _ask(client, org.headers, agent, question)
+        assert first["debug"]["plan"] == "exact"
+        await cache.settle()
+        assert cache.held() == {uuid.UUID(kb["id"]): 1}
+        second = await _ask(client, org.headers, agent, question)
+        assert second["debug"]["plan"] == "memory"
+        assert _ranked(second) == _ranked(first)
+        assert (second["answer"], second["confidence"]) == (first["answer"], first["confidence"])
+
+        # A new document changes the KB's version: the old copy is not used, the new chunk
+        # is found at once (in PostgreSQL), then from the reloaded copy.
+        await create_text_doc(
+            client, org.headers, kb["id"], title="Bicycles", content="Bicycle parking is by the side door."
+        )
+        assert await drain_queue() == {"ready": 1}
+        stale = await _ask(client, org.headers, agent, "Where can I park my bicycle?")
+        assert stale["debug"]["plan"] == "exact"
+        assert stale["sources"][0]["title"] == "Bicycles"
+        await cache.settle()
+        fresh = await _ask(client, org.headers, agent, "Where can I park my bicycle?")
+        assert fresh["debug"]["plan"] == "memory"
+        assert _ranked(fresh) == _ranked(stale)
+
+        # A rename is heard at once: the copy held the old title.
+        r = await client.put(
+            f"/api/knowledge/{kb['id']}/documents/{faq['id']}",
+            json={"title": "Dental FAQ"},
+            headers=org.headers,
+        )
+        assert r.status_code == 200, r.text
+        renamed = await _ask(client, org.headers, agent, "Which cards can I pay with?")
+        assert (renamed["debug"]["plan"], renamed["sources"][0]["title"]) == ("exact", "Dental FAQ")
+
+        # A deleted document is never searched again, before or after the reload.
+        await cache.settle()
+        r = await client.delete(f"/api/knowledge/{kb['id']}/documents/{faq['id']}", headers=org.headers)
+        assert r.status_code == 204
+        for plan in ("exact", "memory"):
+            body = await _ask(client, org.headers, agent, "Which cards can I pay with?")
+            assert body["debug"]["plan"] == plan
+            assert {s["title"] for s in body["sources"]} == {"Bicycles"}
+            await cache.settle()
+
+
+async def test_a_failed_load_leaves_the_call_to_postgresql(app, org, drain_queue, caplog, monkeypatch):
+    def broken(*_args: Any) -> KBVectors:
+        raise ValueError("broken copy")
+
+    monkeypatch.setattr(KBVectors, "from_rows", broken)
+    async with served(app) as client:
+        cache: KBVectorCache = app.state.query_service.kb_vectors
+        cache.reload_interval_s = 0
+        kb = await create_kb(client, org.headers, "Dental FAQ")
+        await create_text_doc(client, org.headers, kb["id"], title="Practice FAQ", content=FAQ)
+        agent = await assign_new_agent(client, org.headers, kb["id"])
+        assert await drain_queue() == {"ready": 1}
+        with caplog.at_level(logging.WARNING, logger="app.query.kb_vectors"):
+            for _ in range(2):
+                body = await _ask(client, org.headers, agent, "Where can I park?")
+                assert (body["status"], body["debug"]["plan"]) == ("answered", "exact")
+                await cache.settle()
+        assert cache.held() == {}
+        assert [r.getMessage() for r in caplog.records] == [f"could not load KB {kb['id']} into memory"] * 2

@@ -247,6 +247,7 @@ def _run_phase_once(
     if line != "ready":
         process.wait(30)
         raise BenchError(f"the driver did not start (said {line!r}, status {process.returncode})")
+    plans_before = search_plans(base)
     speed_before = speed_probe()
     meter = CpuMeter(harness.pids()).start()
     process.stdin.write("go\n")
@@ -261,7 +262,23 @@ def _run_phase_once(
     result = summarise(name, data, concurrency, load)
     result["think_s"] = think_s
     result["speed_probe_ms"] = [speed_before, speed_probe()]
+    plans_after = search_plans(base)
+    spent = {plan: int(n - plans_before.get(plan, 0)) for plan, n in plans_after.items()}
+    result["search_plans"] = {plan: n for plan, n in spent.items() if n}
     return result
+
+
+def search_plans(base: str) -> dict[str, float]:
+    """The service's searches so far by plan (memory, exact, ...), from /metrics."""
+    import httpx  # noqa: PLC0415 - only where the service is up
+
+    prefix = 'vk_query_search_plans_total{plan="'
+    counts: dict[str, float] = {}
+    for line in httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text.splitlines():
+        if line.startswith(prefix):
+            plan, _, value = line[len(prefix) :].partition('"} ')
+            counts[plan] = counts.get(plan, 0.0) + float(value)
+    return counts
 
 
 def summarise(name: str, data: dict[str, Any], concurrency: int, load: dict[str, Any]) -> dict[str, Any]:
@@ -472,7 +489,8 @@ def print_phase(result: dict[str, Any]) -> None:
         f"{result['requests_per_s']} req/s, errors {result['errors']} {result['error_kinds'] or ''}"
     )
     print(
-        f"   statuses {result['answer_statuses']}, cached {result['cached']}, degraded {result['degraded']}; "
+        f"   statuses {result['answer_statuses']}, cached {result['cached']}, degraded {result['degraded']}, "
+        f"search plans {result.get('search_plans')}; "
         f"loadavg {load['loadavg_start'][0]} -> {load['loadavg_end'][0]} (max {load['loadavg_max_1m']}), "
         f"foreign cores {load['foreign_cores']}, machine busy {load['machine_cores_busy']} cores"
     )

@@ -105,3 +105,12 @@ def embeddings_reply(request: httpx.Request) -> httpx.Response:
             "usage": {"prompt_tokens": 1, "total_tokens": 1},
         },
     )
+
+
+def sample(body: str, name: str, labels: str = "") -> float:
+    """One sample's value from the Prometheus text format."""
+    prefix = f"{name}{{{labels}}} " if labels else f"{name} "
+    for line in body.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix) :])
+    raise AssertionError(f"no sample {prefix.strip()}")

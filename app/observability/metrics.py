@@ -47,6 +47,16 @@ PROVIDER_ERRORS = Counter(
     "vk_provider_errors_total", "Failed calls to model providers, by kind (embedding, chat).", ["kind"]
 )
 RATE_LIMITED = Counter("vk_rate_limited_total", "Requests refused by a rate limit, by budget.", ["budget"])
+SEARCH_PLANS = Counter(
+    "vk_query_search_plans_total",
+    "query_knowledge searches by plan: memory (KBs held in the process), exact, iterative, hnsw.",
+    ["plan"],
+)
+VECTOR_CACHE_BYTES = Gauge(
+    "vk_vector_cache_bytes",
+    "Memory held by copies of KBs for in-process search (QUERY__VECTOR_CACHE_MB).",
+    multiprocess_mode="livesum",
+)
 
 # The query series exist from the start, at zero, as Prometheus advises for known label
 # values: dashboards and alerts over them work before the first call, and rate() sees the
@@ -55,6 +65,8 @@ for _stage in Timings.model_fields:
     QUERY_STAGE_MS.labels(_stage)
 for _outcome in (*get_args(Status), "cached", "degraded"):
     QUERY_OUTCOMES.labels(_outcome)
+for _plan in ("memory", "exact", "iterative", "hnsw"):
+    SEARCH_PLANS.labels(_plan)
 
 
 def observe_query(response: dict[str, object]) -> None:

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import raw_connection
+from app.observability.metrics import VECTOR_CACHE_BYTES
 from app.query import repository as sql
 
 log = logging.getLogger(__name__)
@@ -240,6 +241,7 @@ class KBVectorCache:
         while self._bytes > self.budget_bytes:
             _, evicted = self._entries.popitem(last=False)
             self._bytes -= evicted.nbytes
+        VECTOR_CACHE_BYTES.set(self._bytes)
         return entry
 
     async def _load(self, org_id: uuid.UUID, kb_id: uuid.UUID) -> None:
@@ -256,6 +258,7 @@ class KBVectorCache:
         entry = self._entries.pop(kb_id, None)
         if entry is not None:
             self._bytes -= entry.nbytes
+            VECTOR_CACHE_BYTES.set(self._bytes)
 
     async def settle(self) -> None:
         """Wait for the loads under way (tests, start-up warming)."""

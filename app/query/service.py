@@ -30,7 +30,7 @@ from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError, embedder_family
 from app.embeddings.lexical import lexical_terms
 from app.errors import AppError, NotFound
-from app.observability.metrics import PROVIDER_ERRORS
+from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.kb_vectors import KBVectorCache, KBVectors
@@ -300,6 +300,7 @@ class QueryService:
             elif not embedding.cancelled():
                 embedding.exception()  # retrieved, so a failure is not reported twice
         trace.search += found.timing_ms
+        SEARCH_PLANS.labels(found.plan).inc()
         candidates = found.candidates
         prompt = state["prompt"]
         model = self.answerer_name(prompt)

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from tests.helpers import assign_new_agent, create_kb
+from tests.helpers import assign_new_agent, create_kb, sample
 
 
 @pytest.mark.parametrize(("sent", "kept"), [("abc-123", True), ("bad id with spaces", False)])
@@ -15,15 +15,6 @@ async def test_request_id_is_echoed_or_made(client, sent, kept):
     else:
         assert r.headers["X-Request-ID"] != sent
         assert len(r.headers["X-Request-ID"]) == 32
-
-
-def sample(body: str, name: str, labels: str) -> float:
-    """One sample's value from the Prometheus text format."""
-    prefix = f"{name}{{{labels}}} "
-    for line in body.splitlines():
-        if line.startswith(prefix):
-            return float(line[len(prefix) :])
-    raise AssertionError(f"no sample {prefix.strip()}")
 
 
 async def test_query_series_exist_from_the_start_and_count_each_call(client, org):

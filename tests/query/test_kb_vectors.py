@@ -16,7 +16,7 @@ from app.db.engine import raw_connection
 from app.query import repository as sql
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retriever, TextHits
-from tests.helpers import assign_new_agent, create_kb, create_text_doc, served
+from tests.helpers import assign_new_agent, create_kb, create_text_doc, sample, served
 from tests.query.conftest import FAQ
 
 MODEL = "lexical-v1:512"
@@ -344,6 +344,8 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
         assert await drain_queue() == {"ready": 1}
         question = "Where can I park?"
 
+        plans = "vk_query_search_plans_total"
+        before = (await client.get("/metrics")).text
         # First call: nothing held yet, PostgreSQL searches; the copy loads behind it.
         first = await _ask(client, org.headers, agent, question)
         assert first["debug"]["plan"] == "exact"
@@ -351,6 +353,11 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
         assert cache.held() == {uuid.UUID(kb["id"]): 1}
         second = await _ask(client, org.headers, agent, question)
         assert second["debug"]["plan"] == "memory"
+        after = (await client.get("/metrics")).text
+        for plan in ("exact", "memory"):
+            label = f'plan="{plan}"'
+            assert sample(after, plans, label) == sample(before, plans, label) + 1
+        assert sample(after, "vk_vector_cache_bytes") == cache.held_bytes > 0
         assert _ranked(second) == _ranked(first)
         assert (second["answer"], second["confidence"]) == (first["answer"], first["confidence"])
 

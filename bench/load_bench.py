@@ -70,6 +70,7 @@ from bench.seed import (  # noqa: E402
     reported_failure,
     seeded_service,
     service_env,
+    service_setting,
     terminate_on_sigterm,
     vk_command,
     wait_for_quiet,
@@ -568,6 +569,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
+    parser.add_argument(
+        "--service-env",
+        action="append",
+        type=service_setting,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the service, e.g. QUERY__VECTOR_CACHE_MB=0 (repeatable)",
+    )
     parser.add_argument("--max-foreign-cores", type=float, default=0.5)
     parser.add_argument("--quiet-wait-s", type=float, default=10.0)
     parser.add_argument("--rerun-busy", action=argparse.BooleanOptionalAction, default=True)
@@ -605,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "stub_delay_ms": {"embed": 0, "chat": 0},
             "uvicorn_workers": args.server_workers,
             "shared_buffers": args.shared_buffers,
+            "service_env": [f"{name}={value}" for name, value in args.service_env],
         },
     }
     harness = Harness.create("vk-load-bench-", keep_tmp=args.keep_tmp)
@@ -617,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg,
             name="load-bench",
             pg_settings={"shared_buffers": args.shared_buffers} if args.shared_buffers else None,
-            env_extra={"WEB_CONCURRENCY": str(args.server_workers)},
+            env_extra={"WEB_CONCURRENCY": str(args.server_workers), **dict(args.service_env)},
         )
         result["seed"] = seed.summary()
         maker = QuestionMaker.of(seed, args.seed)

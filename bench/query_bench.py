@@ -76,6 +76,7 @@ from bench.seed import (  # noqa: E402
     pg_connect,
     reported_failure,
     seeded_service,
+    service_setting,
     speed_probe,
     terminate_on_sigterm,
     wait_for_quiet,
@@ -535,13 +536,6 @@ def verdict(phases: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _setting(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dims", type=int, default=512, help="embedding dimensions (default 512)")
@@ -582,7 +576,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--service-env",
         action="append",
-        type=_setting,
+        type=service_setting,
         default=[],
         metavar="NAME=VALUE",
         help="a setting for the service, e.g. DB__POOL_SIZE=20 (repeatable)",

@@ -1066,6 +1066,14 @@ async def create_query_key(base: str, admin_key: str) -> str:
         return key
 
 
+def service_setting(text: str) -> tuple[str, str]:
+    """An argparse type: ``NAME=VALUE``, a setting for the service (--service-env)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def seeded_service(
     harness: Harness,
     cfg: SeedConfig,

@@ -52,6 +52,15 @@ SEARCH_PLANS = Counter(
     "query_knowledge searches by plan: memory (KBs held in the process), exact, iterative, hnsw.",
     ["plan"],
 )
+VECTOR_CACHE_LOADS = Counter(
+    "vk_vector_cache_loads_total",
+    "KB copies loaded for in-process search, by outcome: held, too_large (for QUERY__VECTOR_CACHE_MB), "
+    "no_room (every KB held in use), failed.",
+    ["outcome"],
+)
+VECTOR_CACHE_EVICTIONS = Counter(
+    "vk_vector_cache_evictions_total", "KB copies dropped to make room for another (least recently used)."
+)
 VECTOR_CACHE_BYTES = Gauge(
     "vk_vector_cache_bytes",
     "Memory held by copies of KBs for in-process search (QUERY__VECTOR_CACHE_MB).",
@@ -67,6 +76,8 @@ for _outcome in (*get_args(Status), "cached", "degraded"):
     QUERY_OUTCOMES.labels(_outcome)
 for _plan in ("memory", "exact", "iterative", "hnsw"):
     SEARCH_PLANS.labels(_plan)
+for _outcome in ("held", "too_large", "no_room", "failed"):
+    VECTOR_CACHE_LOADS.labels(_outcome)
 
 
 def observe_query(response: dict[str, object]) -> None:

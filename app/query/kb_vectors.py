@@ -19,21 +19,24 @@ PostgreSQL as before while its copy is (re)loaded in the background; no call wai
 load.
 
 Memory is bounded (``QUERY__VECTOR_CACHE_MB`` per process, least recently used KBs go
-first): at 512 dimensions a 1,000-chunk KB of 500-token chunks takes about 4 MB (vectors and
-text), at 1,536 about 8 MB. Only KBs of agents small enough for exact search are held; larger
-agents use the HNSW index in PostgreSQL.
+first, but never one used within ``keep_used_s``: when the KBs in use do not fit, the
+newcomer is searched in PostgreSQL instead of every KB being loaded again and again): at 512
+dimensions a 1,000-chunk KB of 500-token chunks takes about 4 MB (vectors and text), at 1,536
+about 8 MB; a load needs about twice the KB's size more while it runs. Only KBs of agents
+small enough for exact search are held; larger agents use the HNSW index in PostgreSQL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import sys
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -42,24 +45,32 @@ import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import raw_connection
-from app.observability.metrics import VECTOR_CACHE_BYTES
+from app.observability.metrics import VECTOR_CACHE_BYTES, VECTOR_CACHE_EVICTIONS, VECTOR_CACHE_LOADS
 from app.query import repository as sql
 
 log = logging.getLogger(__name__)
 
 # Per chunk beyond its vector and text: the id, list slots, the section and page objects.
 _ROW_OVERHEAD_BYTES = 120
+# einsum holds the GIL: a copy larger than this many values (20,000 x 1,536 took 4-8 ms) is
+# compared in blocks of about this size, the event loop answering other calls in between.
+_BLOCK_VALUES = 1 << 20
+# Bookkeeping per KB id ever asked about is pruned past this many entries.
+_MAX_TRACKED = 10_000
+
+# A KB's content stamp: its content version and when it last changed.
+Stamp = tuple[int, dt.datetime]
 
 
 @dataclass(frozen=True, slots=True)
 class KBVectors:
-    """One KB's chunks of one embedding model, at one content version. Row i of ``matrix``
+    """One KB's chunks of one embedding model, at one content stamp. Row i of ``matrix``
     (unit length, float32) is chunk ``ids[i]``; a chunk whose stored vector has no length
     keeps a zero row and ``zero[i]`` set, and ranks last, as pgvector ranks its NaN
     distance."""
 
     kb_id: uuid.UUID
-    version: int
+    stamp: Stamp
     ids: npt.NDArray[np.int64]
     matrix: npt.NDArray[np.float32]
     zero: npt.NDArray[np.bool_] | None
@@ -70,16 +81,16 @@ class KBVectors:
     pages: list[int | None]
     texts: list[str]
     nbytes: int
+    loaded_at: float = field(default_factory=time.monotonic)
 
     @classmethod
     def from_rows(cls, kb_id: uuid.UUID, rows: Sequence[Any]) -> KBVectors:
-        """From KB_VECTORS_SQL's rows (a KB without chunks has one row, its version)."""
-        version = int(rows[0]["version"])
+        """From KB_VECTORS_SQL's rows (a KB without chunks has one row, its stamp)."""
+        stamp = (int(rows[0]["version"]), rows[0]["changed"])
         rows = [r for r in rows if r["id"] is not None]
         ids = np.fromiter((r["id"] for r in rows), dtype=np.int64, count=len(rows))
         if rows:
-            header = rows[0]["v"][:2]
-            dim = int.from_bytes(header, "big")
+            dim = int.from_bytes(rows[0]["v"][:2], "big")
             size = 4 + 4 * dim
             if any(len(r["v"]) != size for r in rows):
                 raise ValueError(f"KB {kb_id}: chunks of one model with different dimensions")
@@ -105,7 +116,7 @@ class KBVectors:
         )
         return cls(
             kb_id=kb_id,
-            version=version,
+            stamp=stamp,
             ids=ids,
             matrix=matrix,
             zero=zero if zero.any() else None,
@@ -118,19 +129,34 @@ class KBVectors:
             nbytes=nbytes,
         )
 
-    def nearest(self, query: npt.NDArray[np.float32], limit: int) -> list[tuple[float, int, int]]:
-        """The ``limit`` chunks nearest to the unit-length ``query`` as (similarity, chunk id,
-        row), best first, ties by id: the order of VECTOR_EXACT's ``ORDER BY dist, id``."""
+    async def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Cosine similarity of every row to the unit-length ``query``; -inf for rows
+        without length.
+
+        einsum, not ``@``: ``@`` is OpenBLAS's sgemv, whose worker threads spin after each
+        call; between paced calls they kept a whole core busy (measured: 57 ms of service
+        CPU per call instead of 6 in query_bench's paced phase). einsum's own loop costs 45 us
+        instead of 12 at 1,000 x 512, and no thread."""
+        n, dim = self.matrix.shape
+        sims: npt.NDArray[np.float32]
+        if n * dim <= _BLOCK_VALUES:
+            sims = np.einsum("ij,j->i", self.matrix, query)
+        else:
+            sims = np.empty(n, dtype=np.float32)
+            step = max(1, _BLOCK_VALUES // dim)
+            for start in range(0, n, step):
+                sims[start : start + step] = np.einsum("ij,j->i", self.matrix[start : start + step], query)
+                await asyncio.sleep(0)
+        if self.zero is not None:
+            sims[self.zero] = -np.inf
+        return sims
+
+    def nearest(self, sims: npt.NDArray[np.float32], limit: int) -> list[tuple[float, int, int]]:
+        """The ``limit`` rows most similar by ``sims`` as (similarity, chunk id, row), best
+        first, ties by id: the order of VECTOR_EXACT's ``ORDER BY dist, id``."""
         n = len(self.ids)
         if n == 0:
             return []
-        # einsum, not ``@``: ``@`` is OpenBLAS's sgemv, whose worker threads spin after each
-        # call; between paced calls they kept a whole core busy (measured: 57 ms of service CPU
-        # per call instead of 5 under query_bench's paced phase). einsum's own loop costs 45 us
-        # instead of 12 at 1,000 x 512, and no thread.
-        sims = np.einsum("ij,j->i", self.matrix, query)
-        if self.zero is not None:
-            sims[self.zero] = -np.inf
         if n > limit:
             # Every row as close as the limit-th one, so ties at the cut are broken by id
             # as in SQL, not by argpartition's order.
@@ -138,11 +164,10 @@ class KBVectors:
             rows = np.flatnonzero(sims >= sims[kth])
         else:
             rows = np.arange(n)
-        row_list = rows.tolist()
         ranked = sorted(
-            zip(sims[rows].tolist(), self.ids[rows].tolist(), row_list, strict=True), key=_best_first
+            zip(sims[rows].tolist(), self.ids[rows].tolist(), rows.tolist(), strict=True), key=_best_first
         )
-        return [(0.0 if s == -np.inf else s, i, r) for s, i, r in ranked[:limit]]
+        return ranked[:limit]
 
 
 def _best_first(item: tuple[float, int, int]) -> tuple[float, int]:
@@ -159,22 +184,32 @@ class KBVectorCache:
         model_key: str,
         budget_bytes: int,
         reload_interval_s: float = 1.0,
+        reload_factor: float = 10.0,
+        max_age_s: float = 300.0,
+        keep_used_s: float = 60.0,
     ) -> None:
         self.engine = engine
         self.model_key = model_key
         self.budget_bytes = budget_bytes
-        # A KB being filled changes version with every document: it is reloaded at most this
-        # often, and searched in PostgreSQL in between.
+        # A KB being filled changes version with every document: it is reloaded at most every
+        # reload_interval_s, and no sooner than reload_factor times its last load's duration
+        # (a large KB under steady ingestion would otherwise be read whole every second), and
+        # searched in PostgreSQL in between.
         self.reload_interval_s = reload_interval_s
+        self.reload_factor = reload_factor
+        self.max_age_s = max_age_s
+        self.keep_used_s = keep_used_s
         self._entries: OrderedDict[uuid.UUID, KBVectors] = OrderedDict()
+        self._used: dict[uuid.UUID, float] = {}
         self._bytes = 0
         self._loading: dict[uuid.UUID, asyncio.Task[None]] = {}
-        self._last_load: dict[uuid.UUID, float] = {}
-        # KBs found too large for the whole budget, by the version that was: not loaded again
-        # until it changes.
-        self._too_large: dict[uuid.UUID, int] = {}
+        self._next_load: dict[uuid.UUID, float] = {}
+        # KBs found too large for the whole budget, by the stamp they had: not loaded again
+        # until they change.
+        self._too_large: dict[uuid.UUID, Stamp] = {}
         # One load at a time per process: a cold start must not flood the database.
         self._load_slot = asyncio.Semaphore(1)
+        self._closed = False
         self.loads = 0
 
     @property
@@ -186,35 +221,45 @@ class KBVectorCache:
         return self._bytes
 
     def held(self) -> dict[uuid.UUID, int]:
-        """KB id -> version of every KB held (tests, diagnostics)."""
-        return {kb: e.version for kb, e in self._entries.items()}
+        """KB id -> content version of every KB held (tests, diagnostics)."""
+        return {kb: e.stamp[0] for kb, e in self._entries.items()}
 
     def lookup(
-        self, org_id: uuid.UUID, kb_ids: Sequence[uuid.UUID], versions: Sequence[int]
+        self,
+        org_id: uuid.UUID,
+        kb_ids: Sequence[uuid.UUID],
+        versions: Sequence[int],
+        changed: Sequence[dt.datetime],
     ) -> list[KBVectors] | None:
-        """The copies of ``kb_ids`` at exactly ``versions``, or None when any is missing;
+        """The copies of ``kb_ids`` at exactly these stamps, or None when any is missing;
         then every missing one is loaded in the background."""
         if not self.enabled:
             return None
         found: list[KBVectors] = []
         complete = True
-        for kb_id, version in zip(kb_ids, versions, strict=True):
+        now = time.monotonic()
+        for kb_id, version, at in zip(kb_ids, versions, changed, strict=True):
+            stamp = (version, at)
             entry = self._entries.get(kb_id)
-            if entry is not None and entry.version == version:
+            if entry is not None and entry.stamp == stamp:
                 self._entries.move_to_end(kb_id)
+                self._used[kb_id] = now
                 found.append(entry)
+                if now - entry.loaded_at > self.max_age_s:
+                    self._want(org_id, kb_id, stamp, now)  # refreshed behind the calls
             else:
                 complete = False
-                self._want(org_id, kb_id, version)
+                self._want(org_id, kb_id, stamp, now)
         return found if complete else None
 
-    def _want(self, org_id: uuid.UUID, kb_id: uuid.UUID, version: int) -> None:
-        if kb_id in self._loading or self._too_large.get(kb_id) == version:
+    def _want(self, org_id: uuid.UUID, kb_id: uuid.UUID, stamp: Stamp, now: float) -> None:
+        if self._closed or kb_id in self._loading or self._too_large.get(kb_id) == stamp:
             return
-        now = time.monotonic()
-        if now - self._last_load.get(kb_id, -1e9) < self.reload_interval_s:
+        if now < self._next_load.get(kb_id, 0.0):
             return
-        self._last_load[kb_id] = now
+        if len(self._next_load) > _MAX_TRACKED:
+            self._next_load = {k: t for k, t in self._next_load.items() if t > now}
+        self._next_load[kb_id] = now + self.reload_interval_s
         task = asyncio.create_task(self._load(org_id, kb_id))
         self._loading[kb_id] = task
         task.add_done_callback(partial(self._loaded, kb_id))
@@ -223,32 +268,49 @@ class KBVectorCache:
         self._loading.pop(kb_id, None)
 
     async def load(self, org_id: uuid.UUID, kb_id: uuid.UUID) -> KBVectors | None:
-        """Read the KB's current chunks and hold them; None when the KB is gone or too large."""
-        async with self._load_slot, raw_connection(self.engine) as conn:
-            rows = await conn.fetch(sql.KB_VECTORS_SQL, kb_id, org_id, self.model_key)
-        if not rows:
-            self._drop(kb_id)
-            return None
-        # Building a copy is Python over every row (tens of ms for a 20,000-chunk KB): in a
-        # thread, so the event loop keeps answering calls meanwhile.
-        entry = await asyncio.to_thread(KBVectors.from_rows, kb_id, rows)
+        """Read the KB's current chunks and hold them; None when the KB is gone, too large,
+        or would push out a KB in use."""
+        async with self._load_slot:
+            started = time.monotonic()
+            async with raw_connection(self.engine) as conn:
+                rows = await conn.fetch(sql.KB_VECTORS_SQL, kb_id, org_id, self.model_key)
+            if not rows:
+                self._drop(kb_id)
+                return None
+            # Building a copy is Python over every row (tens of ms for a 20,000-chunk KB): in
+            # a thread, so the event loop keeps answering calls meanwhile.
+            entry = await asyncio.to_thread(KBVectors.from_rows, kb_id, rows)
+            del rows
+            now = time.monotonic()
+            self._next_load[kb_id] = max(
+                self._next_load.get(kb_id, 0.0),
+                started + max(self.reload_interval_s, self.reload_factor * (now - started)),
+            )
         self.loads += 1
+        self._drop(kb_id)
         if entry.nbytes > self.budget_bytes:
-            self._drop(kb_id)
-            self._too_large[kb_id] = entry.version
+            if len(self._too_large) > _MAX_TRACKED:
+                self._too_large.clear()
+            self._too_large[kb_id] = entry.stamp
+            VECTOR_CACHE_LOADS.labels("too_large").inc()
             log.info("KB %s (%d bytes) is larger than QUERY__VECTOR_CACHE_MB", kb_id, entry.nbytes)
             return None
-        held = self._entries.get(kb_id)
-        if held is not None and held.version > entry.version:
-            return held  # a newer copy landed meanwhile
-        self._drop(kb_id)
         self._too_large.pop(kb_id, None)
+        while self._bytes + entry.nbytes > self.budget_bytes:
+            oldest = next(iter(self._entries))
+            if now - self._used.get(oldest, 0.0) < self.keep_used_s:
+                # Every KB held was used just now: this one is searched in PostgreSQL rather
+                # than the KBs in use being loaded again and again in turn.
+                self._next_load[kb_id] = now + self.keep_used_s
+                VECTOR_CACHE_LOADS.labels("no_room").inc()
+                return None
+            self._drop(oldest)
+            VECTOR_CACHE_EVICTIONS.inc()
         self._entries[kb_id] = entry
+        self._used[kb_id] = now
         self._bytes += entry.nbytes
-        while self._bytes > self.budget_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self._bytes -= evicted.nbytes
         VECTOR_CACHE_BYTES.set(self._bytes)
+        VECTOR_CACHE_LOADS.labels("held").inc()
         return entry
 
     async def _load(self, org_id: uuid.UUID, kb_id: uuid.UUID) -> None:
@@ -259,20 +321,24 @@ class KBVectorCache:
         except Exception:
             # The call that wanted it was already served from PostgreSQL; the next one after
             # reload_interval_s tries again.
+            VECTOR_CACHE_LOADS.labels("failed").inc()
             log.warning("could not load KB %s into memory", kb_id, exc_info=True)
 
     def _drop(self, kb_id: uuid.UUID) -> None:
         entry = self._entries.pop(kb_id, None)
+        self._used.pop(kb_id, None)
         if entry is not None:
             self._bytes -= entry.nbytes
             VECTOR_CACHE_BYTES.set(self._bytes)
 
     async def settle(self) -> None:
-        """Wait for the loads under way (tests, start-up warming)."""
+        """Wait for the loads under way (tests)."""
         while self._loading:
             await asyncio.gather(*list(self._loading.values()), return_exceptions=True)
 
     async def close(self) -> None:
+        """Cancel the loads under way, and start none after this (at shutdown)."""
+        self._closed = True
         tasks = list(self._loading.values())
         for task in tasks:
             task.cancel()

@@ -64,7 +64,8 @@ terms AS MATERIALIZED (
 AGENT_CONTEXT_SQL = (
     """
 WITH kbs AS (
-    SELECT kb.id, kb.content_version, kb.language, kb.chunk_count
+    SELECT kb.id, kb.content_version, coalesce(kb.updated_at, kb.created_at) AS changed, kb.language,
+           kb.chunk_count
     FROM agent_assignments a JOIN knowledge_bases kb ON kb.id = a.kb_id
     WHERE a.org_id = $1 AND a.agent_id = $2 AND kb.org_id = $1
 ), agent AS (
@@ -80,6 +81,7 @@ WITH kbs AS (
     SELECT
         coalesce((SELECT array_agg(id ORDER BY id) FROM kbs), '{}') AS kb_ids,
         coalesce((SELECT array_agg(content_version ORDER BY id) FROM kbs), '{}') AS kb_versions,
+        coalesce((SELECT array_agg(changed ORDER BY id) FROM kbs), '{}') AS kb_changed,
         coalesce((SELECT sum(chunk_count) FROM kbs), 0)::bigint AS chunk_total,
         (SELECT k FROM cache_key) AS cache_key,
         (SELECT variant FROM agent) AS variant,
@@ -210,14 +212,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $1
 PRUNE_ANSWER_CACHE_SQL = "DELETE FROM answer_cache WHERE expires_at < now()"
 
 # One KB's chunks of one embedding model for the in-memory exact search (kb_vectors.py), with
-# the KB's content version read in the same statement, hence the same snapshot: the copy is
-# exactly the chunks of that version (every chunk change bumps the version in its own
-# transaction). vector_send is pgvector's binary form (int16 dim, int16 unused, float4s big-
-# endian): a 1,000-chunk KB arrives as bytes numpy reads in one call, where float4[] would be
-# half a million Python floats. A KB without chunks of the model still answers its version.
+# the KB's content version and change time read in the same statement, hence the same
+# snapshot: the copy is exactly the chunks of that version (every chunk change bumps the
+# version in its own transaction). vector_send is pgvector's binary form (int16 dim, int16
+# unused, float4s big-endian): a 1,000-chunk KB arrives as bytes numpy reads in one call,
+# where float4[] would be half a million Python floats. A KB without chunks of the model
+# still answers its version.
 KB_VECTORS_SQL = """
-SELECT kb.content_version AS version, c.id, vector_send(c.embedding) AS v, c.document_id, d.title,
-       c.section, c.page, c.text
+SELECT kb.content_version AS version, coalesce(kb.updated_at, kb.created_at) AS changed, c.id,
+       vector_send(c.embedding) AS v, c.document_id, d.title, c.section, c.page, c.text
 FROM knowledge_bases kb
 LEFT JOIN (chunks c JOIN documents d ON d.id = c.document_id)
        ON c.kb_id = kb.id AND c.embedding_model = $3

@@ -187,7 +187,7 @@ class Retriever:
         ]
         return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent)
 
-    def fuse_memory(
+    async def fuse_memory(
         self,
         held: Sequence[KBVectors],
         *,
@@ -196,9 +196,9 @@ class Retriever:
         candidates: int,
         top_k: int,
     ) -> Retrieval | None:
-        """``fuse`` over KBs held in memory: the same chunks in the same order with the same
-        scores as FUSED_SQL's exact plan (tests/query/test_kb_vectors.py compares them), or
-        None when the vector's size is not the copies' (the caller searches in SQL)."""
+        """``fuse`` over KBs held in memory: FUSED_SQL's exact plan, its chunks in its order
+        with its scores (but for near-ties of the vector side: see kb_vectors.py), or None
+        when the vector's size is not the copies' (the caller searches in SQL)."""
         t = time.perf_counter()
         nearest: list[tuple[float, int, KBVectors, int]] = []
         if vector is not None:
@@ -209,13 +209,15 @@ class Retriever:
             if norm > 0:
                 query = query / np.float32(norm)
             for kb in held:
-                nearest.extend((sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(query, candidates))
+                sims = await kb.similarities(query)
+                nearest.extend((sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(sims, candidates))
             if len(held) > 1:
                 nearest.sort(key=_nearest_first)
             del nearest[candidates:]
         # chunk id -> [vector rank, text rank, similarity, text score, KB copy, row]
+        # A chunk without length ranked last as -inf; pgvector reports NaN, we report 0.
         fused: dict[int, list[Any]] = {
-            chunk_id: [rank, None, sim, None, kb, at]
+            chunk_id: [rank, None, sim if sim != -np.inf else 0.0, None, kb, at]
             for rank, (sim, chunk_id, kb, at) in enumerate(nearest, 1)
         }
         for rank, (chunk_id, score) in enumerate(zip(text.ids, text.scores, strict=True), 1):

@@ -266,7 +266,7 @@ class QueryService:
                 # then the vector search needs no second round trip.
                 held: list[KBVectors] | None = None
                 if self.retriever.plan(chunk_total) == "exact":
-                    held = self.kb_vectors.lookup(org_id, kb_ids, ctx["kb_versions"])
+                    held = self.kb_vectors.lookup(org_id, kb_ids, ctx["kb_versions"], ctx["kb_changed"])
                 found: Retrieval | None = None
                 if held is None and embedding.done():
                     found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
@@ -280,7 +280,7 @@ class QueryService:
                 vector = await embedding
                 trace.embed_wait += (time.perf_counter() - t) * 1000
                 if held is not None:
-                    found = self.retriever.fuse_memory(
+                    found = await self.retriever.fuse_memory(
                         held,
                         text=text,
                         vector=vector,

@@ -115,7 +115,7 @@ TEXT_SQL = (
 )
 
 # The second statement, FUSED_SQL, unless the agent's KBs are held in memory (then
-# Retriever.fuse_memory ranks exactly as this does; app/query/kb_vectors.py): the nearest
+# Retriever.fuse_memory ranks as this does, near-ties aside; app/query/kb_vectors.py): the nearest
 # chunks by cosine distance ({vector_candidates}, one of the VECTOR_* fragments below; at
 # most {candidates}), fused with the BM25 list ($5 ids, $6 scores, best first) by weighted
 # reciprocal rank fusion (k = {rrf_k}; {weight}

@@ -11,7 +11,7 @@ chosen per request from the agent's chunk count:
 * ``hnsw``: larger, on older pgvector: HNSW with ``ef_search`` raised to its maximum and
   the filter applied after; approximate (documented in docs/OPERATIONS.md).
 * ``memory``: the ``exact`` plan over copies of the agent's KBs held in the process
-  (``app/query/kb_vectors.py``), fused here in Python exactly as FUSED_SQL fuses; no round
+  (``app/query/kb_vectors.py``), fused here in Python as FUSED_SQL fuses; no round
   trip after the agent's context statement.
 """
 

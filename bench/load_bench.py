@@ -62,6 +62,7 @@ from bench.seed import (  # noqa: E402
     Harness,
     QuestionMaker,
     SeedConfig,
+    add_service_env_argument,
     finish_report,
     machine_info,
     now_iso,
@@ -70,7 +71,6 @@ from bench.seed import (  # noqa: E402
     reported_failure,
     seeded_service,
     service_env,
-    service_setting,
     terminate_on_sigterm,
     vk_command,
     wait_for_quiet,
@@ -569,14 +569,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )
-    parser.add_argument(
-        "--service-env",
-        action="append",
-        type=service_setting,
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for the service, e.g. QUERY__VECTOR_CACHE_MB=0 (repeatable)",
-    )
+    add_service_env_argument(parser)
     parser.add_argument("--max-foreign-cores", type=float, default=0.5)
     parser.add_argument("--quiet-wait-s", type=float, default=10.0)
     parser.add_argument("--rerun-busy", action=argparse.BooleanOptionalAction, default=True)

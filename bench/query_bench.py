@@ -67,6 +67,7 @@ from bench.seed import (  # noqa: E402
     QuestionMaker,
     SeedConfig,
     SeedResult,
+    add_service_env_argument,
     create_query_key,
     finish_report,
     machine_info,
@@ -76,7 +77,6 @@ from bench.seed import (  # noqa: E402
     pg_connect,
     reported_failure,
     seeded_service,
-    service_setting,
     speed_probe,
     terminate_on_sigterm,
     wait_for_quiet,
@@ -573,14 +573,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--server-workers", type=int, default=1, help="service processes (vk serve --workers, default 1)"
     )
-    parser.add_argument(
-        "--service-env",
-        action="append",
-        type=service_setting,
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for the service, e.g. DB__POOL_SIZE=20 (repeatable)",
-    )
+    add_service_env_argument(parser)
     parser.add_argument(
         "--shared-buffers", help="PostgreSQL shared_buffers for the run, e.g. 1GB (default: the server's)"
     )

@@ -1074,6 +1074,18 @@ def service_setting(text: str) -> tuple[str, str]:
     return name, value
 
 
+def add_service_env_argument(parser: argparse.ArgumentParser) -> None:
+    """``--service-env NAME=VALUE`` (repeatable): settings passed to the benchmarked service."""
+    parser.add_argument(
+        "--service-env",
+        action="append",
+        type=service_setting,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the service, e.g. QUERY__VECTOR_CACHE_MB=0 (repeatable)",
+    )
+
+
 def seeded_service(
     harness: Harness,
     cfg: SeedConfig,

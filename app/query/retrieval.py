@@ -205,7 +205,7 @@ class Retriever:
             query = np.asarray(vector, dtype=np.float32)
             if any(kb.matrix.shape[1] != query.shape[0] for kb in held if len(kb.ids)):
                 return None
-            norm = float(np.sqrt(np.einsum("i,i->", query, query)))  # no BLAS: see KBVectors.nearest
+            norm = float(np.sqrt(np.einsum("i,i->", query, query)))  # no BLAS: see KBVectors.similarities
             if norm > 0:
                 query = query / np.float32(norm)
             for kb in held:

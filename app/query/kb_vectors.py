@@ -165,12 +165,13 @@ class KBVectors:
         else:
             rows = np.arange(n)
         ranked = sorted(
-            zip(sims[rows].tolist(), self.ids[rows].tolist(), rows.tolist(), strict=True), key=_best_first
+            zip(sims[rows].tolist(), self.ids[rows].tolist(), rows.tolist(), strict=True), key=nearest_first
         )
         return ranked[:limit]
 
 
-def _best_first(item: tuple[float, int, int]) -> tuple[float, int]:
+def nearest_first(item: tuple[Any, ...]) -> tuple[float, int]:
+    """Sort key of (similarity, chunk id, ...) tuples: VECTOR_EXACT's ``ORDER BY dist, id``."""
     return (-item[0], item[1])
 
 

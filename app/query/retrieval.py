@@ -27,7 +27,7 @@ import numpy as np
 
 from app.embeddings.base import embedder_family
 from app.query import repository as sql
-from app.query.kb_vectors import KBVectors
+from app.query.kb_vectors import KBVectors, nearest_first
 
 MIN_ITERATIVE = (0, 8, 0)
 
@@ -212,7 +212,7 @@ class Retriever:
                 sims = await kb.similarities(query)
                 nearest.extend((sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(sims, candidates))
             if len(held) > 1:
-                nearest.sort(key=_nearest_first)
+                nearest.sort(key=nearest_first)
             del nearest[candidates:]
         # chunk id -> [vector rank, text rank, similarity, text score, KB copy, row]
         # A chunk without length ranked last as -inf; pgvector reports NaN, we report 0.
@@ -270,10 +270,6 @@ def _locate(held: Sequence[KBVectors], chunk_id: int) -> tuple[KBVectors | None,
         if row is not None:
             return h, row
     return None, 0
-
-
-def _nearest_first(item: tuple[float, int, KBVectors, int]) -> tuple[float, int]:
-    return (-item[0], item[1])
 
 
 def _fused_first(item: tuple[Any, ...]) -> tuple[float, bool, int, int]:

@@ -183,7 +183,7 @@ def evaluate(
     docs: Annotated[str | None, typer.Option(help="Documents folder [docs/ beside DATASET].")] = None,
     url: Annotated[str | None, typer.Option(help="Running service [in-process].")] = None,
     key: Annotated[str | None, typer.Option(help="Admin key (with --url).")] = None,
-    agent: Annotated[str | None, typer.Option(help="Agent holding the documents (with --url).")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent holding the documents (--url; squad-dev).")] = None,
     variant: Annotated[str | None, typer.Option(help="Prompt variant [the agent's].")] = None,
     compare: Annotated[tuple[str, str] | None, typer.Option(help="Two variants side by side.")] = None,
     limit: Annotated[int | None, typer.Option(help="Ask a seeded sample of this many questions.")] = None,
@@ -191,7 +191,10 @@ def evaluate(
     out: Annotated[str | None, typer.Option(help="Report folder (default: eval-out/<timestamp>/).")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Questions in flight at once.")] = 1,
 ) -> None:
-    """Measure retrieval and answers on a question set; writes report.json and report.md."""
+    """Measure retrieval and answers on a question set; writes report.json and report.md.
+
+    A callers-dev set (records with `org`) gets one knowledge base and agent per docs/<org>/.
+    """
     from pathlib import Path
 
     from app.evaluation.commands import eval_command

@@ -2,7 +2,9 @@
 
 ``evaluate`` is the reusable core: given any ``ServiceClient`` (an in-process test client,
 a running service), it loads or finds the knowledge, asks the questions and returns the
-rows, which ``build_report`` turns into the two report files.
+rows, which ``build_report`` turns into the two report files. Both question formats of
+``app.evaluation.dataset`` run through it: a callers-dev set gets one knowledge base and
+one agent per organisation.
 """
 
 from __future__ import annotations
@@ -26,13 +28,24 @@ from app.evaluation.dataset import (
     Question,
     load_documents,
     load_questions,
+    locate_gold_paragraphs,
     sample_questions,
 )
 from app.evaluation.inprocess import embedded_postgres, evaluation_settings, in_process_service
 from app.evaluation.progress import Progress
 from app.evaluation.replay import fetch_logged, replay, replay_report
-from app.evaluation.report import HEADLINE, compare_report, eval_report, fmt, machine, metric, write_report
-from app.evaluation.runner import Knowledge, Row, find_knowledge, load_knowledge, run_questions
+from app.evaluation.report import (
+    HEADLINE,
+    compare_report,
+    eval_report,
+    fmt,
+    kind_table,
+    machine,
+    metric,
+    reliability_table,
+    write_report,
+)
+from app.evaluation.runner import Knowledge, Row, find_knowledge, load_organisations, run_questions
 from app.evaluation.service_client import ServiceClient, ServiceError
 
 __all__ = ["Evaluation", "build_report", "eval_command", "evaluate", "replay_command", "replay_with"]
@@ -47,6 +60,10 @@ _ECHOED = (
     "Token F1 (mean)",
     "not_found precision",
     "not_found recall",
+    "Answerable refused (not_found)",
+    "Unanswerable → not_found",
+    "Precision of answers, confidence ≥ 0.9",
+    "Wrong answers, confidence ≥ 0.9",
     "Speakable answers",
     "Service time p50 (ms)",
     "Service time p99 (ms)",
@@ -75,14 +92,14 @@ async def evaluate(
 ) -> Evaluation:
     """Ask ``questions`` once per variant.
 
-    Without ``agent_id`` the documents are uploaded into a new knowledge base for a fresh
-    agent (``wait`` as in ``load_knowledge``); with it, they are looked up among that
-    agent's knowledge bases.
+    Without ``agent_id`` the documents are uploaded into new knowledge bases, one per
+    organisation, each for a fresh agent (``wait`` as in ``load_knowledge``); with it, they
+    are looked up among that agent's knowledge bases (a set without organisations only).
     """
     if agent_id is None:
         if show_progress:
             typer.echo(f"loading {len(documents)} documents and waiting until they are ready", err=True)
-        knowledge = await load_knowledge(client, documents, wait=wait)
+        knowledge = await load_organisations(client, documents, wait=wait)
     else:
         knowledge = await find_knowledge(client, agent_id, documents)
         if knowledge.missing:
@@ -99,9 +116,11 @@ async def evaluate(
 
 def build_report(config: dict[str, Any], evaluation: Evaluation) -> tuple[dict[str, Any], str]:
     """report.json content and report.md text: a comparison when two variants ran."""
+    agents = evaluation.knowledge.agents
     config = {
         **config,
-        "agent_id": evaluation.knowledge.agent_id,
+        # One agent for a set without organisations, as before; else one per organisation.
+        **({"agent_id": agents[""]} if list(agents) == [""] else {"agents": agents}),
         "documents_missing": list(evaluation.knowledge.missing),
         "answerers_seen": sorted(
             {r.model or "extractive" for rows in evaluation.rows for r in rows if r.status == "answered"}
@@ -174,12 +193,19 @@ def eval_command(
         # Every document is loaded, not only those of the sample: a smaller knowledge base
         # would make retrieval easier than on the full set.
         documents = load_documents(docs_dir, picked)
+        picked = locate_gold_paragraphs(picked, documents)
     except (DatasetError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
+    by_org = picked[0].org is not None
+    if by_org and agent:
+        raise typer.BadParameter(
+            "a callers-dev set needs one agent per organisation: run it in-process (without --url)"
+        )
     variants: list[str | None] = list(compare) if compare else [variant]
     out_dir = out or _default_out()
     config: dict[str, Any] = {
         "mode": "remote" if url else "in-process",
+        "format": "callers-dev" if by_org else "squad-dev",
         "dataset": str(dataset),
         "docs": str(docs_dir),
         "url": url,
@@ -257,7 +283,15 @@ def _echo_headline(document: dict[str, Any]) -> None:
             typer.echo(f"[{name}]")
         for label, path, kind in HEADLINE:
             if label in _ECHOED:
-                typer.echo(f"  {label:<24} {fmt(metric(summary, path), kind)}")
+                typer.echo(f"  {label:<40} {fmt(metric(summary, path), kind)}")
+        for title, table in (
+            ("by question kind", kind_table(summary)),
+            ("reliability", reliability_table(summary)),
+        ):
+            if table:
+                typer.echo(f"  {title}:")
+                for line in table:
+                    typer.echo(f"  {line}")
 
 
 def replay_command(

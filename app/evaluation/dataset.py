@@ -1,12 +1,24 @@
-"""Question sets and their documents, in the format of ``../shared/eval/squad-dev``.
+"""Question sets and their documents, in two formats.
 
-One question per line of a JSONL file::
+One question per line of a JSONL file. The squad-dev format (``../shared/eval/squad-dev``)::
 
     {"id": "...", "question": "...", "answers": ["..."], "doc": "Oxygen.md", "paragraph_index": 3}
 
-``answers == []`` marks a question the documents cannot answer. Documents are markdown
-files: a ``# Title`` line, then paragraphs separated by blank lines; ``paragraph_index``
-counts those paragraphs from 0, after the title line.
+One folder of documents serves every question. The callers-dev format
+(``../shared/eval/callers-dev``) is recognised by its ``org`` field::
+
+    {"id": "...", "org": "harborview-dental", "question": "...", "answers": ["...", "..."],
+     "doc": "harborview-dental/Patient FAQ.md", "gold_sentence": "...", "kind": "paraphrase"}
+
+Each organisation's documents live in ``docs/<org>/`` and form its own knowledge base; the
+gold paragraph is the one of ``doc`` that holds ``gold_sentence``, and a reply is right
+only when it conveys every gold answer (see ``Question.needs_all_answers``).
+
+``answers == []`` marks a question the documents cannot answer (callers-dev then has no
+``doc``). Documents are markdown files: a ``# Title`` line, then paragraphs separated by
+blank lines; ``paragraph_index`` counts those paragraphs from 0, after the title line.
+Documents are named by their path under the documents folder ("Oxygen.md",
+"harborview-dental/Patient FAQ.md").
 """
 
 from __future__ import annotations
@@ -14,16 +26,19 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DatasetError",
     "Document",
     "Question",
+    "group_documents",
     "load_documents",
     "load_questions",
+    "locate_gold_paragraphs",
     "parse_document",
     "sample_questions",
 ]
@@ -37,17 +52,31 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """One question with its gold answers and the paragraph that holds them."""
+    """One question with its gold answers and the paragraph that holds them.
+
+    ``org``, ``kind`` and ``gold_sentence`` are set by the callers-dev format only; its
+    ``paragraph_index`` is None until ``locate_gold_paragraphs`` has found the paragraph,
+    and stays None (with ``doc``) for an unanswerable question.
+    """
 
     id: str
     question: str
     answers: tuple[str, ...]
-    doc: str
-    paragraph_index: int
+    doc: str | None
+    paragraph_index: int | None
+    org: str | None = None
+    kind: str | None = None
+    gold_sentence: str | None = None
 
     @property
     def answerable(self) -> bool:
         return bool(self.answers)
+
+    @property
+    def needs_all_answers(self) -> bool:
+        """callers-dev's rule: a reply is right when it conveys every gold answer, each as
+        whole tokens ("$26" is not in "$265"); squad-dev's answers are alternatives."""
+        return self.org is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,22 +99,49 @@ def load_questions(path: Path) -> list[Question]:
                 continue
             try:
                 raw = json.loads(line)
-                question = Question(
-                    id=str(raw["id"]),
-                    question=str(raw["question"]),
-                    answers=tuple(str(a) for a in raw["answers"]),
-                    doc=str(raw["doc"]),
-                    paragraph_index=int(raw["paragraph_index"]),
-                )
+                question = _callers_question(raw) if "org" in raw else _squad_question(raw)
             except (ValueError, KeyError, TypeError) as exc:
                 raise DatasetError(f"{path}:{number}: not a question record ({exc})") from exc
             if question.id in seen:
                 raise DatasetError(f"{path}:{number}: duplicate id {question.id!r}")
+            if questions and (question.org is None) != (questions[0].org is None):
+                # One grading rule and one knowledge layout per run: a mixed file is a mistake.
+                raise DatasetError(f"{path}:{number}: callers-dev and squad-dev records are mixed")
             seen.add(question.id)
             questions.append(question)
     if not questions:
         raise DatasetError(f"{path}: no questions")
     return questions
+
+
+def _squad_question(raw: dict[str, Any]) -> Question:
+    return Question(
+        id=str(raw["id"]),
+        question=str(raw["question"]),
+        answers=tuple(str(a) for a in raw["answers"]),
+        doc=str(raw["doc"]),
+        paragraph_index=int(raw["paragraph_index"]),
+    )
+
+
+def _callers_question(raw: dict[str, Any]) -> Question:
+    answers = tuple(str(a) for a in raw["answers"])
+    doc, gold_sentence = raw.get("doc"), raw.get("gold_sentence")
+    if answers and (not doc or not gold_sentence):
+        raise ValueError("an answerable question needs doc and gold_sentence")
+    org = str(raw["org"])
+    if doc and not str(doc).startswith(f"{org}/"):
+        raise ValueError(f"doc {doc!r} is not under its organisation {org!r}")
+    return Question(
+        id=str(raw["id"]),
+        question=str(raw["question"]),
+        answers=answers,
+        doc=str(doc) if doc else None,
+        paragraph_index=None,
+        org=org,
+        kind=str(raw["kind"]) if raw.get("kind") is not None else None,
+        gold_sentence=str(gold_sentence) if gold_sentence else None,
+    )
 
 
 def parse_document(filename: str, data: bytes) -> Document:
@@ -102,22 +158,70 @@ def parse_document(filename: str, data: bytes) -> Document:
 
 
 def load_documents(directory: Path, questions: Sequence[Question]) -> dict[str, Document]:
-    """Every markdown file of ``directory``, checked against what the questions point at."""
+    """Every markdown file of ``directory`` (its organisations' subfolders for callers-dev),
+    named by its path under ``directory``, checked against what the questions point at."""
     if not directory.is_dir():
         raise DatasetError(f"{directory}: documents folder not found (use --docs)")
+    by_org = any(q.org is not None for q in questions)
+    paths = sorted(directory.glob("*/*.md" if by_org else "*.md"))
     documents = {
-        path.name: parse_document(path.name, path.read_bytes()) for path in sorted(directory.glob("*.md"))
+        name: parse_document(path.name, path.read_bytes())
+        for path in paths
+        for name in [path.relative_to(directory).as_posix()]
     }
+    orgs = set(group_documents(documents)) if by_org else set()
     for question in questions:
+        if question.org is not None and question.org not in orgs:
+            raise DatasetError(f"question {question.id}: no documents in {directory / question.org}")
+        if question.doc is None:
+            continue
         document = documents.get(question.doc)
         if document is None:
             raise DatasetError(f"question {question.id}: document {question.doc!r} is not in {directory}")
-        if not 0 <= question.paragraph_index < len(document.paragraphs):
+        index = question.paragraph_index
+        if index is not None and not 0 <= index < len(document.paragraphs):
             raise DatasetError(
-                f"question {question.id}: {question.doc} has no paragraph {question.paragraph_index} "
+                f"question {question.id}: {question.doc} has no paragraph {index} "
                 f"(it has {len(document.paragraphs)})"
             )
     return documents
+
+
+def locate_gold_paragraphs(
+    questions: Sequence[Question], documents: Mapping[str, Document]
+) -> list[Question]:
+    """The questions with ``paragraph_index`` set where only ``gold_sentence`` names the gold.
+
+    The gold paragraph is the first paragraph of ``doc`` (as ``parse_document`` splits it)
+    that contains ``gold_sentence``; whitespace is compared collapsed, since a sentence
+    may be wrapped over lines in the file.
+    """
+    return [_located(question, documents) for question in questions]
+
+
+def _located(question: Question, documents: Mapping[str, Document]) -> Question:
+    if question.paragraph_index is not None or question.doc is None or not question.gold_sentence:
+        return question
+    sentence = _collapsed(question.gold_sentence)
+    paragraphs = documents[question.doc].paragraphs
+    index = next((i for i, p in enumerate(paragraphs) if sentence in _collapsed(p)), None)
+    if index is None:
+        raise DatasetError(f"question {question.id}: gold_sentence is not in {question.doc}")
+    return replace(question, paragraph_index=index)
+
+
+def group_documents(documents: Mapping[str, Document]) -> dict[str, dict[str, Document]]:
+    """Documents by the knowledge base they belong to: their organisation's folder, or
+    "" for a flat folder (squad-dev: one knowledge base for every question)."""
+    groups: dict[str, dict[str, Document]] = {}
+    for name, document in documents.items():
+        org, _, _ = name.rpartition("/")
+        groups.setdefault(org, {})[name] = document
+    return groups
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
 
 
 def sample_questions(questions: Sequence[Question], limit: int | None, seed: int) -> list[Question]:

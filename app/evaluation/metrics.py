@@ -6,8 +6,13 @@ ranks over the answerable questions.
 
 Answers: *contains gold* is the share of answerable questions answered with a spoken
 answer that contains a gold answer, ignoring case and spacing, in its written form
-("90%") or in the form the speech shaping gives it ("90 percent"). *Token F1* is the
-SQuAD measure (lower case, punctuation and articles removed) against the best gold answer.
+("90%") or in the form the speech shaping gives it ("90 percent"). A callers-dev question
+needs all of its gold answers, each found on whole tokens (``contains_all_gold``).
+*Token F1* is the SQuAD measure (lower case, punctuation and articles removed) against
+the best gold answer.
+
+Confidence: answered replies are binned by their ``confidence`` (``reliability``) and the
+share right in each bin shows whether the number means what it says.
 
 not_found: the positive class is ``not_found``. Precision is the share of ``not_found``
 replies that were right (the question is unanswerable); recall is the share of
@@ -27,15 +32,20 @@ from dataclasses import dataclass
 from app.answering.speech import make_speakable
 
 __all__ = [
+    "CONFIDENCE_EDGES",
     "EMBEDDING_PRICE_PER_M",
+    "HIGH_CONFIDENCE",
     "LLM_INPUT_PRICE_PER_M",
     "LLM_OUTPUT_PRICE_PER_M",
     "SPLIT_PREFIX_CHARS",
     "GoldPassage",
     "NotFoundScores",
+    "ReliabilityBin",
     "answer_sentence",
+    "answer_tokens",
     "best_f1",
     "comparable",
+    "contains_all_gold",
     "contains_gold",
     "cost_per_1000_calls",
     "first_gold_rank",
@@ -44,6 +54,7 @@ __all__ = [
     "normalise_space",
     "not_found_scores",
     "percentile",
+    "reliability",
     "spoken_forms",
     "squad_normalise",
     "token_f1",
@@ -59,6 +70,12 @@ EMBEDDING_PRICE_PER_M = 0.02
 # How much of a paragraph's start identifies it when the paragraph is split over chunks.
 SPLIT_PREFIX_CHARS = 200
 
+# Lower edges of the reliability table's confidence bins; the last bin is [0.9, 1.0].
+CONFIDENCE_EDGES = (0.0, 0.5, 0.7, 0.8, 0.9)
+# The confidence from which a voice runtime may speak an answer without hedging: issue 17
+# asks that answers at or above it be right at least 95 % of the time.
+HIGH_CONFIDENCE = 0.9
+
 _SPACES = re.compile(r"\s+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -66,6 +83,12 @@ _PUNCTUATION = frozenset(string.punctuation)
 # whitespace: the same places where the chunker may cut a paragraph that is too long.
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s)")
 _TRAILING_STOP = re.compile(r"[\s.!?…]+$")
+# A token is a word with its inner dots, commas, colons, apostrophes, slashes and hyphens
+# ("7:30", "1,350", "2.50", "x-rays"), or one other visible character ("$", "%", "(").
+# So "$26" is ["$", "26"] and never matches inside "$265" or "$26.50".
+_TOKEN = re.compile(r"\w+(?:[.,:'/-]\w+)*|[^\w\s]")
+# Typographic quotes as typed ones: "hours’ notice" is "hours' notice".
+_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
 
 
 def normalise_space(text: str) -> str:
@@ -122,6 +145,24 @@ def contains_gold(answer: str, golds: Iterable[str]) -> bool:
     """Whether the spoken answer contains any gold answer, written or spoken, ignoring case."""
     said = normalise_space(answer).casefold()
     return any(form in said for gold in golds for form in spoken_forms(gold))
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Whole tokens of a text as compared by ``contains_all_gold``: NFKC, case-folded."""
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold())
+
+
+def _has_run(tokens: Sequence[str], run: Sequence[str]) -> bool:
+    width = len(run)
+    return width > 0 and any(tokens[i : i + width] == run for i in range(len(tokens) - width + 1))
+
+
+def contains_all_gold(answer: str, golds: Iterable[str]) -> bool:
+    """Whether the spoken answer conveys every gold answer, each written or spoken, as a run
+    of whole tokens (callers-dev's rule); False when there is no gold answer at all."""
+    said = answer_tokens(answer)
+    checks = [any(_has_run(said, answer_tokens(form)) for form in spoken_forms(gold)) for gold in golds]
+    return bool(checks) and all(checks)
 
 
 def answer_sentence(paragraph: str, answers: Iterable[str]) -> str | None:
@@ -239,6 +280,38 @@ class NotFoundScores:
     def recall(self) -> float | None:
         unanswerable = self.true_positives + self.false_negatives
         return self.true_positives / unanswerable if unanswerable else None
+
+
+@dataclass(frozen=True, slots=True)
+class ReliabilityBin:
+    """Answered replies whose confidence is in ``[low, high)`` (``[low, 1.0]`` for the last)."""
+
+    low: float
+    high: float
+    answered: int
+    right: int
+
+    @property
+    def share_right(self) -> float | None:
+        return self.right / self.answered if self.answered else None
+
+
+def reliability(
+    outcomes: Iterable[tuple[float, bool]], edges: Sequence[float] = CONFIDENCE_EDGES
+) -> list[ReliabilityBin]:
+    """Bin ``(confidence, right)`` pairs of answered replies by confidence.
+
+    A confidence below the first edge falls in the first bin, one above 1.0 in the last:
+    every answer is counted once.
+    """
+    bounds = [*edges, 1.0]
+    answered = [0] * len(edges)
+    right = [0] * len(edges)
+    for confidence, is_right in outcomes:
+        index = sum(1 for edge in edges[1:] if confidence >= edge)
+        answered[index] += 1
+        right[index] += is_right
+    return [ReliabilityBin(bounds[i], bounds[i + 1], answered[i], right[i]) for i in range(len(edges))]
 
 
 def not_found_scores(outcomes: Iterable[tuple[bool, str]]) -> NotFoundScores:

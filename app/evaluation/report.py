@@ -1,5 +1,6 @@
 """Summaries of scored rows, and the two files of every run: ``report.json`` for machines
-(config, metrics, every row) and ``report.md`` for people (headline table, worst cases)."""
+(config, metrics, every row) and ``report.md`` for people (headline table, outcomes by
+question kind when the set has kinds, the reliability of the confidence, worst cases)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from app.evaluation.metrics import (
     EMBEDDING_PRICE_PER_M,
+    HIGH_CONFIDENCE,
     LLM_INPUT_PRICE_PER_M,
     LLM_OUTPUT_PRICE_PER_M,
     cost_per_1000_calls,
@@ -22,6 +24,7 @@ from app.evaluation.metrics import (
     mrr_at_k,
     not_found_scores,
     percentile,
+    reliability,
 )
 from app.evaluation.runner import Row
 
@@ -30,11 +33,14 @@ __all__ = [
     "compare_report",
     "eval_report",
     "fmt",
+    "kind_table",
     "latency",
     "machine",
     "md_cell",
     "md_table",
     "metric",
+    "reliability_table",
+    "row_record",
     "summarise",
     "write_report",
 ]
@@ -58,6 +64,68 @@ def latency(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
+def _share(part: int, whole: int) -> float | None:
+    return _round(part / whole) if whole else None
+
+
+def _wrong_confident(rows: Sequence[Row]) -> int:
+    return sum(1 for r in rows if r.status == "answered" and not r.right and r.confidence >= HIGH_CONFIDENCE)
+
+
+def _outcomes(rows: Sequence[Row]) -> dict[str, Any]:
+    """The per-kind figures of a group of rows; None where the group has no question it applies to."""
+    answerable = [r for r in rows if r.answerable]
+    unanswerable = [r for r in rows if not r.answerable]
+    return {
+        "questions": len(rows),
+        "hit@5": _round(hit_at_k([r.gold_rank for r in answerable], 5)),
+        "contains_gold": _share(sum(bool(r.correct) for r in answerable), len(answerable)),
+        "answerable_refused": _share(sum(r.status == "not_found" for r in answerable), len(answerable)),
+        "unanswerable_not_found": _share(
+            sum(r.status == "not_found" for r in unanswerable), len(unanswerable)
+        ),
+        "wrong_high_confidence": _wrong_confident(rows),
+    }
+
+
+def _by_kind(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
+    """Outcomes per question kind: kinds with answerable questions first, each group in
+    the order the kinds first appear; empty for a set without kinds."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.kind is not None:
+            groups.setdefault(row.kind, []).append(row)
+    order = sorted(groups, key=lambda kind: not any(r.answerable for r in groups[kind]))
+    return {kind: _outcomes(groups[kind]) for kind in order}
+
+
+def _reliability(rows: Sequence[Row]) -> dict[str, Any]:
+    """Answered replies by confidence bin, and the figures of the high-confidence answers."""
+    answered = [r for r in rows if r.status == "answered"]
+    bins = reliability((r.confidence, r.right) for r in answered)
+    confident = [r for r in answered if r.confidence >= HIGH_CONFIDENCE]
+    right = sum(r.right for r in confident)
+    return {
+        "bins": [
+            {
+                "low": b.low,
+                "high": b.high,
+                "answered": b.answered,
+                "right": b.right,
+                "share_right": _round(b.share_right),
+            }
+            for b in bins
+        ],
+        "high_confidence": {
+            "threshold": HIGH_CONFIDENCE,
+            "answered": len(confident),
+            "right": right,
+            "precision": _share(right, len(confident)),
+            "wrong": len(confident) - right,
+        },
+    }
+
+
 def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     """Every metric of one run (one variant) over its rows."""
     answerable = [r for r in rows if r.answerable]
@@ -70,6 +138,8 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     completion = sum(r.completion_tokens for r in rows)
     embedding = sum(r.embedding_tokens for r in rows)
     cost = cost_per_1000_calls(prompt / calls, completion / calls, embedding / calls)
+    outcomes = _outcomes(rows)
+    confidence = _reliability(rows)
     return {
         "questions": len(rows),
         "answerable": len(answerable),
@@ -103,6 +173,13 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
             "false_positives": nf.false_positives,
             "false_negatives": nf.false_negatives,
         },
+        "refusals": {
+            "answerable_not_found": outcomes["answerable_refused"],
+            "unanswerable_not_found": outcomes["unanswerable_not_found"],
+        },
+        "high_confidence": confidence["high_confidence"],
+        "reliability": confidence["bins"],
+        "by_kind": _by_kind(rows),
         "latency_ms": {
             "service_total": latency([r.timings_ms["total"] for r in replied if "total" in r.timings_ms]),
             "client_round_trip": latency([r.client_ms for r in rows]),
@@ -145,6 +222,10 @@ HEADLINE: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Token F1 (mean)", ("answers", "token_f1"), "share"),
     ("not_found precision", ("not_found", "precision"), "share"),
     ("not_found recall", ("not_found", "recall"), "share"),
+    ("Answerable refused (not_found)", ("refusals", "answerable_not_found"), "share"),
+    ("Unanswerable → not_found", ("refusals", "unanswerable_not_found"), "share"),
+    ("Precision of answers, confidence ≥ 0.9", ("high_confidence", "precision"), "share"),
+    ("Wrong answers, confidence ≥ 0.9", ("high_confidence", "wrong"), "count"),
     ("Answered (all questions)", ("answers", "answered_share"), "share"),
     ("Speakable answers", ("answers", "speakable_share"), "share"),
     ("Service time p50 (ms)", ("latency_ms", "service_total", "p50"), "ms"),
@@ -193,6 +274,87 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines.extend("| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in rows)
     return lines
+
+
+def kind_table(summary: dict[str, Any]) -> list[str]:
+    """Markdown lines of the per-kind table (none for a set without kinds), with a last
+    row for all questions."""
+    kinds: dict[str, dict[str, Any]] = summary.get("by_kind") or {}
+    if not kinds:
+        return []
+    everything = {
+        "questions": summary["questions"],
+        "hit@5": metric(summary, ("retrieval", "hit@5")),
+        "contains_gold": metric(summary, ("answers", "contains_gold")),
+        "answerable_refused": metric(summary, ("refusals", "answerable_not_found")),
+        "unanswerable_not_found": metric(summary, ("refusals", "unanswerable_not_found")),
+        "wrong_high_confidence": metric(summary, ("high_confidence", "wrong")),
+    }
+    return md_table(
+        [
+            "kind",
+            "questions",
+            "hit@5",
+            "answer contains gold",
+            "refused when answerable",
+            "not_found when unanswerable",
+            "wrong answers, confidence ≥ 0.9",
+        ],
+        [
+            [
+                kind,
+                figures["questions"],
+                fmt(figures["hit@5"], "share"),
+                fmt(figures["contains_gold"], "share"),
+                fmt(figures["answerable_refused"], "share"),
+                fmt(figures["unanswerable_not_found"], "share"),
+                figures["wrong_high_confidence"],
+            ]
+            for kind, figures in [*kinds.items(), ("all", everything)]
+        ],
+    )
+
+
+def reliability_table(summary: dict[str, Any]) -> list[str]:
+    """Markdown lines of the reliability table: answered replies by confidence bin."""
+    last = len(summary["reliability"]) - 1
+    return md_table(
+        ["confidence", "answered", "right", "share right"],
+        [
+            [
+                f"[{b['low']:.1f}, {b['high']:.1f}{']' if i == last else ')'}",
+                b["answered"],
+                b["right"],
+                fmt(b["share_right"], "share"),
+            ]
+            for i, b in enumerate(summary["reliability"])
+        ],
+    )
+
+
+def _outcome_sections(summary: dict[str, Any], suffix: str = "") -> list[str]:
+    lines: list[str] = []
+    kinds = kind_table(summary)
+    if kinds:
+        lines += ["", f"## By question kind{suffix}", "", *kinds]
+    lines += [
+        "",
+        f"## Reliability of the confidence{suffix}",
+        "",
+        "_Replies with status answered, by their confidence; an answered unanswerable question is wrong._",
+        "",
+        *reliability_table(summary),
+    ]
+    return lines
+
+
+def row_record(row: Row) -> dict[str, Any]:
+    """One row as report.json holds it; ``org`` and ``kind`` only when the set has them."""
+    record = asdict(row)
+    for key in ("org", "kind"):
+        if record[key] is None:
+            del record[key]
+    return record
 
 
 def machine() -> dict[str, Any]:
@@ -280,11 +442,12 @@ def _counts_line(summary: dict[str, Any]) -> str:
 def eval_report(config: dict[str, Any], rows: Sequence[Row]) -> tuple[dict[str, Any], str]:
     """report.json content and report.md text of a single-variant run."""
     summary = summarise(rows)
-    document = {"kind": "eval", "config": config, "metrics": summary, "rows": [asdict(r) for r in rows]}
+    document = {"kind": "eval", "config": config, "metrics": summary, "rows": [row_record(r) for r in rows]}
     lines = ["# Evaluation report", "", *_config_lines(config), "", _counts_line(summary), ""]
     lines += md_table(
         ["metric", "value"], [[label, fmt(metric(summary, path), kind)] for label, path, kind in HEADLINE]
     )
+    lines += _outcome_sections(summary)
     lines += ["", "## Worst cases", *_worst_sections(rows), ""]
     return document, "\n".join(lines)
 
@@ -317,7 +480,7 @@ def compare_report(
         "metrics": {first: summary_a, second: summary_b},
         "delta_b_minus_a": deltas,
         "changed": [a.id for a, _ in changed],
-        "rows": [{"id": a.id, first: asdict(a), second: asdict(b)} for a, b in pairs],
+        "rows": [{"id": a.id, first: row_record(a), second: row_record(b)} for a, b in pairs],
     }
     lines = [
         f"# Comparison: {first} (A) vs {second} (B)",
@@ -356,6 +519,8 @@ def compare_report(
             for label, path, kind in HEADLINE
         ],
     )
+    for label, summary in ((first, summary_a), (second, summary_b)):
+        lines += _outcome_sections(summary, f": {label}")
     for label, rows in ((first, rows_a), (second, rows_b)):
         lines += ["", f"## Worst cases: {label}", *_worst_sections(rows)]
     lines.append("")

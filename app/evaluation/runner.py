@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from app.answering.speech import speech_problems
-from app.evaluation.dataset import Document, Question
-from app.evaluation.metrics import GoldPassage, best_f1, contains_gold, first_gold_rank
+from app.evaluation.dataset import Document, Question, group_documents
+from app.evaluation.metrics import GoldPassage, best_f1, contains_all_gold, contains_gold, first_gold_rank
 from app.evaluation.progress import Progress
 from app.evaluation.service_client import QueryReply, ServiceClient, ServiceError
 from app.ingestion.chunking import get_encoding
+from app.ingestion.extract_markup import extract_markdown
 from app.query.service import normalise_question
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "find_knowledge",
     "grade",
     "load_knowledge",
+    "load_organisations",
     "question_tokens",
     "run_questions",
 ]
@@ -52,11 +54,23 @@ class DocumentRef:
 
 @dataclass(frozen=True, slots=True)
 class Knowledge:
-    """The agent to ask and the service's ids of the set's documents (by file name)."""
+    """The agents to ask, by organisation ("" for a set without organisations), and the
+    service's ids of the set's documents (by name)."""
 
-    agent_id: str
+    agents: dict[str, str]
     documents: dict[str, DocumentRef]
     missing: tuple[str, ...] = ()
+
+    @property
+    def agent_id(self) -> str:
+        """The agent of a set with one knowledge base (squad-dev, remote mode)."""
+        if len(self.agents) != 1:
+            raise ValueError(f"{len(self.agents)} agents: ask agent_for(question)")
+        return next(iter(self.agents.values()))
+
+    def agent_for(self, question: Question) -> str:
+        """The agent whose knowledge base holds the question's organisation's documents."""
+        return self.agents[question.org or ""]
 
 
 @dataclass(slots=True)
@@ -64,14 +78,15 @@ class Row:
     """One question asked once (with one variant), and how its reply scored.
 
     ``gold_rank``, ``correct`` and ``f1`` are None for unanswerable questions: they are
-    scored by their status alone.
+    scored by their status alone. ``org`` and ``kind`` are set by callers-dev questions
+    only (and left out of report.json when None, so squad-dev rows keep their shape).
     """
 
     id: str
     question: str
     answers: list[str]
-    doc: str
-    paragraph_index: int
+    doc: str | None
+    paragraph_index: int | None
     answerable: bool
     variant: str | None
     http_status: int
@@ -93,6 +108,16 @@ class Row:
     model: str | None = None
     llm_error: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    org: str | None = None
+    kind: str | None = None
+
+    @property
+    def right(self) -> bool:
+        """The reply the question calls for: an answer with the gold when it is
+        answerable, ``not_found`` when it is not."""
+        if self.answerable:
+            return self.status == "answered" and bool(self.correct)
+        return self.status == "not_found"
 
 
 def question_tokens(question: str) -> int:
@@ -109,19 +134,22 @@ async def load_knowledge(
     documents: Mapping[str, Document],
     *,
     title: str = "Evaluation",
+    org: str = "",
     wait: Callable[[], Awaitable[object]] | None = None,
     poll_interval_s: float = 0.5,
     timeout_s: float = 1800.0,
 ) -> Knowledge:
     """One knowledge base with every document, assigned to a fresh agent, once all are ready.
 
-    ``wait`` runs before each look at the documents' status; tests pass a function that
-    drains the ingestion queue, the CLI relies on the service's own workers.
+    The agent is ``org``'s in the returned ``Knowledge``. ``wait`` runs before each look
+    at the documents' status; tests pass a function that drains the ingestion queue, the
+    CLI relies on the service's own workers.
     """
     kb = await client.create_knowledge_base(title, "Documents of an evaluation question set.")
     ids: dict[str, str] = {}
     for name, document in documents.items():
-        created = await client.upload(kb["id"], name, document.data, document.title)
+        # A callers-dev name carries its organisation's folder, which is no part of a file name.
+        created = await client.upload(kb["id"], Path(name).name, document.data, document.title)
         ids[name] = created["id"]
     agent_id = str(uuid.uuid4())
     await client.assign_agents(kb["id"], [agent_id])
@@ -140,7 +168,31 @@ async def load_knowledge(
             raise ServiceError(f"documents not ready after {timeout_s:.0f} s")
         await asyncio.sleep(poll_interval_s)
     chunk_tokens = int(detail.get("chunk_tokens") or _DEFAULT_CHUNK_TOKENS)
-    return Knowledge(agent_id, {name: DocumentRef(doc_id, chunk_tokens) for name, doc_id in ids.items()})
+    return Knowledge(
+        {org: agent_id}, {name: DocumentRef(doc_id, chunk_tokens) for name, doc_id in ids.items()}
+    )
+
+
+async def load_organisations(
+    client: ServiceClient,
+    documents: Mapping[str, Document],
+    *,
+    wait: Callable[[], Awaitable[object]] | None = None,
+) -> Knowledge:
+    """One knowledge base and one agent per organisation of the set (``group_documents``),
+    as a voice platform would hold them; a set without organisations gets one of each.
+
+    Organisations are loaded one after the other: ``wait`` (the tests' queue drain) must
+    not run twice at once.
+    """
+    agents: dict[str, str] = {}
+    refs: dict[str, DocumentRef] = {}
+    for org, group in group_documents(documents).items():
+        title = f"Evaluation: {org}" if org else "Evaluation"
+        loaded = await load_knowledge(client, group, title=title, org=org, wait=wait)
+        agents.update(loaded.agents)
+        refs.update(loaded.documents)
+    return Knowledge(agents, refs)
 
 
 async def find_knowledge(
@@ -167,7 +219,18 @@ async def find_knowledge(
                 found[name] = by_title[title]
                 break
     missing = tuple(sorted(set(documents) - set(found)))
-    return Knowledge(agent_id, found, missing)
+    return Knowledge({"": agent_id}, found, missing)
+
+
+def _as_extracted(paragraph: str) -> str:
+    """A markdown paragraph as the service's extraction renders it into chunk text.
+
+    callers-dev paragraphs start with ``## heading`` lines and hold tables: extraction
+    makes a heading the section's title (kept out of the chunk text) and a table
+    comma-separated rows, so the paragraph as written is never inside a chunk.
+    """
+    sections = extract_markdown(paragraph.encode("utf-8")).sections
+    return "\n\n".join(section.text for section in sections) or paragraph
 
 
 def _gold_passages(
@@ -176,9 +239,12 @@ def _gold_passages(
     encoding = get_encoding("cl100k_base")
     passages: dict[str, GoldPassage] = {}
     for question in questions:
-        if not question.answerable:
+        if not question.answerable or question.doc is None or question.paragraph_index is None:
             continue
         paragraph = documents[question.doc].paragraphs[question.paragraph_index]
+        if question.org is not None:
+            # squad-dev's plain paragraphs are compared as written, as they always were.
+            paragraph = _as_extracted(paragraph)
         ref = knowledge.documents.get(question.doc)
         passages[question.id] = GoldPassage.build(
             ref.document_id if ref else None,
@@ -211,6 +277,8 @@ def grade(
         http_status=reply.http_status,
         client_ms=round(reply.client_ms, 2),
         embedding_tokens=question_tokens(question.question),
+        org=question.org,
+        kind=question.kind,
     )
     body = reply.body
     if reply.http_status != 200:
@@ -252,7 +320,8 @@ def grade(
         row.gold_rank = first_gold_rank(flags)
         answered = row.status == "answered"
         # A not_found or unavailable reply is a wrong answer, whatever its wording.
-        row.correct = answered and contains_gold(body["answer"], question.answers)
+        contains = contains_all_gold if question.needs_all_answers else contains_gold
+        row.correct = answered and contains(body["answer"], question.answers)
         row.f1 = round(best_f1(body["answer"], question.answers), 4) if answered else 0.0
     return row
 
@@ -284,7 +353,8 @@ async def run_questions(
         while jobs:
             i, v = jobs.popleft()
             question = questions[i]
-            reply = await client.query(knowledge.agent_id, question.question, variant=variants[v])
+            agent_id = knowledge.agent_for(question)
+            reply = await client.query(agent_id, question.question, variant=variants[v])
             results[v][i] = grade(question, variants[v], reply, gold.get(question.id))
             if progress is not None:
                 progress.advance()

@@ -149,6 +149,7 @@ async def test_reports_are_written(client, org, drain_queue, tmp_path):
         6,
         [
             "# Evaluation report",
+            "## Reliability of the confidence",
             "## Worst cases",
             "### Wrong answers (0)",
             "### Missed not_founds (1)",

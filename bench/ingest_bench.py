@@ -26,6 +26,8 @@ Diagnosis and what-if flags (results in ``docs/BENCHMARKS.md``):
                     event-loop lag and a stack sampler, printed at the end
     --drop-hnsw     drop the service's HNSW index from the throw-away database before ingesting
     --dimensions N  ``EMBEDDING__OPENAI_DIMENSIONS=N`` (the stub honours ``dimensions``)
+    --offline minilm  embed in the service with the offline default instead of the stub
+                    (``--workers 2`` matches the service's default on a 2-core machine)
 
 All traffic stays on 127.0.0.1. The service gets ``LOG_LEVEL=WARNING`` (access logs of 1,000
 POSTs are not what is measured; note that Litestar's default logging config currently keeps the
@@ -209,12 +211,15 @@ def service_env(pgdir: Path, stub: StubProcess, args: argparse.Namespace) -> dic
     prefixes = ("DB__", "EMBEDDING__", "INGESTION__", "QUERY__", "LIMITS__")
     names = {"DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOG_LEVEL", "HOST", "PORT"}
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k.upper() not in names}
+    provider = (
+        {"EMBEDDING__PROVIDER": args.offline}
+        if args.offline
+        else {"OPENAI_API_KEY": "dummy", "OPENAI_BASE_URL": stub.base_url, "EMBEDDING__PROVIDER": "openai"}
+    )
     env.update(
         {
             "DB__EMBEDDED_DIR": str(pgdir),
-            "OPENAI_API_KEY": "dummy",
-            "OPENAI_BASE_URL": stub.base_url,
-            "EMBEDDING__PROVIDER": "openai",
+            **provider,
             "EMBEDDING__MAX_CONCURRENCY": str(args.embed_concurrency),
             "INGESTION__WORKERS": str(args.workers),
             **({"EMBEDDING__OPENAI_DIMENSIONS": str(args.dimensions)} if args.dimensions else {}),
@@ -707,6 +712,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--instrument",
         action="store_true",
         help="time the service's ingestion stages (bench/instrumented_serve.py)",
+    )
+    parser.add_argument(
+        "--offline",
+        choices=("minilm", "lexical"),
+        help="embed in the service with this offline embedder instead of the stub (minilm: the default)",
     )
     parser.add_argument("--keep-tmp", action="store_true", help="keep the temporary folder (debugging)")
     args = parser.parse_args(argv)

@@ -66,6 +66,15 @@ def database_url(pg_server: Any) -> str:
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
+    # Most tests pin exact answers and rankings of the lexical embedder (fast, and its
+    # behaviour is what they are about); the semantic default has its own tests, which ask
+    # for ``semantic_settings`` (tests/query/test_dental_example.py, tests/query/test_semantic.py).
+    return Settings(_env_file=None, embedding={"provider": "lexical"})  # type: ignore[call-arg]
+
+
+@pytest.fixture(scope="session")
+def semantic_settings() -> Settings:
+    """The settings of a fresh install: no key, so the offline default embedder (minilm)."""
     return Settings(_env_file=None)  # type: ignore[call-arg]
 
 

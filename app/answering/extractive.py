@@ -5,24 +5,42 @@ answers that are short, in the passage's own words, and honest about how well th
 `ExtractiveAnswer.support` lets the caller say "I don't know" rather than read out a
 weakly related sentence.
 
-Scoring is lexical and deliberately cheap (it runs during a live call): question and
-sentences are reduced to lower-case, lightly stemmed content words; each question word
-is weighted by an IDF computed over the sentences at hand, so the word that singles out
-the answer counts more than the words every passage shares.
+Sentences are chosen by meaning when the offline embedder gives sentence vectors
+(``Semantics``): the cosine of each sentence, and of its section heading, with the question
+and with the part of it that asks (a caller's preamble left out), plus the lexical overlap
+and whether the sentence holds the kind of fact asked for (a price, a time, a number). A
+sentence that names the question's subject without the fact asked for ("Dr. Chen
+specialises in root canals" for "how much is a root canal?") loses on the last count.
+
+The lexical overlap is cheap (it runs during a live call): question and sentences are
+reduced to lower-case, lightly stemmed content words; each question word is weighted by an
+IDF computed over the sentences at hand, so the word that singles out the answer counts
+more than the words every passage shares. Without sentence vectors it decides alone.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, pairwise
 
+import numpy as np
+import numpy.typing as npt
+
 from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, make_speakable
 
-__all__ = ["ExtractiveAnswer", "Passage", "extractive_answer", "split_sentences"]
+__all__ = [
+    "ExtractiveAnswer",
+    "Passage",
+    "Semantics",
+    "asking_part",
+    "extractive_answer",
+    "passage_sentences",
+    "split_sentences",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +50,20 @@ class Passage:
     text: str
     title: str | None
     score: float  # retrieval score, higher is better
+    section: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Semantics:
+    """Unit vectors from the offline sentence embedder.
+
+    ``question`` holds one row per reading of the question (the whole of it, and the part
+    that asks when a preamble comes first); ``sentences`` maps a sentence, heading or title
+    text to its vector. A text missing from it is scored on words alone.
+    """
+
+    question: npt.NDArray[np.float32]
+    sentences: Mapping[str, npt.NDArray[np.float32]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +73,13 @@ class ExtractiveAnswer:
     text: str  # the chosen sentences in their original order, made speakable
     support: float  # 0..1, IDF-weighted share of the question's content words they cover
     passage_index: int  # the passage the first chosen sentence came from
+    # How well the best sentence answers, on a raw scale (see _semantic_score); None when
+    # no sentence vectors were given. The service turns it into the reply's confidence.
+    match: float | None = None
+    similarity: float = 0.0  # the best sentence's cosine with the question
+    heading_similarity: float = 0.0  # its heading's cosine with the question
+    wants: str | None = None  # the kind of fact asked for: "number", "time" or None
+    has_wanted: bool = True  # whether the chosen sentences hold it
 
 
 # English function words plus the words that frame a question rather than say what it is
@@ -93,6 +132,58 @@ _BIGRAM_WEIGHT = 0.25
 _TITLE_WEIGHT = 0.25
 _ANSWER_TYPE_WEIGHT = 0.4
 _RANK_WEIGHT = 0.2
+# Scoring by meaning (_semantic_score). Cosines of all-MiniLM-L6-v2 run from about 0.1
+# (unrelated) to 0.8 (a paraphrase); a sentence without the fact asked for loses more than
+# a paraphrase gains over a near miss.
+_HEADING_WEIGHT = 0.35
+_LEXICAL_WEIGHT = 0.25
+_FACT_BONUS = 0.05
+_FACT_PENALTY = 0.25
+_SEMANTIC_RANK_WEIGHT = 0.03
+_ABSENT_WEIGHT = 0.5
+# A neighbour whose cosine with the question is within this of the best sentence's joins it.
+_NEIGHBOUR_MARGIN = 0.08
+# Words that say what kind of fact is asked for, not what it is about: their absence from a
+# sentence is no sign that it is about something else (stems, as _stem gives them).
+_FACT_WORDS = frozenset(
+    {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
+)
+# An asking clause shorter than this ("how?") leans on the preamble: the whole turn is read.
+_MIN_FOCUS_WORDS = 3
+_FILLER_RE = re.compile(
+    r"\b(?:um+|uh+|erm+|er|hmm+|ah+|oh|yeah|yep|hi|hello|hey|okay|ok|so|well|like|actually|basically"
+    r"|you know|i mean|sorry|please|just wondering|i was wondering|quick question)\b[,.]?",
+    re.IGNORECASE,
+)
+_SPACES_RE = re.compile(r"\s+")
+_CLAUSE_SPLIT_RE = re.compile(r"[.;!?,]\s+|\s+(?:and|but|so|because)\s+")
+_QUESTION_OPENER_RE = re.compile(
+    r"^(?:what|what's|whats|when|where|which|who|whom|whose|why|how|is|are|am|do|does|did|can|could|"
+    r"will|would|should|shall|may|might|have|has|was|were|any|anything|tell me|i need to know"
+    r"|i'd like to know)\b",
+    re.IGNORECASE,
+)
+_YES_NO_RE = re.compile(
+    r"^(?:is|are|am|do|does|did|can|could|will|would|should|shall|may|might|have|has|was|were)\b",
+    re.IGNORECASE,
+)
+_WANTS_NUMBER_RE = re.compile(
+    r"\b(?:how (?:much|many|long|old|far|often|early|late|soon|big|large)|cost|costs|price|prices|priced"
+    r"|fee|fees|charge|charges|rate|rates|phone number|number (?:for|to call)|percent|percentage"
+    r"|deposit|minimum|maximum|what number)\b",
+    re.IGNORECASE,
+)
+_WANTS_TIME_RE = re.compile(
+    r"\b(?:when|what time|what times|hours|what days|which days|opening|closing|open until|close at)\b",
+    re.IGNORECASE,
+)
+_HAS_TIME_RE = re.compile(
+    r"\d|\b(?:noon|midnight|morning|afternoon|evening|weekday|weekdays|weekend|weekends|daily"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may"
+    r"|june|july|august|september|october|november|december|spring|summer|autumn|fall|winter)\b",
+    re.IGNORECASE,
+)
+_FREE_RE = re.compile(r"\b(?:free|no charge|no cost|no fee|complimentary|included)\b", re.IGNORECASE)
 # A chosen sentence shorter than this is likely a heading or fragment; the next one joins it.
 _SHORT_SENTENCE_WORDS = 6
 
@@ -275,18 +366,20 @@ def extractive_answer(
     *,
     max_words: int = 60,
     max_sentences: int = 2,
+    semantics: Semantics | None = None,
 ) -> ExtractiveAnswer | None:
     """Answer `question` with the best sentences of `passages`, or None if nothing relates to it.
 
     The best-scoring sentence is chosen and, up to `max_sentences`, joined by the adjacent
     sentence of the same passage that covers most of the question words still missing
     (or simply the next one when the chosen sentence is a fragment such as a heading).
-    The result is made speakable and capped at `max_words`.
+    The result is made speakable and capped at `max_words`. With `semantics`, sentences
+    are scored by meaning first (module docstring); without, by words alone.
     """
     if max_sentences < 1:
         raise ValueError("max_sentences must be at least 1")
     query_terms = list(dict.fromkeys(_content_terms(question)))
-    if not query_terms or not passages:
+    if not passages or (not query_terms and semantics is None):
         return None
     query = frozenset(query_terms)
 
@@ -306,11 +399,51 @@ def extractive_answer(
         term: math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
         for term, frequency in document_frequency.items()
     }
+    idf_total = sum(idf.values()) or 1.0
+    wants = wanted_fact(question)
+    scored: tuple[_Sentence, float | None, float, float] | None
+    if semantics is not None:
+        elsewhere = {t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS}
+        scored = _best_by_meaning(passages, by_passage, idf, idf_total, elsewhere, wants, semantics)
+    else:
+        scored = _best_by_words(question, passages, by_passage, query, query_terms, idf)
+    if scored is None:
+        return None
+    best, match, similarity, heading_similarity = scored
+
+    if semantics is not None:
+        chosen = _extend_by_meaning(best, similarity, by_passage[best.passage], semantics, max_words)
+    else:
+        chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
+    covered = set().union(*(sentence.matched for sentence in chosen))
+    support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
+    # A heading or list item carries no full stop; without one it would run into the next sentence.
+    spoken = " ".join(s.text if _TERMINAL_END_RE.search(s.text) else s.text + "." for s in chosen)
+    text = make_speakable(spoken, max_words=max_words)
+    return ExtractiveAnswer(
+        text=text,
+        support=round(support, 4),
+        passage_index=best.passage,
+        match=None if match is None else round(match, 4),
+        similarity=round(similarity, 4),
+        heading_similarity=round(heading_similarity, 4),
+        wants=wants,
+        has_wanted=wants is None or any(_has_fact(s.text, wants) for s in chosen),
+    )
+
+
+def _best_by_words(
+    question: str,
+    passages: Sequence[Passage],
+    by_passage: list[list[_Sentence]],
+    query: frozenset[str],
+    query_terms: list[str],
+    idf: dict[str, float],
+) -> tuple[_Sentence, None, float, float] | None:
     mean_idf = sum(idf.values()) / len(idf)
     query_bigrams = set(pairwise(query_terms))
     wants_number = _NUMBER_QUESTION_RE.search(question) is not None
     wants_name = _NAME_QUESTION_RE.search(question) is not None
-
     best: _Sentence | None = None
     best_score = 0.0
     for passage_index, sentences in enumerate(by_passage):
@@ -330,16 +463,116 @@ def extractive_answer(
                 score += _ANSWER_TYPE_WEIGHT * mean_idf
             if score > best_score:
                 best, best_score = sentence, score
-    if best is None:
-        return None
+    return None if best is None else (best, None, 0.0, 0.0)
 
-    chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
-    covered = set().union(*(sentence.matched for sentence in chosen))
-    support = sum(idf[term] for term in covered) / sum(idf.values())
-    # A heading or list item carries no full stop; without one it would run into the next sentence.
-    spoken = " ".join(s.text if _TERMINAL_END_RE.search(s.text) else s.text + "." for s in chosen)
-    text = make_speakable(spoken, max_words=max_words)
-    return ExtractiveAnswer(text=text, support=round(support, 4), passage_index=best.passage)
+
+def _best_by_meaning(
+    passages: Sequence[Passage],
+    by_passage: list[list[_Sentence]],
+    idf: dict[str, float],
+    idf_total: float,
+    elsewhere: set[str],
+    wants: str | None,
+    semantics: Semantics,
+) -> tuple[_Sentence, float, float, float] | None:
+    vectors = semantics.sentences
+    best: tuple[_Sentence, float, float, float] | None = None
+    for passage_index, sentences in enumerate(by_passage):
+        passage = passages[passage_index]
+        heading = _similarity(semantics, passage.section) or _similarity(semantics, passage.title)
+        heading_terms = _term_set(f"{passage.section or ''} {passage.title or ''}")
+        rank_bonus = _SEMANTIC_RANK_WEIGHT / (1 + passage_index)
+        for sentence in sentences:
+            vector = vectors.get(sentence.text)
+            similarity = 0.0 if vector is None else float(np.max(semantics.question @ vector))
+            lexical = sum(idf[term] for term in sentence.matched) / idf_total if idf else 0.0
+            # The question's subject named elsewhere in the passages but not here, nor in the
+            # sentence before (a pronoun's antecedent) or the heading: this sentence is about
+            # something else ("implants" asked, a filling's price found).
+            near = sentence.matched | heading_terms
+            if sentence.position > 0:
+                near = near | sentences[sentence.position - 1].matched
+            absent = sum(idf[term] for term in elsewhere - near) / idf_total if elsewhere else 0.0
+            score = _semantic_score(similarity, heading, lexical, wants, sentence.text) + rank_bonus
+            score -= _ABSENT_WEIGHT * absent
+            if best is None or score > best[1]:
+                best = (sentence, score, similarity, heading)
+    return best
+
+
+def _semantic_score(similarity: float, heading: float, lexical: float, wants: str | None, text: str) -> float:
+    """The raw match of one sentence: its meaning first, its heading as a prior for the
+    passage, the question's words as support, and the fact asked for present or not.
+    Weights set on callers-dev and squad-dev together (docs/BENCHMARKS.md)."""
+    score = similarity + _HEADING_WEIGHT * heading + _LEXICAL_WEIGHT * lexical
+    if wants is not None:
+        score += _FACT_BONUS if _has_fact(text, wants) else -_FACT_PENALTY
+    return score
+
+
+def _similarity(semantics: Semantics, text: str | None) -> float:
+    vector = semantics.sentences.get(text) if text else None
+    return 0.0 if vector is None else float(np.max(semantics.question @ vector))
+
+
+def wanted_fact(question: str) -> str | None:
+    """The kind of fact the question asks for: "number" (price, fee, count, duration,
+    phone number), "time" (when, hours), or None (a yes/no question or anything else)."""
+    focus = asking_part(question)
+    if _YES_NO_RE.match(focus):
+        return None
+    if _WANTS_NUMBER_RE.search(focus):
+        return "number"
+    if _WANTS_TIME_RE.search(focus):
+        return "time"
+    return None
+
+
+def _has_fact(text: str, wants: str) -> bool:
+    if wants == "number":
+        return _HAS_NUMBER_RE.search(text) is not None or _FREE_RE.search(text) is not None
+    return _HAS_TIME_RE.search(text) is not None
+
+
+def asking_part(question: str) -> str:
+    """The part of a caller's turn that asks: "my mum's in a wheelchair, so um, how does she
+    get in?" -> "how does she get in?". Fillers are dropped; the whole turn is returned
+    when no clause opens like a question or the asking clause is too short to stand alone."""
+    text = _FILLER_RE.sub(" ", question)
+    text = _SPACES_RE.sub(" ", text).strip(" ,")
+    clauses = [c.strip(" ,") for c in _CLAUSE_SPLIT_RE.split(text) if c.strip(" ,")]
+    for index in range(len(clauses) - 1, -1, -1):
+        if _QUESTION_OPENER_RE.match(clauses[index]):
+            focus = " ".join(clauses[index:])
+            if len(focus.split()) >= _MIN_FOCUS_WORDS:
+                return focus
+            break
+    return text or question
+
+
+def passage_sentences(text: str) -> list[str]:
+    """The sentences the answerer reads in a passage (to look their vectors up beforehand)."""
+    return [sentence for sentence, _, _ in _prepare(text)]
+
+
+def _extend_by_meaning(
+    best: _Sentence, similarity: float, sentences: list[_Sentence], semantics: Semantics, max_words: int
+) -> list[_Sentence]:
+    """The best sentence, with the neighbour that answers nearly as well ("Yes, the entrance
+    is step-free." then "A lift takes you upstairs.") or that follows a fragment."""
+    pick: _Sentence | None = None
+    pick_similarity = similarity - _NEIGHBOUR_MARGIN
+    for i in (best.position - 1, best.position + 1):
+        if not 0 <= i < len(sentences) or best.words + sentences[i].words > max_words:
+            continue
+        vector = semantics.sentences.get(sentences[i].text)
+        value = -1.0 if vector is None else float(np.max(semantics.question @ vector))
+        fragment_follows = best.words < _SHORT_SENTENCE_WORDS and i == best.position + 1
+        if value > pick_similarity or (fragment_follows and pick is None):
+            pick, pick_similarity = sentences[i], max(value, pick_similarity)
+    if pick is None:
+        return [best]
+    return [pick, best] if pick.position < best.position else [best, pick]
 
 
 def _bigram_bonus(text: str, query_bigrams: set[tuple[str, str]], idf: dict[str, float]) -> float:

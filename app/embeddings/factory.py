@@ -8,6 +8,7 @@ from app.config import Settings
 from app.embeddings.base import Embedder
 from app.embeddings.lexical import LexicalEmbedder
 from app.embeddings.local import LocalEmbedder
+from app.embeddings.minilm import shared_minilm
 from app.embeddings.openai import OpenAIEmbedder
 
 
@@ -24,4 +25,6 @@ def build_embedder(settings: Settings, client: openai.AsyncOpenAI | None) -> Emb
         )
     if provider == "local":
         return LocalEmbedder(settings.embedding.local_model)
+    if provider == "minilm":
+        return shared_minilm(settings.embedding.minilm_precision, settings.embedding.model_cache_dir)
     return LexicalEmbedder(settings.embedding.lexical_dimensions)

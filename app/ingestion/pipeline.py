@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.answering.extractive import passage_sentences
 from app.config import IngestionSettings
 from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
@@ -26,6 +27,7 @@ from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
 from app.observability.metrics import INGESTION_JOBS, INGESTION_QUEUE, PROVIDER_ERRORS
 from app.query.repository import PRUNE_ANSWER_CACHE_SQL
+from app.query.sentences import SentenceEncoder, text_hash
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ _KIND_BY_TYPE = {
     "application/pdf": "pdf",
 }
 EMBED_SLICE = 256  # texts per progress step; the embedder batches further within API limits
+SENTENCE_SLICE = 64  # sentences per thread hop: a call's own encoding waits for one slice at most
 
 
 class LeaseLost(Exception):
@@ -200,6 +203,8 @@ class Ingestor:
         if not chunks:
             raise ExtractionError("no text found")
         vectors = await self._embed(doc, chunks)
+        if isinstance(self.embedder, SentenceEncoder):
+            await self._embed_sentences(self.embedder, doc, chunks)
         rows = [
             ChunkRow(c.ordinal, c.text, c.section, c.page, c.token_count, v)
             for c, v in zip(chunks, vectors, strict=True)
@@ -274,6 +279,31 @@ class Ingestor:
             if status.endswith(" 0"):
                 raise LeaseLost
         return [cached[h] for h in hashes]
+
+    async def _embed_sentences(
+        self, encoder: SentenceEncoder, doc: ClaimedDocument, chunks: Sequence[Chunk]
+    ) -> None:
+        """Store the vectors of every sentence the answerer may read in these chunks (and their
+        headings and title), so that a call finds them instead of embedding them."""
+        texts = list(dict.fromkeys([doc.title, *(c.section for c in chunks if c.section)]))
+        texts += [s for c in chunks for s in passage_sentences(c.text)]
+        texts = list(dict.fromkeys(texts))
+        hashes = [text_hash(t) for t in texts]
+        async with raw_connection(self.engine) as conn:
+            known = {
+                bytes(r["text_hash"]) for r in await conn.fetch(sql.CACHE_HAS_SQL, encoder.model_key, hashes)
+            }
+        missing = [i for i, h in enumerate(hashes) if h not in known]
+        for start in range(0, len(missing), SENTENCE_SLICE):
+            part = missing[start : start + SENTENCE_SLICE]
+            matrix = await asyncio.to_thread(encoder.encode_many, [texts[i] for i in part])
+            async with raw_connection(self.engine) as conn:
+                await conn.execute(
+                    sql.CACHE_PUT_SQL,
+                    encoder.model_key,
+                    [hashes[i] for i in part],
+                    [vector_text(v) for v in matrix.tolist()],
+                )
 
     async def _swap(
         self,

@@ -154,6 +154,10 @@ SELECT text_hash, embedding::text AS embedding FROM embedding_cache
 WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
 """
 
+CACHE_HAS_SQL = """
+SELECT text_hash FROM embedding_cache WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
+"""
+
 CACHE_PUT_SQL = """
 INSERT INTO embedding_cache (model_key, text_hash, embedding)
 SELECT $1, h, e::vector FROM unnest($2::bytea[], $3::text[]) AS u(h, e)

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import re
 import time
 import unicodedata
@@ -19,10 +20,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.service import AGENT_NOT_FOUND
-from app.answering.extractive import Passage, extractive_answer
+from app.answering.extractive import (
+    ExtractiveAnswer,
+    Passage,
+    Semantics,
+    asking_part,
+    extractive_answer,
+    passage_sentences,
+)
 from app.answering.llm import ChatAnswerer, LLMError
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
@@ -35,6 +44,7 @@ from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
+from app.query.sentences import SentenceEncoder, SentenceVectors
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +54,19 @@ _TRAILING = re.compile(r"[\s?!.,;:]+$")
 
 # Cosine similarity ranges (irrelevant .. clearly relevant) per embedder family, used to
 # put the top vector hit on a 0..1 scale before it enters the confidence.
-_SIMILARITY_RANGE = {"lexical": (0.03, 0.40), "openai": (0.15, 0.60), "local": (0.10, 0.65)}
+_SIMILARITY_RANGE = {
+    "lexical": (0.03, 0.40),
+    "openai": (0.15, 0.60),
+    "local": (0.10, 0.65),
+    "minilm": (0.10, 0.65),
+}
+# Passages whose sentences the answerer reads.
+_ANSWER_PASSAGES = 5
+# The confidence of a reply chosen by meaning: a logistic curve over the best sentence's raw
+# match (extractive._semantic_score), fitted on callers-dev and squad-dev together so that
+# the confidence reads as the chance that the answer is right (docs/CONFIDENCE.md).
+_MATCH_SLOPE = 12.0
+_MATCH_MIDPOINT = 0.62
 
 
 def normalise_question(text: str) -> str:
@@ -146,6 +168,8 @@ class QueryService:
         self.kb_vectors = KBVectorCache(
             engine, model_key=embedder.model_key, budget_bytes=settings.vector_cache_mb * 1024 * 1024
         )
+        # Sentences are chosen by meaning when the embedder can embed them (the offline default).
+        self.sentences = SentenceVectors(embedder) if isinstance(embedder, SentenceEncoder) else None
         # Embedding requests left to finish after their call ended (see _answer).
         self._background: set[asyncio.Future[Sequence[float] | None]] = set()
 
@@ -313,7 +337,15 @@ class QueryService:
             }
             for c in candidates
         ]
-        confidence, parts = self.confidence(question, candidates)
+        question_vector = embedding.result() if not embedding.cancelled() else None
+        evidence: ExtractiveAnswer | None = None
+        if self.sentences is not None and question_vector is not None and candidates:
+            evidence = await self._evidence(question, question_vector, candidates, trace)
+            confidence, parts = self.match_confidence(evidence)
+            threshold = self.settings.min_answer_confidence
+        else:
+            confidence, parts = self.confidence(question, candidates)
+            threshold = self.settings.min_confidence
         if state["debug"] is not None:
             state["debug"].update(
                 plan=found.plan,
@@ -324,11 +356,53 @@ class QueryService:
         sources = [_source(c) for c in candidates]
         if candidates:
             state["found"] = (candidates, confidence, sources)
-        if not candidates or confidence < self.settings.min_confidence:
+        if not candidates or confidence < threshold:
             return self._reply("not_found", prompt.not_found_reply, confidence, sources)
         if self.llm is None:
+            if evidence is not None:
+                return self._reply("answered", evidence.text, confidence, sources)
             return self._extractive(question, candidates, confidence, sources, prompt)
         return await self._generate(question, candidates, confidence, sources, prompt, model, trace, state)
+
+    async def _evidence(
+        self, question: str, vector: Sequence[float], candidates: list[Candidate], trace: _Trace
+    ) -> ExtractiveAnswer | None:
+        """The sentence of the top passages that best answers the question, by meaning."""
+        assert self.sentences is not None
+        top = candidates[:_ANSWER_PASSAGES]
+        texts = [sentence for c in top for sentence in passage_sentences(c.text)]
+        texts += [c.section for c in top if c.section] + [c.title for c in top]
+        t = time.perf_counter()
+        vectors = await self.sentences.lookup(self.engine, texts)
+        trace.search += (time.perf_counter() - t) * 1000
+        rows = [np.asarray(vector, dtype=np.float32)]
+        focus = normalise_question(asking_part(question))
+        if focus and focus != normalise_question(question):
+            focus_vector = await self._embed(focus, trace)
+            if focus_vector is not None:
+                rows.append(np.asarray(focus_vector, dtype=np.float32))
+        passages = [Passage(text=c.text, title=c.title, score=c.score, section=c.section) for c in top]
+        return extractive_answer(
+            question,
+            passages,
+            max_words=self.settings.max_answer_words,
+            semantics=Semantics(question=np.vstack(rows), sentences=vectors),
+        )
+
+    @staticmethod
+    def match_confidence(evidence: ExtractiveAnswer | None) -> tuple[float, dict[str, float]]:
+        """The calibrated confidence of an answer chosen by meaning (docs/CONFIDENCE.md)."""
+        if evidence is None or evidence.match is None:
+            return 0.0, {"match": 0.0, "confidence": 0.0}
+        value = round(1.0 / (1.0 + math.exp(-_MATCH_SLOPE * (evidence.match - _MATCH_MIDPOINT))), 4)
+        return value, {
+            "match": evidence.match,
+            "similarity": evidence.similarity,
+            "heading_similarity": evidence.heading_similarity,
+            "support": evidence.support,
+            "has_wanted": float(evidence.has_wanted),
+            "confidence": value,
+        }
 
     def _early_reply(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any] | None:
         """From the agent's context row: the reply when no retrieval is needed (nothing to

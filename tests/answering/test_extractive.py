@@ -170,7 +170,7 @@ def test_better_ranked_passage_breaks_a_tie() -> None:
         Passage("Adult tickets cost 15 dollars.", None, 0.8),
     ]
     answer = extractive_answer("How much do adult tickets cost?", passages)
-    assert answer == ExtractiveAnswer("Adult tickets cost 12 dollars.", 1.0, 0)
+    assert answer == ExtractiveAnswer("Adult tickets cost 12 dollars.", 1.0, 0, wants="number")
 
 
 def test_title_breaks_a_tie() -> None:

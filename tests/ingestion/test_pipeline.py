@@ -273,7 +273,12 @@ def _openai_settings(settings):
     from pydantic import SecretStr
 
     return settings.model_copy(
-        update={"openai_api_key": SecretStr("sk-test"), "openai_base_url": "https://api.openai.test/v1"}
+        update={
+            "openai_api_key": SecretStr("sk-test"),
+            "openai_base_url": "https://api.openai.test/v1",
+            # auto: a key means OpenAI embeddings.
+            "embedding": settings.embedding.model_copy(update={"provider": "auto"}),
+        }
     )
 
 

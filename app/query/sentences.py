@@ -1,0 +1,94 @@
+"""Sentence vectors for the answerer's scoring by meaning.
+
+Ingestion embeds every sentence the answerer may read (and each chunk's heading and title)
+and stores the vectors in ``embedding_cache`` under the embedder's model key, keyed by the
+SHA-256 of the text. A call looks its passages' sentences up here: in this process's LRU
+first, then in one statement, and embeds on the spot only the few still missing (a KB
+indexed before sentence vectors existed, a heading changed by hand), within a budget; the
+rest are scored on their words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.engine import raw_connection
+
+Vector = npt.NDArray[np.float32]
+
+SENTENCE_VECTORS_SQL = """
+SELECT text_hash, vector_send(embedding) AS v FROM embedding_cache
+WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
+"""
+
+# Sentences embedded during a call when neither the LRU nor the database has them: about
+# 1 ms each at caller-question length, so the answer never waits long for them.
+_ON_THE_SPOT = 12
+
+
+@runtime_checkable
+class SentenceEncoder(Protocol):
+    """An embedder that can embed short texts in the calling thread (the offline default)."""
+
+    @property
+    def model_key(self) -> str: ...
+
+    def encode_many(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def decode_vector(wire: bytes) -> Vector:
+    """pgvector's binary form: dimensions and a spare int16, then big-endian float4s."""
+    return np.frombuffer(wire, dtype=">f4", offset=4).astype(np.float32)
+
+
+class SentenceVectors:
+    """Vectors of sentences by text, for one embedder; an LRU over embedding_cache."""
+
+    def __init__(self, encoder: SentenceEncoder, size: int = 50_000) -> None:
+        self.encoder = encoder
+        self.size = size
+        self._items: OrderedDict[str, Vector] = OrderedDict()
+
+    async def lookup(self, engine: AsyncEngine, texts: Iterable[str]) -> dict[str, Vector]:
+        """Vectors for ``texts``; a text absent from the result is scored on words alone."""
+        found: dict[str, Vector] = {}
+        missing: list[str] = []
+        for text in dict.fromkeys(texts):
+            vector = self._items.get(text)
+            if vector is None:
+                missing.append(text)
+            else:
+                self._items.move_to_end(text)
+                found[text] = vector
+        if not missing:
+            return found
+        by_hash = {text_hash(t): t for t in missing}
+        async with raw_connection(engine) as conn:
+            rows = await conn.fetch(SENTENCE_VECTORS_SQL, self.encoder.model_key, list(by_hash))
+        for row in rows:
+            text = by_hash[bytes(row["text_hash"])]
+            found[text] = self._put(text, decode_vector(row["v"]))
+        still = [t for t in missing if t not in found][:_ON_THE_SPOT]
+        if still:
+            vectors = await asyncio.to_thread(self.encoder.encode_many, still)
+            for text, vector in zip(still, vectors, strict=True):
+                found[text] = self._put(text, vector)
+        return found
+
+    def _put(self, text: str, vector: Vector) -> Vector:
+        self._items[text] = vector
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return vector

@@ -72,7 +72,8 @@ class EmbeddingSettings(BaseModel):
     )
     model_cache_dir: Path | None = Field(
         PROJECT_ROOT / ".data" / "models",
-        description="minilm: where the model built at first start (about 4 s) is kept; None = rebuilt each start.",
+        description="minilm: where the model built at first start (about 4 s) is kept; "
+        "None = rebuilt at each start.",
     )
     max_concurrency: int = Field(4, ge=1, le=64, description="Embedding requests in flight per process.")
     query_timeout_s: float = Field(0.8, gt=0, description="Budget for embedding a question on the hot path.")
@@ -119,7 +120,7 @@ class QuerySettings(BaseModel):
         "not_found and the LLM is not called.",
     )
     min_answer_confidence: float = Field(
-        0.5,
+        0.3,
         ge=0,
         le=1,
         description="Offline default (minilm): below this calibrated confidence, the chance that the "

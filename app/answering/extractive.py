@@ -76,6 +76,7 @@ class ExtractiveAnswer:
     # How well the best sentence answers, on a raw scale (see _semantic_score); None when
     # no sentence vectors were given. The service turns it into the reply's confidence.
     match: float | None = None
+    margin: float = 0.0  # how far the runner-up sentence's match is behind
     similarity: float = 0.0  # the best sentence's cosine with the question
     heading_similarity: float = 0.0  # its heading's cosine with the question
     wants: str | None = None  # the kind of fact asked for: "number", "time" or None
@@ -141,8 +142,11 @@ _FACT_BONUS = 0.05
 _FACT_PENALTY = 0.25
 _SEMANTIC_RANK_WEIGHT = 0.03
 _ABSENT_WEIGHT = 0.5
+_LEAD_SENTENCE_BONUS = 0.05
 # A neighbour whose cosine with the question is within this of the best sentence's joins it.
 _NEIGHBOUR_MARGIN = 0.08
+# A runner-up sentence scoring within this of the best is read after it.
+_RUNNER_UP_MARGIN = 0.05
 # Words that say what kind of fact is asked for, not what it is about: their absence from a
 # sentence is no sign that it is about something else (stems, as _stem gives them).
 _FACT_WORDS = frozenset(
@@ -402,9 +406,18 @@ def extractive_answer(
     idf_total = sum(idf.values()) or 1.0
     wants = wanted_fact(question)
     scored: tuple[_Sentence, float | None, float, float] | None
+    second: _Sentence | None = None
+    margin = 0.0
     if semantics is not None:
         elsewhere = {t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS}
-        scored = _best_by_meaning(passages, by_passage, idf, idf_total, elsewhere, wants, semantics)
+        found = _best_by_meaning(passages, by_passage, idf, idf_total, elsewhere, wants, semantics)
+        scored, runner_up = found if found is not None else (None, None)
+        if scored is not None and runner_up is not None:
+            margin = scored[1] - runner_up[1]
+            # A runner-up nearly as good is read too: "We're closed on weekends" may answer
+            # "are you open Saturdays?" as much as the weekday hours do.
+            if margin <= _RUNNER_UP_MARGIN:
+                second = runner_up[0]
     else:
         scored = _best_by_words(question, passages, by_passage, query, query_terms, idf)
     if scored is None:
@@ -412,7 +425,15 @@ def extractive_answer(
     best, match, similarity, heading_similarity = scored
 
     if semantics is not None:
-        chosen = _extend_by_meaning(best, similarity, by_passage[best.passage], semantics, max_words)
+        # A question heading (an FAQ entry) is answered directly by its first sentence.
+        faq = (passages[best.passage].section or "").rstrip().endswith("?")
+        chosen = _extend_by_meaning(best, similarity, by_passage[best.passage], semantics, max_words, faq=faq)
+        if (
+            second is not None
+            and second not in chosen
+            and sum(s.words for s in chosen) + second.words <= max_words
+        ):
+            chosen.append(second)
     else:
         chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
     covered = set().union(*(sentence.matched for sentence in chosen))
@@ -425,6 +446,7 @@ def extractive_answer(
         support=round(support, 4),
         passage_index=best.passage,
         match=None if match is None else round(match, 4),
+        margin=round(margin, 4),
         similarity=round(similarity, 4),
         heading_similarity=round(heading_similarity, 4),
         wants=wants,
@@ -466,6 +488,9 @@ def _best_by_words(
     return None if best is None else (best, None, 0.0, 0.0)
 
 
+_Scored = tuple[_Sentence, float, float, float]
+
+
 def _best_by_meaning(
     passages: Sequence[Passage],
     by_passage: list[list[_Sentence]],
@@ -474,9 +499,11 @@ def _best_by_meaning(
     elsewhere: set[str],
     wants: str | None,
     semantics: Semantics,
-) -> tuple[_Sentence, float, float, float] | None:
+) -> tuple[_Scored, _Scored | None] | None:
+    """The best sentence (with its score, similarity and heading similarity) and the runner-up."""
     vectors = semantics.sentences
-    best: tuple[_Sentence, float, float, float] | None = None
+    best: _Scored | None = None
+    runner_up: _Scored | None = None
     for passage_index, sentences in enumerate(by_passage):
         passage = passages[passage_index]
         heading = _similarity(semantics, passage.section) or _similarity(semantics, passage.title)
@@ -495,9 +522,15 @@ def _best_by_meaning(
             absent = sum(idf[term] for term in elsewhere - near) / idf_total if elsewhere else 0.0
             score = _semantic_score(similarity, heading, lexical, wants, sentence.text) + rank_bonus
             score -= _ABSENT_WEIGHT * absent
+            if sentence.position == 0 and passage.section:
+                score += _LEAD_SENTENCE_BONUS  # a section's first sentence answers its heading
             if best is None or score > best[1]:
+                if best is not None:
+                    runner_up = best
                 best = (sentence, score, similarity, heading)
-    return best
+            elif runner_up is None or score > runner_up[1]:
+                runner_up = (sentence, score, similarity, heading)
+    return None if best is None else (best, runner_up)
 
 
 def _semantic_score(similarity: float, heading: float, lexical: float, wants: str | None, text: str) -> float:
@@ -556,15 +589,25 @@ def passage_sentences(text: str) -> list[str]:
 
 
 def _extend_by_meaning(
-    best: _Sentence, similarity: float, sentences: list[_Sentence], semantics: Semantics, max_words: int
+    best: _Sentence,
+    similarity: float,
+    sentences: list[_Sentence],
+    semantics: Semantics,
+    max_words: int,
+    *,
+    faq: bool,
 ) -> list[_Sentence]:
-    """The best sentence, with the neighbour that answers nearly as well ("Yes, the entrance
-    is step-free." then "A lift takes you upstairs.") or that follows a fragment."""
+    """The best sentence, with the neighbour that answers nearly as well, or that follows a
+    fragment; in an FAQ entry, its first sentence when the best is the second: the first
+    gives the direct answer to the heading's question ("Yes, the entrance is step-free.")."""
     pick: _Sentence | None = None
     pick_similarity = similarity - _NEIGHBOUR_MARGIN
     for i in (best.position - 1, best.position + 1):
         if not 0 <= i < len(sentences) or best.words + sentences[i].words > max_words:
             continue
+        if faq and i == 0:
+            pick = sentences[0]
+            break
         vector = semantics.sentences.get(sentences[i].text)
         value = -1.0 if vector is None else float(np.max(semantics.question @ vector))
         fragment_follows = best.words < _SHORT_SENTENCE_WORDS and i == best.position + 1

@@ -1,0 +1,179 @@
+"""query_knowledge on the offline default: sentences chosen by meaning from vectors stored at
+ingestion, a calibrated confidence, and a KB re-indexed when the embedder changes."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+from sqlalchemy import text
+
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import fake_resolver, make_ingestor
+from tests.helpers import assign_new_agent, create_kb, create_text_doc
+
+CLINIC = """# Harbour Clinic
+
+## When can I come in?
+We are open Monday to Friday, from 9 am to 5 pm. We are closed on weekends.
+
+## Specialists
+Dr. Ada Brook specialises in root canal treatment and sees patients on Wednesdays.
+
+## Prices
+A check-up costs 80 dollars. Teeth whitening in the chair costs 350 dollars.
+
+## Getting here
+The entrance on Quay Street is step-free, and a ramp leads up from the car park.
+"""
+
+
+@pytest.fixture
+def app(database_url: str, semantic_settings: Settings) -> Litestar:
+    return create_app(semantic_settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
+
+
+@pytest.fixture
+async def clinic(client, org, drain_queue) -> dict[str, Any]:
+    kb = await create_kb(client, org.headers, "Clinic")
+    doc = await create_text_doc(
+        client, org.headers, kb["id"], title="Clinic FAQ", content=CLINIC, content_type="markdown"
+    )
+    assert await drain_queue() == {"ready": 1}
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    return {"kb": kb, "doc": doc, "agent": agent}
+
+
+async def ask(client, org, agent: str, question: str, **params: Any) -> dict[str, Any]:
+    r = await client.post(
+        f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers, params=params
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def test_a_paraphrase_gets_the_sentence_that_answers_it(client, org, clinic):
+    body = await ask(client, org, clinic["agent"], "How much would it be to get my teeth bleached?")
+    assert body["status"] == "answered"
+    assert body["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")
+    assert body["confidence"] >= 0.3
+
+
+async def test_an_implied_yes_or_no_gets_the_fact_that_answers_it(client, org, clinic):
+    body = await ask(client, org, clinic["agent"], "Are you open on Saturdays?")
+    assert body["status"] == "answered"
+    assert "closed on weekends" in body["answer"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known miss: 'how does he get in?' reaches 'The entrance on Quay Street is step-free' at "
+    "cosine 0.23 and confidence 0.25, under the 0.3 gate (docs/EMBEDDINGS.md)",
+)
+async def test_the_asking_part_of_a_long_turn_is_answered(client, org, clinic):
+    question = "So my dad is coming along and he uses a wheelchair, um, how does he get in?"
+    body = await ask(client, org, clinic["agent"], question)
+    assert body["status"] == "answered"
+    assert "step-free" in body["answer"]
+
+
+async def test_a_sentence_that_only_names_the_subject_is_no_answer(client, org, clinic):
+    body = await ask(client, org, clinic["agent"], "How much is a root canal?", debug="true")
+    assert body["status"] == "not_found"
+    assert body["answer"] == "I'm sorry, I don't have that information."
+    parts = body["debug"]["confidence"]
+    assert parts["confidence"] < 0.3
+    assert set(parts) == {
+        "match",
+        "margin",
+        "similarity",
+        "heading_similarity",
+        "support",
+        "has_wanted",
+        "lead",
+        "confidence",
+    }
+
+
+async def test_an_unrelated_question_is_not_found_with_a_low_confidence(client, org, clinic):
+    body = await ask(client, org, clinic["agent"], "What's the capital of Peru?")
+    assert body["status"] == "not_found"
+    assert body["confidence"] < 0.2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known miss: a restaurant booking 'at seven tonight' meets the clinic's opening hours at "
+    "confidence 0.33, above the 0.3 gate (docs/EMBEDDINGS.md)",
+)
+async def test_a_booking_for_another_business_is_not_found(client, org, clinic):
+    body = await ask(client, org, clinic["agent"], "Can I book a table for two at seven tonight?")
+    assert body["status"] == "not_found"
+
+
+async def test_sentence_vectors_are_stored_at_ingestion(client, org, clinic, engine):
+    wanted = ["Dr. Ada Brook specialises in root canal treatment and sees patients on Wednesdays.", "Prices"]
+    hashes = [hashlib.sha256(t.encode()).digest() for t in wanted]
+    async with engine.connect() as conn:
+        stored = (
+            await conn.execute(
+                text("SELECT count(*) FROM embedding_cache WHERE model_key = :k AND text_hash = ANY(:h)"),
+                {"k": "minilm:all-MiniLM-L6-v2-int8:384", "h": hashes},
+            )
+        ).scalar_one()
+    assert stored == 2
+
+
+async def test_sentences_missing_from_the_store_are_embedded_on_the_spot(client, org, clinic, engine):
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM embedding_cache"))
+    body = await ask(client, org, clinic["agent"], "How much would it be to get my teeth bleached?")
+    assert body["status"] == "answered"
+    assert body["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")
+
+
+async def test_switching_the_embedder_reindexes_from_the_stored_originals(
+    database_url, settings, semantic_settings, org, engine
+):
+    lexical_app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=lexical_app) as c:
+        kb = await create_kb(c, org.headers, "Clinic")
+        await create_text_doc(
+            c, org.headers, kb["id"], title="Clinic FAQ", content=CLINIC, content_type="markdown"
+        )
+        ingestor = make_ingestor(lexical_app, engine)
+        assert (await _drain(ingestor)) == {"ready": 1}
+    assert await _models(engine) == {"lexical-v1:512"}
+
+    semantic_app = create_app(
+        semantic_settings, database_url=database_url, resolver=fake_resolver, run_workers=False
+    )
+    async with AsyncTestClient(app=semantic_app) as c:
+        ingestor = make_ingestor(semantic_app, engine)
+        await ingestor.maintenance(ingestor.embedder.model_key)
+        assert (await _drain(ingestor)) == {"ready": 1}
+        assert await _models(engine) == {"minilm:all-MiniLM-L6-v2-int8:384"}
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        r = await c.post(
+            f"/api/agents/{agent}/query_knowledge",
+            json={"query": "How much would it be to get my teeth bleached?"},
+            headers=org.headers,
+        )
+        assert r.json()["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")
+
+
+async def _drain(ingestor: Any) -> dict[str, int]:
+    from app.ingestion.worker import drain
+
+    return await drain(ingestor)
+
+
+async def _models(engine) -> set[str]:
+    async with engine.connect() as conn:
+        rows = (await conn.execute(text("SELECT DISTINCT embedding_model FROM chunks"))).all()
+    return {r[0] for r in rows}

@@ -108,9 +108,9 @@ class QuerySettings(BaseModel):
     vector_weight: float | None = Field(
         None,
         ge=0,
-        le=1,
+        le=4,
         description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default by "
-        "embedder, as measured on squad-dev (docs/BENCHMARKS.md): lexical 0, local 0.5, openai 1.",
+        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 1, openai 1.",
     )
     min_confidence: float = Field(
         0.2,
@@ -130,9 +130,12 @@ class QuerySettings(BaseModel):
         20_000, ge=0, description="Agents whose KBs hold at most this many chunks get exact vector search."
     )
     min_support: float = Field(
-        0.5, ge=0, le=1, description="Offline answerer: share of the question its sentences must cover."
+        0.5,
+        ge=0,
+        le=1,
+        description="Lexical embedder's answerer: share of the question its sentences must cover.",
     )
-    max_answer_words: int = Field(60, ge=5, le=400)
+    max_answer_words: int = Field(60, ge=5, le=400, description="Longest spoken answer, in words.")
     answer_cache_ttl_s: int = Field(3600, ge=0, description="Lifetime of cached answers (0 = off).")
     llm_model: str = Field("gpt-4o-mini", description="Answering model unless the prompt names one.")
     llm_max_tokens: int = Field(

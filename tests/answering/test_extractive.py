@@ -4,9 +4,19 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from app.answering.extractive import ExtractiveAnswer, Passage, extractive_answer, split_sentences
+from app.answering.extractive import (
+    ExtractiveAnswer,
+    Passage,
+    Semantics,
+    asking_part,
+    extractive_answer,
+    passage_sentences,
+    split_sentences,
+    wanted_fact,
+)
 from app.answering.speech import make_speakable
 
 # A made-up dental practice, in the style of a small business knowledge base.
@@ -251,3 +261,91 @@ def test_answers_squad_questions_from_the_gold_paragraph_among_distractors() -> 
 
 def _written_and_spoken(text: str) -> tuple[str, str]:
     return text, make_speakable(text).rstrip(".")
+
+
+# --- choosing by meaning (the offline default's sentence vectors) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("turn", "asking"),
+    [
+        ("Hi, um, what are your office hours?", "what are your office hours?"),
+        (
+            "my mum's coming with me and she's in a wheelchair, so um, how does she get in?",
+            "how does she get in?",
+        ),
+        ("Yeah I forgot my appointment, am I going to be charged?", "am I going to be charged?"),
+        ("parking?", "parking?"),
+        ("I lost my card. How?", "I lost my card. How?"),  # "How?" alone is too short to stand
+    ],
+)
+def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
+    assert asking_part(turn) == asking
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("How much is a root canal?", "number"),
+        ("What's the late cancellation fee?", "number"),
+        ("What are your opening hours?", "time"),
+        ("When do you close on Fridays?", "time"),
+        ("Are you open on Saturdays?", None),
+        ("Is there a fee for parking?", None),  # yes/no: "no, parking is free" answers it
+        ("Who is the dentist?", None),
+    ],
+)
+def test_the_fact_a_question_asks_for(question: str, fact: str | None) -> None:
+    assert wanted_fact(question) == fact
+
+
+def _semantics(question: str, passages: list[Passage]) -> Semantics:
+    from app.embeddings.minilm import shared_minilm
+
+    embedder = shared_minilm("int8", None)
+    texts = [s for p in passages for s in passage_sentences(p.text)]
+    texts += [p.section for p in passages if p.section] + [p.title for p in passages if p.title]
+    vectors = embedder.encode_many(texts)
+    return Semantics(
+        question=embedder.encode_many([question]), sentences=dict(zip(texts, vectors, strict=True))
+    )
+
+
+def test_a_sentence_without_the_fact_asked_for_loses_to_one_with_it() -> None:
+    passages = [
+        Passage("Dr. Chen specialises in root canal treatment.", "Our team", 1.0, "Dentists"),
+        Passage("A root canal on a front tooth costs 700 dollars.", "Prices", 0.9, "Treatments"),
+    ]
+    question = "How much is a root canal?"
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.text == "A root canal on a front tooth costs 700 dollars."
+    assert answer.wants == "number"
+    assert answer.has_wanted is True
+    alone = extractive_answer(question, passages[:1], semantics=_semantics(question, passages[:1]))
+    assert alone is not None
+    assert alone.has_wanted is False
+
+
+def test_an_faq_entrys_first_sentence_joins_its_second() -> None:
+    passage = Passage(
+        "Yes, the main entrance is step-free, with a ramp from the car park. "
+        "A lift takes wheelchair users to the treatment rooms upstairs.",
+        "FAQ",
+        1.0,
+        "Is the practice wheelchair accessible?",
+    )
+    question = "Can my wheelchair-using dad reach the treatment rooms?"
+    answer = extractive_answer(question, [passage], semantics=_semantics(question, [passage]))
+    assert answer is not None
+    assert answer.text.startswith("Yes, the main entrance is step-free")
+    assert "lift" in answer.text
+
+
+def test_without_vectors_for_its_sentences_the_answer_has_no_match() -> None:
+    passage = Passage("We open at nine.", "Hours", 1.0)
+    semantics = Semantics(question=np.ones((1, 384), dtype=np.float32) / np.sqrt(384), sentences={})
+    answer = extractive_answer("When do you open?", [passage], semantics=semantics)
+    assert answer is not None
+    assert answer.text == "We open at nine."
+    assert answer.similarity == 0.0

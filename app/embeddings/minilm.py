@@ -77,6 +77,10 @@ class MiniLMEmbedder:
         try:
             from tokenizers import Tokenizer  # noqa: PLC0415  (only the default needs it)
 
+            for name in ("tokenizer.json", "config.json", "model.safetensors"):
+                if not (directory / name).is_file():
+                    raise FileNotFoundError(f"{name} is missing")
+
             tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
             cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
             if cls is None or sep is None:

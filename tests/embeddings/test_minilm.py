@@ -164,3 +164,25 @@ def test_an_unwritable_cache_folder_only_costs_the_build(tmp_path, caplog):
     embedder = MiniLMEmbedder(precision="fp32", cache_dir=blocker / "models")
     assert embedder.encode_many(["parking"]).shape == (1, 384)
     assert "could not keep the built embedding model" in caplog.text
+
+
+async def test_the_service_does_not_start_without_its_model(monkeypatch, tmp_path, database_url):
+    from litestar.testing import AsyncTestClient
+
+    from app.embeddings import minilm
+    from app.main import create_app
+
+    minilm.shared_minilm.cache_clear()
+    monkeypatch.setattr(minilm, "model_dir", lambda: tmp_path)  # an empty folder: no weights
+    app = create_app(Settings(_env_file=None), database_url=database_url, run_workers=False)  # type: ignore[call-arg]
+    raised: list[BaseException] = []
+    try:
+        async with AsyncTestClient(app=app):
+            pass
+    except* EmbeddingError as group:
+        raised = list(group.exceptions)
+    finally:
+        minilm.shared_minilm.cache_clear()
+    assert len(raised) == 1
+    assert "tokenizer.json is missing" in str(raised[0])
+    assert "uv sync --frozen" in str(raised[0])

@@ -104,13 +104,18 @@ class QuerySettings(BaseModel):
     deadline_s: float = Field(2.5, gt=0, description="Whole-request budget: embed + search + LLM.")
     top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
     candidates: int = Field(30, ge=5, le=500, description="Candidates per retriever before fusion.")
-    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    rrf_k: int | None = Field(
+        None,
+        ge=1,
+        description="Reciprocal rank fusion constant. Default by embedder, as measured "
+        "(docs/BENCHMARKS.md): minilm 4, the others 60.",
+    )
     vector_weight: float | None = Field(
         None,
         ge=0,
         le=4,
         description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default by "
-        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 1, openai 1.",
+        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 0.8, openai 1.",
     )
     min_confidence: float = Field(
         0.2,
@@ -120,7 +125,7 @@ class QuerySettings(BaseModel):
         "not_found and the LLM is not called.",
     )
     min_answer_confidence: float = Field(
-        0.3,
+        0.35,
         ge=0,
         le=1,
         description="Offline default (minilm): below this calibrated confidence, the chance that the "

@@ -46,7 +46,7 @@ from app.openapi_docs import document_errors
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
-from app.query.retrieval import Retriever, default_vector_weight
+from app.query.retrieval import Retriever, default_rrf_k, default_vector_weight
 from app.query.service import QueryService
 from app.query.tooling import check_tool_prompts
 
@@ -119,7 +119,7 @@ def create_app(
                 dimensions=state.embedder.dimensions,
                 pgvector_version=version,
                 exact_max_chunks=settings.query.exact_search_max_chunks,
-                rrf_k=settings.query.rrf_k,
+                rrf_k=default_rrf_k(settings.query.rrf_k, state.embedder.model_key),
                 vector_weight=default_vector_weight(settings.query.vector_weight, state.embedder.model_key),
             ),
             prompts=prompts,

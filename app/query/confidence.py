@@ -4,7 +4,7 @@ A logistic regression over what the answerer saw when it chose its sentence, fit
 callers-dev (242 questions) and a 2,500-question sample of squad-dev together, each set
 weighing the same, where "right" means the spoken answer conveys the gold answer (every gold
 answer, for callers-dev) and any answer to an unanswerable question is wrong. Fitted on one
-half of the rows, it scored the other half as well (Brier 0.209 on the held-out half).
+half of the rows, it scored the other half as well (Brier 0.220 on the held-out half).
 docs/CONFIDENCE.md has the reliability tables and what a voice runtime can do with it.
 
 The features, all of the best sentence unless said:
@@ -25,15 +25,15 @@ from app.answering.extractive import ExtractiveAnswer
 __all__ = ["calibrated_confidence"]
 
 _WEIGHTS = {
-    "match": 2.342,
-    "margin": 0.919,
-    "similarity": 0.933,
-    "heading_similarity": 0.495,
-    "support": -0.185,
-    "has_wanted": 0.685,
-    "lead": 0.755,
+    "match": 2.146,
+    "margin": 0.732,
+    "similarity": 0.601,
+    "heading_similarity": 0.8,
+    "support": -0.589,
+    "has_wanted": 0.628,
+    "lead": 0.815,
 }
-_BIAS = -4.044
+_BIAS = -3.407
 _MARGIN_CAP = 0.3
 
 

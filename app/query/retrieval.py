@@ -36,17 +36,26 @@ MIN_ITERATIVE = (0, 8, 0)
 # evidence better, and any say for it lowered hit@5 (weight 0: 0.956, 0.1: 0.944, 0.3: 0.907,
 # 0.5: 0.896); at 0 its candidates still fill the list when BM25 finds fewer than top_k.
 # all-MiniLM-L6-v2 (local, sentence-transformers): hit@5 0.950 at 0.5, 0.938 at 1. The offline
-# default (minilm, the same model in int8), on callers-dev and squad-dev together (hit@5,
-# callers / squad): 0.25: 0.876 / 0.951, 0.5: 0.891 / 0.946, 1: 0.922 / 0.928, 2: 0.927 / see
-# docs/BENCHMARKS.md; 1 has the best mean. Callers' paraphrases want the vectors, SQuAD's
-# reused words want BM25. OpenAI's models are not measured here (no network): an equal say.
-_VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 1.0}
+# default (minilm, the same model in int8) was measured on callers-dev and squad-dev together,
+# with the RRF constant: at k = 60, hit@5 (callers / squad) 0.891 / 0.946 at weight 0.5,
+# 0.922 / 0.928 at 1, 0.927 / 0.902 at 2: callers' paraphrases want the vectors, SQuAD's
+# reused words want BM25. A small k lets each list's top hits lead; at k = 4, weight 0.8:
+# 0.943 / 0.959 (docs/BENCHMARKS.md has the grid). OpenAI's models are not measured here
+# (no network): an equal say, k = 60.
+_VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 0.8}
+_RRF_K = {"minilm": 4}
 
 
 def default_vector_weight(configured: float | None, model_key: str) -> float:
     if configured is not None:
         return configured
     return _VECTOR_WEIGHTS.get(embedder_family(model_key), 1.0)
+
+
+def default_rrf_k(configured: int | None, model_key: str) -> int:
+    if configured is not None:
+        return configured
+    return _RRF_K.get(embedder_family(model_key), 60)
 
 
 @dataclass(frozen=True, slots=True)

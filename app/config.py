@@ -56,7 +56,7 @@ class EmbeddingSettings(BaseModel):
     provider: Literal["auto", "minilm", "lexical", "openai", "local"] = Field(
         "auto",
         description="auto = openai when OPENAI_API_KEY is set, else minilm: all-MiniLM-L6-v2 run "
-        "offline in numpy (semantic). lexical = hashed stemmed words (fast, matches words only); "
+        "offline by ONNX Runtime (semantic). lexical = hashed stemmed words (fast, matches words only); "
         "local = any sentence-transformers model (needs torch, not installed by default).",
     )
     openai_model: str = Field(
@@ -121,11 +121,11 @@ class QuerySettings(BaseModel):
         0.2,
         ge=0,
         le=1,
-        description="Lexical and OpenAI embedders: below this retrieval confidence the reply is "
-        "not_found and the LLM is not called.",
+        description="Lexical and OpenAI embedders (and minilm when a question's embedding failed): "
+        "below this retrieval confidence the reply is not_found and the LLM is not called.",
     )
     min_answer_confidence: float = Field(
-        0.35,
+        0.38,
         ge=0,
         le=1,
         description="Offline default (minilm): below this calibrated confidence, the chance that the "

@@ -40,6 +40,8 @@ __all__ = [
     "extractive_answer",
     "passage_sentences",
     "split_sentences",
+    "texts_to_embed",
+    "wanted_fact",
 ]
 
 
@@ -57,9 +59,10 @@ class Passage:
 class Semantics:
     """Unit vectors from the offline sentence embedder.
 
-    ``question`` holds one row per reading of the question (the whole of it, and the part
-    that asks when a preamble comes first); ``sentences`` maps a sentence, heading or title
-    text to its vector. A text missing from it is scored on words alone.
+    ``question`` holds one row per reading of the question (the service passes one: the whole
+    turn blended with the part that asks); a sentence's cosine is its best over the rows.
+    ``sentences`` maps a sentence, heading or title text to its vector; a text missing from
+    it is scored on words alone.
     """
 
     question: npt.NDArray[np.float32]
@@ -154,12 +157,13 @@ _FACT_WORDS = frozenset(
 )
 # An asking clause shorter than this ("how?") leans on the preamble: the whole turn is read.
 _MIN_FOCUS_WORDS = 3
-_FILLER_RE = re.compile(
-    r"\b(?:um+|uh+|erm+|er|hmm+|ah+|oh|yeah|yep|hi|hello|hey|okay|ok|so|well|like|actually|basically"
-    r"|you know|i mean|sorry|please|just wondering|i was wondering|quick question)\b[,.]?",
+# Fillers are dropped only where a clause opens: inside one, "so", "like" or "well" mean
+# something ("is it ok to...", "adults as well as children").
+_LEADING_FILLERS_RE = re.compile(
+    r"^(?:(?:um+|uh+|erm+|er|hmm+|ah+|oh|yeah|yep|hi|hello|hey|okay|ok|so|well|like|actually"
+    r"|basically|you know|i mean|sorry|please|just wondering|i was wondering|quick question)\b[\s,.]*)+",
     re.IGNORECASE,
 )
-_SPACES_RE = re.compile(r"\s+")
 _CLAUSE_SPLIT_RE = re.compile(r"[.;!?,]\s+|\s+(?:and|but|so|because)\s+")
 _QUESTION_OPENER_RE = re.compile(
     r"^(?:what|what's|whats|when|where|which|who|whom|whose|why|how|is|are|am|do|does|did|can|could|"
@@ -181,11 +185,13 @@ _WANTS_TIME_RE = re.compile(
     r"\b(?:when|what time|what times|hours|what days|which days|opening|closing|open until|close at)\b",
     re.IGNORECASE,
 )
+# Months and seasons that are also ordinary words ("may", "march", "fall") count only when
+# written as names.
 _HAS_TIME_RE = re.compile(
-    r"\d|\b(?:noon|midnight|morning|afternoon|evening|weekday|weekdays|weekend|weekends|daily"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may"
-    r"|june|july|august|september|october|november|december|spring|summer|autumn|fall|winter)\b",
-    re.IGNORECASE,
+    r"\d|\b(?:[Nn]oon|[Mm]idnight|[Mm]orning|[Aa]fternoon|[Ee]vening|[Ww]eekdays?|[Ww]eekends?|[Dd]aily"
+    r"|[Mm]onday|[Tt]uesday|[Ww]ednesday|[Tt]hursday|[Ff]riday|[Ss]aturday|[Ss]unday|[Jj]anuary"
+    r"|[Ff]ebruary|March|[Aa]pril|May|[Jj]une|[Jj]uly|[Aa]ugust|[Ss]eptember|[Oo]ctober|[Nn]ovember"
+    r"|[Dd]ecember|[Ss]pring|[Ss]ummer|[Aa]utumn|[Ww]inter)\b"
 )
 _FREE_RE = re.compile(r"\b(?:free|no charge|no cost|no fee|complimentary|included)\b", re.IGNORECASE)
 # A chosen sentence shorter than this is likely a heading or fragment; the next one joins it.
@@ -569,23 +575,31 @@ def _has_fact(text: str, wants: str) -> bool:
 
 def asking_part(question: str) -> str:
     """The part of a caller's turn that asks: "my mum's in a wheelchair, so um, how does she
-    get in?" -> "how does she get in?". Fillers are dropped; the whole turn is returned
-    when no clause opens like a question or the asking clause is too short to stand alone."""
-    text = _FILLER_RE.sub(" ", question)
-    text = _SPACES_RE.sub(" ", text).strip(" ,")
-    clauses = [c.strip(" ,") for c in _CLAUSE_SPLIT_RE.split(text) if c.strip(" ,")]
+    get in?" -> "how does she get in?". The turn is cut into clauses, fillers are dropped
+    where a clause opens, and the last clause that opens like a question is kept with what
+    follows it; the whole turn is returned when none does or the asking part is too short
+    to stand alone."""
+    clauses = [_LEADING_FILLERS_RE.sub("", c).strip(" ,") for c in _CLAUSE_SPLIT_RE.split(question)]
+    clauses = [c for c in clauses if c]
     for index in range(len(clauses) - 1, -1, -1):
         if _QUESTION_OPENER_RE.match(clauses[index]):
             focus = " ".join(clauses[index:])
             if len(focus.split()) >= _MIN_FOCUS_WORDS:
                 return focus
             break
-    return text or question
+    return question
 
 
 def passage_sentences(text: str) -> list[str]:
-    """The sentences the answerer reads in a passage (to look their vectors up beforehand)."""
+    """The sentences the answerer reads in a passage."""
     return [sentence for sentence, _, _ in _prepare(text)]
+
+
+def texts_to_embed(text: str, section: str | None, title: str | None) -> list[str]:
+    """Every text of a passage whose vector the answerer reads: its sentences, its heading
+    and its title. Ingestion stores their vectors and a call looks them up, so both must
+    build this list the same way."""
+    return [*passage_sentences(text), *(t for t in (section, title) if t)]
 
 
 def _extend_by_meaning(

@@ -175,22 +175,32 @@ def _session(directory: Path, tokenizer: Any, precision: Precision, cache_dir: P
     cache = None
     if cache_dir is not None:
         # Keyed by everything the built file depends on: a new weights package, ONNX Runtime
-        # or graph version builds a new file, and a damaged weights file is not hidden by a cache.
+        # or graph version builds a new file, and so does a weights file rewritten or damaged
+        # since (its size or change time differs), which is then read and checked again.
+        info = weights.stat()
         stamp = (
-            f"{_package_version()}|{weights.stat().st_size}|{ort.__version__}|{minilm_graph.GRAPH_VERSION}"
+            f"{_package_version()}|{info.st_size}|{info.st_mtime_ns}|{ort.__version__}"
+            f"|{minilm_graph.GRAPH_VERSION}"
         )
         digest = hashlib.sha256(stamp.encode()).hexdigest()[:12]
         cache = cache_dir / f"{MODEL_NAME}-{precision}-{digest}.onnx"
     if cache is not None and cache.is_file():
-        data = cache.read_bytes()
+        try:
+            return _inference_session(ort, cache.read_bytes())
+        except Exception as exc:  # noqa: BLE001  (ONNX Runtime raises bare Exception subclasses)
+            # A damaged kept file is rebuilt, not a reason to stop.
+            log.warning("the kept embedding model %s is unreadable (%s); building it again", cache, exc)
+    if precision == "int8":
+        model = minilm_graph.quantized_model(directory, tokenizer)
     else:
-        if precision == "int8":
-            model = minilm_graph.quantized_model(directory, tokenizer)
-        else:
-            model = minilm_graph.build_model(directory)
-        data = model.SerializeToString()
-        if cache is not None:
-            _write_cache(cache, data)
+        model = minilm_graph.build_model(directory)
+    data = model.SerializeToString()
+    if cache is not None:
+        _write_cache(cache, data)
+    return _inference_session(ort, data)
+
+
+def _inference_session(ort: Any, data: bytes) -> Any:
     options = ort.SessionOptions()
     # One thread a run: calls and ingestion batches run side by side on their own threads,
     # and a 2-core machine also hosts the web server and often PostgreSQL.

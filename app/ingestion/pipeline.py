@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.answering.extractive import passage_sentences
+from app.answering.extractive import texts_to_embed
 from app.config import IngestionSettings
 from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
@@ -39,7 +39,7 @@ _KIND_BY_TYPE = {
     "application/pdf": "pdf",
 }
 EMBED_SLICE = 256  # texts per progress step; the embedder batches further within API limits
-SENTENCE_SLICE = 64  # sentences per thread hop: a call's own encoding waits for one slice at most
+SENTENCE_SLICE = 64  # sentences per thread hop and per write: progress is saved as it goes
 
 
 class LeaseLost(Exception):
@@ -285,9 +285,7 @@ class Ingestor:
     ) -> None:
         """Store the vectors of every sentence the answerer may read in these chunks (and their
         headings and title), so that a call finds them instead of embedding them."""
-        texts = list(dict.fromkeys([doc.title, *(c.section for c in chunks if c.section)]))
-        texts += [s for c in chunks for s in passage_sentences(c.text)]
-        texts = list(dict.fromkeys(texts))
+        texts = list(dict.fromkeys(t for c in chunks for t in texts_to_embed(c.text, c.section, doc.title)))
         hashes = [text_hash(t) for t in texts]
         async with raw_connection(self.engine) as conn:
             known = {

@@ -35,13 +35,11 @@ MIN_ITERATIVE = (0, 8, 0)
 # (docs/BENCHMARKS.md). The lexical embedder is a hashed bag of words: BM25 ranks the same
 # evidence better, and any say for it lowered hit@5 (weight 0: 0.956, 0.1: 0.944, 0.3: 0.907,
 # 0.5: 0.896); at 0 its candidates still fill the list when BM25 finds fewer than top_k.
-# all-MiniLM-L6-v2 (local, sentence-transformers): hit@5 0.950 at 0.5, 0.938 at 1. The offline
-# default (minilm, the same model in int8) was measured on callers-dev and squad-dev together,
-# with the RRF constant: at k = 60, hit@5 (callers / squad) 0.891 / 0.946 at weight 0.5,
-# 0.922 / 0.928 at 1, 0.927 / 0.902 at 2: callers' paraphrases want the vectors, SQuAD's
-# reused words want BM25. A small k lets each list's top hits lead; at k = 4, weight 0.8:
-# 0.943 / 0.959 (docs/BENCHMARKS.md has the grid). OpenAI's models are not measured here
-# (no network): an equal say, k = 60.
+# all-MiniLM-L6-v2 (local, sentence-transformers): hit@5 0.950 at 0.5, 0.938 at 1. For the
+# offline default (minilm) no weight served both callers-dev's paraphrases (which want the
+# vectors) and SQuAD's reused words (which want BM25) at k = 60; a small k lets each list's
+# top hits lead, and k = 4 with weight 0.8 serves both (docs/BENCHMARKS.md has the grid).
+# OpenAI's models are not measured here (no network): an equal say, k = 60.
 _VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 0.8}
 _RRF_K = {"minilm": 4}
 

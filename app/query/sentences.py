@@ -29,9 +29,10 @@ SELECT text_hash, vector_send(embedding) AS v FROM embedding_cache
 WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
 """
 
-# Sentences embedded during a call when neither the LRU nor the database has them: about
-# 1 ms each at caller-question length, so the answer never waits long for them.
+# Sentences embedded during a call when neither the LRU nor the database has them (about
+# 1-3 ms each), and the longest the call waits for them.
 _ON_THE_SPOT = 12
+_ON_THE_SPOT_S = 0.15
 
 
 @runtime_checkable
@@ -82,7 +83,11 @@ class SentenceVectors:
             found[text] = self._put(text, decode_vector(row["v"]))
         still = [t for t in missing if t not in found][:_ON_THE_SPOT]
         if still:
-            vectors = await asyncio.to_thread(self.encoder.encode_many, still)
+            try:
+                async with asyncio.timeout(_ON_THE_SPOT_S):
+                    vectors = await asyncio.to_thread(self.encoder.encode_many, still)
+            except TimeoutError:
+                return found  # the thread finishes in the background; these are scored on words
             for text, vector in zip(still, vectors, strict=True):
                 found[text] = self._put(text, vector)
         return found

@@ -29,7 +29,7 @@ from app.answering.extractive import (
     Semantics,
     asking_part,
     extractive_answer,
-    passage_sentences,
+    texts_to_embed,
 )
 from app.answering.llm import ChatAnswerer, LLMError
 from app.answering.speech import make_speakable
@@ -63,7 +63,7 @@ _SIMILARITY_RANGE = {
 # Passages whose sentences the answerer reads.
 _ANSWER_PASSAGES = 5
 # A long turn's meaning, for retrieval and the answerer: this much of the whole turn, the
-# rest from the part that asks (0.4 measured on callers-dev: answers 0.658 -> 0.679).
+# rest from the part that asks (docs/EMBEDDINGS.md).
 _WHOLE_TURN_WEIGHT = 0.4
 
 
@@ -224,7 +224,9 @@ class QueryService:
                     "query %s ran out of time after retrieval; answering from the top chunk", query_id
                 )
                 candidates, confidence, sources = found
-                response = self._fallback(question, candidates, confidence, sources, state["prompt"])
+                response = self._fallback(
+                    question, candidates, confidence, sources, state["prompt"], state.get("evidence")
+                )
             else:
                 log.warning("query %s could not be answered: %s", query_id, type(exc).__name__)
                 response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
@@ -339,7 +341,8 @@ class QueryService:
         evidence: ExtractiveAnswer | None = None
         if self.sentences is not None and question_vector is not None and candidates:
             evidence = await self._evidence(question, question_vector, candidates, trace)
-            confidence, parts = calibrated_confidence(evidence)
+            chosen = candidates[evidence.passage_index] if evidence is not None else None
+            confidence, parts = calibrated_confidence(evidence, chosen.vector_rank if chosen else None)
             threshold = self.settings.min_answer_confidence
         else:
             confidence, parts = self.confidence(question, candidates)
@@ -354,6 +357,7 @@ class QueryService:
         sources = [_source(c) for c in candidates]
         if candidates:
             state["found"] = (candidates, confidence, sources)
+            state["evidence"] = evidence
         if not candidates or confidence < threshold:
             return self._reply("not_found", prompt.not_found_reply, confidence, sources)
         if self.llm is None:
@@ -368,8 +372,7 @@ class QueryService:
         """The sentence of the top passages that best answers the question, by meaning."""
         assert self.sentences is not None
         top = candidates[:_ANSWER_PASSAGES]
-        texts = [sentence for c in top for sentence in passage_sentences(c.text)]
-        texts += [c.section for c in top if c.section] + [c.title for c in top]
+        texts = [t for c in top for t in texts_to_embed(c.text, c.section, c.title)]
         t = time.perf_counter()
         vectors = await self.sentences.lookup(self.engine, texts)
         trace.search += (time.perf_counter() - t) * 1000
@@ -431,7 +434,12 @@ class QueryService:
         focus = normalise_question(asking_part(normalised))
         if not focus or focus == normalised:
             return vector
-        asking = await self.embedder.embed_query(focus, timeout=self.embed_timeout_s)
+        try:
+            # Half the budget again at most: the whole turn's vector alone will do.
+            asking = await self.embedder.embed_query(focus, timeout=self.embed_timeout_s / 2)
+        except EmbeddingError as exc:
+            log.warning("embedding the asking part failed, using the whole turn: %s", exc)
+            return vector
         blend = _WHOLE_TURN_WEIGHT * np.asarray(vector) + (1 - _WHOLE_TURN_WEIGHT) * np.asarray(asking)
         result: list[float] = (blend / np.linalg.norm(blend)).tolist()
         return result
@@ -532,7 +540,7 @@ class QueryService:
             state["llm_error"] = exc.reason
             if state["debug"] is not None:
                 state["debug"]["llm_error"] = exc.reason
-            return self._fallback(question, candidates, confidence, sources, prompt)
+            return self._fallback(question, candidates, confidence, sources, prompt, state.get("evidence"))
         finally:
             trace.llm += (time.perf_counter() - t) * 1000
         state["tokens"] = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
@@ -553,7 +561,14 @@ class QueryService:
         confidence: float,
         sources: list[dict[str, Any]],
         prompt: PromptSet,
+        evidence: ExtractiveAnswer | None,
     ) -> dict[str, Any]:
+        """The answering model failed or ran out of time: read out the sentence chosen by
+        meaning (the offline default), else the best sentence of the top chunk by words."""
+        if evidence is not None:
+            reply = self._reply("answered", evidence.text, confidence, sources)
+            reply["degraded"] = True
+            return reply
         top = candidates[0]
         result = extractive_answer(
             question,

@@ -13,8 +13,8 @@ from app.answering.extractive import (
     Semantics,
     asking_part,
     extractive_answer,
-    passage_sentences,
     split_sentences,
+    texts_to_embed,
     wanted_fact,
 )
 from app.answering.speech import make_speakable
@@ -274,6 +274,9 @@ def _written_and_spoken(text: str) -> tuple[str, str]:
             "my mum's coming with me and she's in a wheelchair, so um, how does she get in?",
             "how does she get in?",
         ),
+        ("she is in a wheelchair so how does she get in", "how does she get in"),  # unpunctuated
+        ("is it ok to eat before the cleaning?", "is it ok to eat before the cleaning?"),
+        ("do you see kids as well as adults?", "do you see kids as well as adults?"),
         ("Yeah I forgot my appointment, am I going to be charged?", "am I going to be charged?"),
         ("parking?", "parking?"),
         ("I lost my card. How?", "I lost my card. How?"),  # "How?" alone is too short to stand
@@ -303,8 +306,7 @@ def _semantics(question: str, passages: list[Passage]) -> Semantics:
     from app.embeddings.minilm import shared_minilm
 
     embedder = shared_minilm("int8", None)
-    texts = [s for p in passages for s in passage_sentences(p.text)]
-    texts += [p.section for p in passages if p.section] + [p.title for p in passages if p.title]
+    texts = [t for p in passages for t in texts_to_embed(p.text, p.section, p.title)]
     vectors = embedder.encode_many(texts)
     return Semantics(
         question=embedder.encode_many([question]), sentences=dict(zip(texts, vectors, strict=True))

@@ -186,3 +186,14 @@ async def test_the_service_does_not_start_without_its_model(monkeypatch, tmp_pat
     assert len(raised) == 1
     assert "tokenizer.json is missing" in str(raised[0])
     assert "uv sync --frozen" in str(raised[0])
+
+
+def test_a_damaged_kept_model_is_built_again(tmp_path, caplog):
+    MiniLMEmbedder(precision="fp32", cache_dir=tmp_path)
+    (kept,) = tmp_path.glob("all-MiniLM-L6-v2-fp32-*.onnx")
+    kept.write_bytes(b"not an onnx model")
+    embedder = MiniLMEmbedder(precision="fp32", cache_dir=tmp_path)
+    assert "is unreadable" in caplog.text
+    assert kept.stat().st_size > 80_000_000  # rebuilt and kept again
+    expected = np.array(REFERENCE["vectors"][0])
+    assert np.abs(embedder.encode_many([REFERENCE["sentences"][0]])[0] - expected).max() < TOLERANCE

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import httpx
 import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
@@ -61,7 +62,6 @@ async def test_a_paraphrase_gets_the_sentence_that_answers_it(client, org, clini
     body = await ask(client, org, clinic["agent"], "How much would it be to get my teeth bleached?")
     assert body["status"] == "answered"
     assert body["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")
-    assert body["confidence"] >= 0.3
 
 
 async def test_an_implied_yes_or_no_gets_the_fact_that_answers_it(client, org, clinic):
@@ -91,6 +91,7 @@ async def test_a_sentence_that_only_names_the_subject_is_no_answer(client, org, 
         "support",
         "has_wanted",
         "lead",
+        "vector_lead",
         "confidence",
     }
 
@@ -98,7 +99,7 @@ async def test_a_sentence_that_only_names_the_subject_is_no_answer(client, org, 
 async def test_an_unrelated_question_is_not_found_with_a_low_confidence(client, org, clinic):
     body = await ask(client, org, clinic["agent"], "What's the capital of Peru?")
     assert body["status"] == "not_found"
-    assert body["confidence"] < 0.2
+    assert body["confidence"] < 0.25  # well under the gate (0.38)
 
 
 @pytest.mark.xfail(
@@ -172,3 +173,65 @@ async def _models(engine) -> set[str]:
     async with engine.connect() as conn:
         rows = (await conn.execute(text("SELECT DISTINCT embedding_model FROM chunks"))).all()
     return {r[0] for r in rows}
+
+
+async def test_with_a_failing_answering_model_the_sentence_chosen_by_meaning_is_read(
+    database_url, semantic_settings, org, engine, respx_mock
+):
+    from pydantic import SecretStr
+
+    from tests.query.conftest import OPENAI_BASE, sent_json
+
+    settings = semantic_settings.model_copy(
+        update={
+            "openai_api_key": SecretStr("sk-test"),
+            "openai_base_url": OPENAI_BASE,
+            "embedding": semantic_settings.embedding.model_copy(update={"provider": "minilm"}),
+        }
+    )
+    route = respx_mock.post(f"{OPENAI_BASE}/chat/completions").mock(
+        return_value=httpx.Response(500, json={"error": {"message": "boom"}})
+    )
+    app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=app) as c:
+        kb = await create_kb(c, org.headers, "Clinic")
+        await create_text_doc(
+            c, org.headers, kb["id"], title="Clinic FAQ", content=CLINIC, content_type="markdown"
+        )
+        assert (await _drain(make_ingestor(app, engine))) == {"ready": 1}
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        body = await ask(c, org, agent, "How much would it be to get my teeth bleached?")
+    assert route.call_count == 1
+    sent = sent_json(route)
+    assert sent["model"] == "gpt-4o-mini"
+    assert "How much would it be to get my teeth bleached?" in sent["messages"][1]["content"]
+    assert body["status"] == "answered"
+    assert body["degraded"] is True
+    assert body["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")
+
+
+async def test_a_failed_embedding_of_the_asking_part_keeps_the_whole_turn(
+    client, org, clinic, app, monkeypatch
+):
+    from app.embeddings.base import EmbeddingError
+
+    embedder = app.state.embedder
+    original = embedder.embed_query
+
+    asked: list[str] = []
+
+    async def fail_on_the_asking_part(text: str, *, timeout: float) -> list[float]:
+        asked.append(text)
+        if text == "how does he get in":
+            raise EmbeddingError("stalled", retryable=True)
+        return await original(text, timeout=timeout)
+
+    monkeypatch.setattr(embedder, "embed_query", fail_on_the_asking_part)
+    question = "So my dad is coming along and he uses a wheelchair, um, how does he get in?"
+    body = await ask(client, org, clinic["agent"], question, debug="true")
+    assert asked == [
+        "so my dad is coming along and he uses a wheelchair, um, how does he get in",
+        "how does he get in",
+    ]
+    assert body["debug"]["embedded"] is True  # the whole turn's vector was used
+    assert "match" in body["debug"]["confidence"]  # and the answer was chosen by meaning

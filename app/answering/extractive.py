@@ -380,11 +380,13 @@ def extractive_answer(
 ) -> ExtractiveAnswer | None:
     """Answer `question` with the best sentences of `passages`, or None if nothing relates to it.
 
-    The best-scoring sentence is chosen and, up to `max_sentences`, joined by the adjacent
-    sentence of the same passage that covers most of the question words still missing
-    (or simply the next one when the chosen sentence is a fragment such as a heading).
-    The result is made speakable and capped at `max_words`. With `semantics`, sentences
-    are scored by meaning first (module docstring); without, by words alone.
+    By words (no `semantics`): the best-scoring sentence is chosen and, up to
+    `max_sentences`, joined by the adjacent sentence of the same passage that covers most of
+    the question words still missing (or simply the next one when the chosen sentence is a
+    fragment such as a heading). By meaning: the best sentence, its neighbour when that
+    answers nearly as well (or, in an FAQ entry, its lead sentence), and a runner-up that
+    scores nearly as well: up to three sentences; `max_sentences` does not apply. Either
+    way the result is made speakable and capped at `max_words`.
     """
     if max_sentences < 1:
         raise ValueError("max_sentences must be at least 1")

@@ -75,6 +75,20 @@ class _Graph:
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, domain=domain, **attrs))
         return out
 
+    def residual_norm(
+        self, out: str, skip: str, name: str, norm: tuple[Matrix, Matrix], bias: tuple[str, Matrix]
+    ) -> str:
+        """LayerNorm(out + bias + skip) in one fused node: a sub-layer's output bias, its
+        residual connection and the norm after it."""
+        inputs = [
+            out,
+            skip,
+            self.const(name + "_g", norm[0]),
+            self.const(name + "_b", norm[1]),
+            self.const(*bias),
+        ]
+        return self.node("SkipLayerNormalization", inputs, name, fused=True, epsilon=EPS)
+
     def weight(self, x: str, name: str, matrix: Matrix) -> list[str]:
         """[input, weight] of a product x @ W, through the SmoothQuant factors if any."""
         s = self.smooth.get(name)
@@ -134,37 +148,24 @@ def build_model(model_dir: Path, smooth: dict[str, Matrix] | None = None) -> onn
             num_heads=HEADS,
         )
         attn = g.node("MatMul", g.weight(ctx, n + "ao_w", w[f"{p}attention.output.dense.weight"].T), n + "ao")
-        # SkipLayerNormalization = LayerNorm(input + skip + bias): residual, bias and norm in one.
-        x = g.node(
-            "SkipLayerNormalization",
-            [
-                attn,
-                x,
-                g.const(n + "ln1_g", w[f"{p}attention.output.LayerNorm.weight"]),
-                g.const(n + "ln1_b", w[f"{p}attention.output.LayerNorm.bias"]),
-                g.const(n + "ao_b", w[f"{p}attention.output.dense.bias"]),
-            ],
+        x = g.residual_norm(
+            attn,
+            x,
             n + "ln1",
-            fused=True,
-            epsilon=EPS,
+            (w[f"{p}attention.output.LayerNorm.weight"], w[f"{p}attention.output.LayerNorm.bias"]),
+            (n + "ao_b", w[f"{p}attention.output.dense.bias"]),
         )
         up = g.node("MatMul", g.weight(x, n + "in_w", w[f"{p}intermediate.dense.weight"].T), n + "in")
         gelu = g.node(
             "BiasGelu", [up, g.const(n + "in_b", w[f"{p}intermediate.dense.bias"])], n + "gelu", fused=True
         )
         down = g.node("MatMul", g.weight(gelu, n + "out_w", w[f"{p}output.dense.weight"].T), n + "out")
-        x = g.node(
-            "SkipLayerNormalization",
-            [
-                down,
-                x,
-                g.const(n + "ln2_g", w[f"{p}output.LayerNorm.weight"]),
-                g.const(n + "ln2_b", w[f"{p}output.LayerNorm.bias"]),
-                g.const(n + "out_b", w[f"{p}output.dense.bias"]),
-            ],
+        x = g.residual_norm(
+            down,
+            x,
             n + "ln2",
-            fused=True,
-            epsilon=EPS,
+            (w[f"{p}output.LayerNorm.weight"], w[f"{p}output.LayerNorm.bias"]),
+            (n + "out_b", w[f"{p}output.dense.bias"]),
         )
 
     # Mean pooling over the real tokens (sentence-transformers' pooling for this model).

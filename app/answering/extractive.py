@@ -509,7 +509,6 @@ def _best_by_meaning(
     semantics: Semantics,
 ) -> tuple[_Scored, _Scored | None] | None:
     """The best sentence (with its score, similarity and heading similarity) and the runner-up."""
-    vectors = semantics.sentences
     best: _Scored | None = None
     runner_up: _Scored | None = None
     for passage_index, sentences in enumerate(by_passage):
@@ -518,8 +517,7 @@ def _best_by_meaning(
         heading_terms = _term_set(f"{passage.section or ''} {passage.title or ''}")
         rank_bonus = _SEMANTIC_RANK_WEIGHT / (1 + passage_index)
         for sentence in sentences:
-            vector = vectors.get(sentence.text)
-            similarity = 0.0 if vector is None else float(np.max(semantics.question @ vector))
+            similarity = _similarity(semantics, sentence.text)
             lexical = sum(idf[term] for term in sentence.matched) / idf_total if idf else 0.0
             # The question's subject named elsewhere in the passages but not here, nor in the
             # sentence before (a pronoun's antecedent) or the heading: this sentence is about
@@ -551,9 +549,10 @@ def _semantic_score(similarity: float, heading: float, lexical: float, wants: st
     return score
 
 
-def _similarity(semantics: Semantics, text: str | None) -> float:
+def _similarity(semantics: Semantics, text: str | None, *, missing: float = 0.0) -> float:
+    """The text's best cosine with the question's rows, ``missing`` when it has no vector."""
     vector = semantics.sentences.get(text) if text else None
-    return 0.0 if vector is None else float(np.max(semantics.question @ vector))
+    return missing if vector is None else float(np.max(semantics.question @ vector))
 
 
 def wanted_fact(question: str) -> str | None:
@@ -624,8 +623,7 @@ def _extend_by_meaning(
         if faq and i == 0:
             pick = sentences[0]
             break
-        vector = semantics.sentences.get(sentences[i].text)
-        value = -1.0 if vector is None else float(np.max(semantics.question @ vector))
+        value = _similarity(semantics, sentences[i].text, missing=-1.0)
         fragment_follows = best.words < _SHORT_SENTENCE_WORDS and i == best.position + 1
         if value > pick_similarity or (fragment_follows and pick is None):
             pick, pick_similarity = sentences[i], max(value, pick_similarity)

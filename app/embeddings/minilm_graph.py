@@ -98,20 +98,29 @@ class _Graph:
         return [scaled, self.const(name, matrix * s[:, None])]
 
 
-def build_model(model_dir: Path, smooth: dict[str, Matrix] | None = None) -> onnx.ModelProto:
+def build_model(model_dir: Path) -> onnx.ModelProto:
     """The encoder: input_ids, attention_mask (int64 [batch, seq]) -> float32 [batch, 384],
-    the mean over the mask of the last hidden states, not normalised. ``smooth`` maps a weight
-    name to its SmoothQuant factors."""
+    the mean over the mask of the last hidden states, not normalised."""
+    return _graph(*_load(model_dir), None)
+
+
+def _load(model_dir: Path) -> tuple[dict[str, Any], dict[str, Matrix]]:
+    """The configuration and the weights, checked."""
     config = json.loads((model_dir / "config.json").read_text())
     if config.get("hidden_size") != HIDDEN or config.get("num_attention_heads") != HEADS:
         raise ValueError(f"unexpected model configuration {config}")
-    w = {
+    weights = {
         name: value.astype(np.float32)
         for name, value in load_file(str(model_dir / "model.safetensors")).items()
     }
-    for name, value in w.items():
+    for name, value in weights.items():
         if not np.all(np.isfinite(value)):
             raise ValueError(f"weight {name} holds non-finite values")
+    return config, weights
+
+
+def _graph(config: dict[str, Any], w: dict[str, Matrix], smooth: dict[str, Matrix] | None) -> onnx.ModelProto:
+    """The encoder's graph; ``smooth`` maps a weight name to its SmoothQuant factors."""
     g = _Graph(smooth)
 
     # Embeddings. The token type is always 0: its row is folded into the position table.
@@ -188,11 +197,9 @@ def build_model(model_dir: Path, smooth: dict[str, Matrix] | None = None) -> onn
     return model
 
 
-def _smooth_scales(model_dir: Path, tokenizer: Tokenizer) -> dict[str, Matrix]:
+def _smooth_scales(model: onnx.ModelProto, layers: int, tokenizer: Tokenizer) -> dict[str, Matrix]:
     """SmoothQuant factors s_j = max|x_j|^a / max|W_j|^(1-a) per input channel of each product,
-    with the activations' ranges read off the fp32 graph on the calibration texts."""
-    model = build_model(model_dir)
-    layers = int(json.loads((model_dir / "config.json").read_text())["num_hidden_layers"])
+    with the activations' ranges read off the fp32 graph ``model`` on the calibration texts."""
     taps: dict[str, str] = {}  # weight -> the tensor its product reads
     for i in range(layers):
         taps |= {
@@ -224,7 +231,9 @@ def quantized_model(model_dir: Path, tokenizer: Tokenizer) -> onnx.ModelProto:
     """The int8 encoder (about 4 s to build; the caller keeps the result on disk)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415  (build time only)
 
-    model = build_model(model_dir, _smooth_scales(model_dir, tokenizer))
+    config, weights = _load(model_dir)  # read once for both graphs (90 MB)
+    scales = _smooth_scales(_graph(config, weights, None), int(config["num_hidden_layers"]), tokenizer)
+    model = _graph(config, weights, scales)
     with tempfile.TemporaryDirectory() as tmp:  # quantize_dynamic writes to a path only
         path = Path(tmp) / "int8.onnx"
         # It advises, on the root logger, a pre-processing step that fuses what this graph

@@ -237,7 +237,7 @@ class Ingestor:
 
     async def _embed(self, doc: ClaimedDocument, chunks: Sequence[Chunk]) -> list[str]:
         key = self.embedder.model_key
-        hashes = [hashlib.sha256(c.embed_text.encode()).digest() for c in chunks]
+        hashes = [text_hash(c.embed_text) for c in chunks]
         async with raw_connection(self.engine) as conn:
             cached = {
                 bytes(r["text_hash"]): r["embedding"]

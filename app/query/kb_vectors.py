@@ -90,13 +90,10 @@ class KBVectors:
         rows = [r for r in rows if r["id"] is not None]
         ids = np.fromiter((r["id"] for r in rows), dtype=np.int64, count=len(rows))
         if rows:
-            dim = int.from_bytes(rows[0]["v"][:2], "big")
-            size = 4 + 4 * dim
-            if any(len(r["v"]) != size for r in rows):
-                raise ValueError(f"KB {kb_id}: chunks of one model with different dimensions")
-            # Each row as sent: a 4-byte header, then the big-endian floats.
-            wire = np.dtype([("header", "V4"), ("v", ">f4", (dim,))])
-            matrix = np.frombuffer(b"".join(r["v"] for r in rows), dtype=wire)["v"].astype(np.float32)
+            try:
+                matrix = decode_vectors([r["v"] for r in rows])
+            except ValueError:
+                raise ValueError(f"KB {kb_id}: chunks of one model with different dimensions") from None
             norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
             zero = norms == 0
             matrix /= np.where(zero, 1.0, norms)[:, None].astype(np.float32)
@@ -168,6 +165,18 @@ class KBVectors:
             zip(sims[rows].tolist(), self.ids[rows].tolist(), rows.tolist(), strict=True), key=nearest_first
         )
         return ranked[:limit]
+
+
+def decode_vectors(wires: Sequence[bytes]) -> npt.NDArray[np.float32]:
+    """Vectors as ``vector_send`` sends them (a 4-byte header with the dimensions, then
+    big-endian float4s), one row each, in one pass; ValueError if their sizes differ."""
+    dim = int.from_bytes(wires[0][:2], "big")
+    size = 4 + 4 * dim
+    if any(len(w) != size for w in wires):
+        raise ValueError("vectors of different dimensions")
+    wire = np.dtype([("header", "V4"), ("v", ">f4", (dim,))])
+    matrix: npt.NDArray[np.float32] = np.frombuffer(b"".join(wires), dtype=wire)["v"].astype(np.float32)
+    return matrix
 
 
 def nearest_first(item: tuple[Any, ...]) -> tuple[float, int]:

@@ -227,3 +227,10 @@ LEFT JOIN (chunks c JOIN documents d ON d.id = c.document_id)
 WHERE kb.id = $1 AND kb.org_id = $2
 ORDER BY c.id
 """
+
+
+# The offline answerer's sentence vectors, stored at ingestion (app/query/sentences.py).
+SENTENCE_VECTORS_SQL = """
+SELECT text_hash, vector_send(embedding) AS v FROM embedding_cache
+WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
+"""

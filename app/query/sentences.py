@@ -21,13 +21,10 @@ import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import raw_connection
+from app.query import repository as sql
+from app.query.kb_vectors import decode_vectors
 
 Vector = npt.NDArray[np.float32]
-
-SENTENCE_VECTORS_SQL = """
-SELECT text_hash, vector_send(embedding) AS v FROM embedding_cache
-WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
-"""
 
 # Sentences embedded during a call when neither the LRU nor the database has them (about
 # 1-3 ms each), and the longest the call waits for them.
@@ -47,11 +44,6 @@ class SentenceEncoder(Protocol):
 
 def text_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
-
-
-def decode_vector(wire: bytes) -> Vector:
-    """pgvector's binary form: dimensions and a spare int16, then big-endian float4s."""
-    return np.frombuffer(wire, dtype=">f4", offset=4).astype(np.float32)
 
 
 class SentenceVectors:
@@ -77,10 +69,12 @@ class SentenceVectors:
             return found
         by_hash = {text_hash(t): t for t in missing}
         async with raw_connection(engine) as conn:
-            rows = await conn.fetch(SENTENCE_VECTORS_SQL, self.encoder.model_key, list(by_hash))
-        for row in rows:
-            text = by_hash[bytes(row["text_hash"])]
-            found[text] = self._put(text, decode_vector(row["v"]))
+            rows = await conn.fetch(sql.SENTENCE_VECTORS_SQL, self.encoder.model_key, list(by_hash))
+        if rows:
+            matrix = decode_vectors([row["v"] for row in rows])
+            for row, vector in zip(rows, matrix, strict=True):
+                text = by_hash[bytes(row["text_hash"])]
+                found[text] = self._put(text, vector)
         still = [t for t in missing if t not in found][:_ON_THE_SPOT]
         if still:
             try:

@@ -54,12 +54,7 @@ _TRAILING = re.compile(r"[\s?!.,;:]+$")
 
 # Cosine similarity ranges (irrelevant .. clearly relevant) per embedder family, used to
 # put the top vector hit on a 0..1 scale before it enters the confidence.
-_SIMILARITY_RANGE = {
-    "lexical": (0.03, 0.40),
-    "openai": (0.15, 0.60),
-    "local": (0.10, 0.65),
-    "minilm": (0.10, 0.65),
-}
+_SIMILARITY_RANGE = {"lexical": (0.03, 0.40), "openai": (0.15, 0.60), "local": (0.10, 0.65)}
 # Passages whose sentences the answerer reads.
 _ANSWER_PASSAGES = 5
 # A long turn's meaning, for retrieval and the answerer: this much of the whole turn, the

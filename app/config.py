@@ -81,7 +81,17 @@ class EmbeddingSettings(BaseModel):
 
 class IngestionSettings(BaseModel):
     workers: int = Field(
-        2, ge=0, le=64, description="Ingestion workers inside the service process (0 = none)."
+        2, ge=0, le=64, description="Documents ingested at once by the workers `vk serve` starts (0 = none)."
+    )
+    isolation: Literal["process", "inline"] = Field(
+        "process",
+        description="Where `vk serve` runs its ingestion workers: process = one `vk worker` process "
+        "beside the service, at lower CPU priority, restarted if it dies, so parsing, chunking and "
+        "embedding never hold the event loop that answers calls; inline = inside the service "
+        "process (one process, a slower call whenever a large document ingests).",
+    )
+    nice: int = Field(
+        10, ge=0, le=19, description="How much lower the worker process's CPU priority is (nice increment)."
     )
     poll_interval_s: float = Field(1.0, gt=0, description="How often idle workers look for queued work.")
     lease_s: float = Field(

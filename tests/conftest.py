@@ -22,10 +22,13 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 REPO = Path(__file__).resolve().parents[1]
+# The real evaluation data (squad-dev, callers-dev, html-dev, the PDFs) lives beside the
+# clone, not in it. Tests that read it carry ``@pytest.mark.shared_data("eval/...")``.
 SHARED = REPO.parent / "shared"
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
-# Tests never read a developer's .env or real keys.
-for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL"):
+ON_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+# Tests never read a developer's .env or real keys; and tiktoken reads the encodings the app
+# ships (app/__init__.py points it there unless TIKTOKEN_CACHE_DIR is set), as in production.
+for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_URL", "TIKTOKEN_CACHE_DIR"):
     os.environ.pop(_name, None)
 
 from app.config import Settings  # noqa: E402
@@ -40,6 +43,28 @@ TABLES = (
     "knowledge_bases, api_keys, organisations"
 )
 PUBLIC_IP = "93.184.216.34"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "shared_data(path): reads ../shared/<path>, the real evaluation data beside the clone; "
+        "skipped when it is absent, except under CI=true, where its absence fails the test",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture: a skipped test should not start PostgreSQL.
+    for marker in item.iter_markers("shared_data"):
+        (relative,) = marker.args
+        if (SHARED / relative).exists():
+            continue
+        reason = f"needs ../shared/{relative}: absent"
+        if ON_CI:
+            # CI has the data beside the clone; a skip there would hide a lost folder.
+            pytest.fail(f"{reason} (CI=true: the real-data tests must run, not be skipped)", pytrace=False)
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

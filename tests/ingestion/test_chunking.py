@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
+import tiktoken
 
 from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
+from tests.conftest import REPO
 
 
 @dataclass(frozen=True)
@@ -219,7 +224,14 @@ def test_special_token_text_is_treated_as_plain_text() -> None:
 
 
 def test_other_encodings_are_accepted() -> None:
-    encoding = get_encoding("o200k_base")
+    # One token per byte, far from cl100k_base's counts: a chunker that counted with its
+    # default would overrun the budget. Built here because the service ships cl100k_base only.
+    encoding = tiktoken.Encoding(
+        name="bytes",
+        pat_str=r"\S+|\s+",
+        mergeable_ranks={bytes([b]): b for b in range(256)},
+        special_tokens={},
+    )
     text = make_document(seed=5, paragraphs=20)
 
     chunks = chunk_sections(None, [Section(text)], chunk_tokens=100, overlap_tokens=10, encoding=encoding)
@@ -254,3 +266,31 @@ def test_chunking_is_deterministic() -> None:
 
 def test_get_encoding_is_cached() -> None:
     assert get_encoding() is get_encoding("cl100k_base")
+
+
+def test_the_encoding_is_read_from_the_copy_the_service_ships() -> None:
+    # A fresh process, without TIKTOKEN_CACHE_DIR and with tiktoken's download replaced by an
+    # error: importing the app must be all it takes to load cl100k_base on a machine offline.
+    code = (
+        "import os, tiktoken.load\n"
+        "def offline(url): raise OSError('tiktoken tried to download ' + url)\n"
+        "tiktoken.load.read_file = offline\n"
+        "from app.ingestion.chunking import get_encoding\n"
+        "print(os.environ['TIKTOKEN_CACHE_DIR'])\n"
+        "print(get_encoding().encode_ordinary('hello world'))\n"
+    )
+    env = {name: value for name, value in os.environ.items() if name != "TIKTOKEN_CACHE_DIR"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (result.returncode, result.stdout.splitlines(), result.stderr) == (
+        0,
+        [str(REPO / "app" / "resources" / "tiktoken"), "[15339, 1917]"],
+        "",
+    )

@@ -3,7 +3,7 @@ import hashlib
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import SHARED
+from tests.fixtures.pdfs import make_pdf
 from tests.helpers import create_kb, create_text_doc
 
 
@@ -59,7 +59,7 @@ async def test_multipart_upload(client, org, kb, name, ctype, payload, kind):
 
 
 async def test_pdf_upload(client, org, kb):
-    pdf = (SHARED / "eval" / "pdfs" / "samplefiles__minimal-document.pdf").read_bytes()
+    pdf = make_pdf(["Lorem ipsum dolor sit amet, consectetur adipiscing elit."], title="A minimal document")
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",
         files={"file": ("paper.pdf", pdf, "application/pdf")},

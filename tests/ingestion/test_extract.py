@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import io
 import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-import pypdf
 import pytest
 
 from app.ingestion import extract as extract_module
@@ -25,8 +24,11 @@ from app.ingestion.extract import (
     sniff_kind,
 )
 from app.ingestion.extract_pdf import clean_page_text, sensible_title
+from tests.conftest import SHARED
+from tests.fixtures import pdfs
+from tests.fixtures.pdfs import assemble, encrypt, make_pdf
 
-EVAL_PDFS = Path(__file__).parents[2].parent / "shared" / "eval" / "pdfs"
+EVAL_PDFS = SHARED / "eval" / "pdfs"
 
 ENCRYPTED = "the PDF is encrypted with a password; upload an unprotected copy"
 DAMAGED = "the PDF is damaged and could not be read"
@@ -36,50 +38,6 @@ CRASHED = "the PDF could not be processed; the PDF reader stopped unexpectedly"
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-HELVETICA = "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
-
-
-def make_pdf(pages: list[str], *, declared_count: int | None = None, title: str | None = None) -> bytes:
-    """A small, valid PDF with one line of Helvetica text per page (empty string: no text)."""
-    objects: list[bytes] = []
-    page_ids = [4 + 2 * i for i in range(len(pages))]
-    kids = " ".join(f"{pid} 0 R" for pid in page_ids)
-    count = declared_count if declared_count is not None else len(pages)
-    info = f" /Title ({title})" if title else ""
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode())
-    objects.append(f"<< /Producer (test){info} >>".encode())
-    for index, text in enumerate(pages):
-        content = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode() if text else b""
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {page_ids[index] + 1} 0 R "
-            f"/Resources << /Font << /F1 {HELVETICA} >> >> >>".encode()
-        )
-        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-    return _assemble(objects, root=1, info=3)
-
-
-def _assemble(objects: list[bytes], *, root: int, info: int | None = None) -> bytes:
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    trailer = f"<< /Size {len(objects) + 1} /Root {root} 0 R" + (f" /Info {info} 0 R" if info else "") + " >>"
-    out += f"trailer\n{trailer}\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
-
-
-def encrypt(data: bytes, *, user_password: str, owner_password: str) -> bytes:
-    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(data)))
-    writer.encrypt(user_password=user_password, owner_password=owner_password, algorithm="RC4-128")
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 def child_pids() -> set[int]:
@@ -140,12 +98,12 @@ def fake_worker(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
 
 
 def manifest_rows() -> list[dict[str, str]]:
-    # Read at collection: a missing folder must fail the run, not turn into an empty (skipped)
-    # parametrisation. CI always has ../shared beside the clone.
+    # Read at collection. Without the folder, one placeholder keeps test_eval_pdf in the run,
+    # so that its shared_data marker skips it by name (or fails it under CI=true) rather than
+    # the parametrisation coming out empty.
     manifest = EVAL_PDFS / "manifest.tsv"
-    assert manifest.is_file(), (
-        f"{manifest} is missing: the evaluation PDFs live in ../shared beside the clone"
-    )
+    if not manifest.is_file():
+        return [{"filename": "manifest.tsv-absent"}]
     with manifest.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
     assert rows, f"{manifest} lists no PDFs"
@@ -176,6 +134,7 @@ def observed(row: dict[str, str], unit: str) -> list[int]:
     return [int(value) for value in found]
 
 
+@pytest.mark.shared_data("eval/pdfs/manifest.tsv")
 @pytest.mark.parametrize("row", manifest_rows(), ids=lambda row: row["filename"])
 async def test_eval_pdf(row: dict[str, str]) -> None:
     data = (EVAL_PDFS / row["filename"]).read_bytes()
@@ -209,9 +168,21 @@ async def test_eval_pdf(row: dict[str, str]) -> None:
     assert str(caught.value) == reason
 
 
-async def test_real_pdf_over_its_time_limit_is_killed(spawned: Spawned) -> None:
-    # pypdf needs about 12 s for this file's 25 pages of vector drawings.
-    data = (EVAL_PDFS / "pdfjs__Brotli-Prototype-FileA.pdf").read_bytes()
+@pytest.mark.parametrize(
+    "load",
+    [
+        # pypdf needs about 7 s for this page's 400,000 text operators.
+        pytest.param(pdfs.slow_pdf, id="generated"),
+        # pypdf needs about 12 s for this file's 25 pages of vector drawings.
+        pytest.param(
+            (EVAL_PDFS / "pdfjs__Brotli-Prototype-FileA.pdf").read_bytes,
+            id="pdfjs__Brotli-Prototype-FileA.pdf",
+            marks=pytest.mark.shared_data("eval/pdfs/pdfjs__Brotli-Prototype-FileA.pdf"),
+        ),
+    ],
+)
+async def test_pdf_over_its_time_limit_is_killed(load: Callable[[], bytes], spawned: Spawned) -> None:
+    data = load()
     with pytest.raises(ExtractionError) as caught:
         await extract_isolated("pdf", data, timeout_s=1)
     # SIGKILL is the wall-clock deadline's kill; the CPU-limit backstop would end it with
@@ -221,6 +192,46 @@ async def test_real_pdf_over_its_time_limit_is_killed(spawned: Spawned) -> None:
         -signal.SIGKILL,
         True,
     )
+
+
+# Files built to be like the hostile kinds in the manifest (each builder names its model), so
+# that each kind is covered without ../shared; test_eval_pdf reads the real ones.
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param(
+            pdfs.brotli_pdf("Sheet index of the drawings"),
+            [Section("Sheet index of the drawings", None, 1)],
+            id="brotli-streams",
+        ),
+        pytest.param(
+            pdfs.jbig2_bomb_pdf("GIANT JBIG2 BOMB"), [Section("GIANT JBIG2 BOMB", None, 1)], id="jbig2-bomb"
+        ),
+        pytest.param(
+            pdfs.recursive_forms_without_xref_pdf("Hello world"),
+            [Section("Hello world", None, 1)],
+            id="recursive-forms-without-xref",
+        ),
+    ],
+)
+async def test_crafted_pdf_is_read(data: bytes, expected: list[Section]) -> None:
+    result = await extract_isolated("pdf", data, timeout_s=60)
+    assert result == Extracted(title=None, sections=expected, pages_total=1, pages_skipped=0)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(pdfs.password_protected_pdf(), ENCRYPTED, id="rc4-user-password"),
+        pytest.param(pdfs.aes256_protected_pdf(), ENCRYPTED, id="aes256-user-password"),
+        pytest.param(pdfs.truncated_pdf(), DAMAGED, id="truncated-stream"),
+        pytest.param(pdfs.javascript_only_pdf(), DAMAGED, id="javascript-only"),
+    ],
+)
+async def test_crafted_pdf_is_refused(data: bytes, reason: str) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("pdf", data, timeout_s=60)
+    assert str(caught.value) == reason
 
 
 # --- the isolated worker -----------------------------------------------------------------------
@@ -365,7 +376,7 @@ def test_pdf_with_a_cyclic_page_tree_is_damaged() -> None:
         b"<< /Type /Pages /Parent 2 0 R /Kids [2 0 R 3 0 R] /Count 1 >>",
     ]
     with pytest.raises(ExtractionError) as caught:
-        extract("pdf", _assemble(objects, root=1))
+        extract("pdf", assemble(objects, root=1))
     assert str(caught.value) == DAMAGED
 
 

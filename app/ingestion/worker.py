@@ -9,13 +9,19 @@ import logging
 import os
 import socket
 import uuid
+from typing import Any
 
+import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import raw_connection
 from app.ingestion.pipeline import Ingestor
 
 log = logging.getLogger(__name__)
+
+# Notified by a trigger whenever a document becomes pending (migration 0007).
+INGESTION_CHANNEL = "vk_ingest"
+LISTENER_NAME = "voice-knowledge-ingest-listener"
 
 RELEASE_SQL = """
 UPDATE documents
@@ -31,8 +37,9 @@ def worker_id() -> str:
 class WorkerPool:
     """``concurrency`` loops that each take one document at a time.
 
-    They wake when this process queues a document (``wake``) and otherwise poll, so
-    documents queued by another process are picked up within ``poll_interval_s``.
+    They wake when any process queues a document (a notification on ``INGESTION_CHANNEL``,
+    or ``wake`` from this process) and otherwise poll every ``poll_interval_s``, which also
+    covers a lost notification connection and leases that expire.
     """
 
     def __init__(
@@ -46,6 +53,7 @@ class WorkerPool:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._maintenance: asyncio.Task[None] | None = None
+        self._listener: asyncpg.Connection | None = None
         self.processed: dict[str, int] = {}
 
     def wake(self) -> None:
@@ -53,6 +61,7 @@ class WorkerPool:
 
     async def start(self) -> None:
         await self.ingestor.maintenance(self.ingestor.embedder.model_key)
+        await self._listen()
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"ingest-{i}") for i in range(self.concurrency)
         ]
@@ -63,6 +72,9 @@ class WorkerPool:
         the leases of anything unfinished so another worker takes it at once."""
         self._stopping = True
         self._wake.set()
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close(timeout=5)
         if self._maintenance is not None:
             # Housekeeping has nothing to finish; waiting for its sleep to end held every
             # shutdown for the whole grace period.
@@ -82,6 +94,22 @@ class WorkerPool:
                 log.info("released leases on shutdown: %s", released)
         except Exception:  # noqa: BLE001 - leases expire on their own if the database is gone
             log.warning("could not release leases on shutdown; they will expire")
+
+    async def _listen(self) -> None:
+        # Its own connection, outside the pool: a listening connection is held for the
+        # pool's whole life and must not be reset or handed to anyone else.
+        url = self.ingestor.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        try:
+            self._listener = await asyncpg.connect(
+                url, timeout=10, server_settings={"application_name": LISTENER_NAME}
+            )
+            await self._listener.add_listener(INGESTION_CHANNEL, self._notified)
+        except Exception:  # noqa: BLE001 - polling still finds the work
+            log.warning("cannot listen for queued documents; polling every %.1f s", self.poll_interval_s)
+            self._listener = None
+
+    def _notified(self, *args: Any) -> None:
+        self._wake.set()
 
     async def _loop(self, index: int) -> None:
         while not self._stopping:

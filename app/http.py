@@ -7,12 +7,14 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypeVar
 
 import msgspec
-from litestar import Request
-from litestar.datastructures import FormMultiDict, State
+from litestar import Litestar, Request
+from litestar.datastructures import FormMultiDict, MutableScopeHeaders, State
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import ClientException, SerializationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import BodyKwarg, QueryParameter
+from litestar.routes import HTTPRoute
+from litestar.types import Message, Scope
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -173,3 +175,26 @@ def validate_obj(model: type[M], obj: Any) -> M:
         fields = field_errors(exc)
         names = ", ".join(sorted({f["field"] for f in fields}))
         raise ValidationFailed(f"invalid request body: {names}", extra=fields) from exc
+
+
+def _allowed_methods(app: Litestar, path_template: str) -> str | None:
+    """The path's methods as an ``Allow`` header, from the app's finished routes."""
+    for route in app.routes:
+        if isinstance(route, HTTPRoute) and route.path_format == path_template:
+            return ", ".join(sorted(route.methods))
+    return None
+
+
+async def send_allowed_methods(message: Message, scope: Scope) -> None:
+    """``before_send`` hook: an OPTIONS answer lists every method of its path.
+
+    Litestar 2 makes a path's OPTIONS handler when the path's first handler is registered and
+    never updates it (litestar-org/litestar#4169, fixed in 3.0): ``OPTIONS /api/keys``
+    answered ``Allow: OPTIONS, POST`` although ``GET /api/keys`` exists too.
+    """
+    if message["type"] != "http.response.start" or scope.get("method") != "OPTIONS":
+        return
+    headers = MutableScopeHeaders.from_message(message)
+    methods = _allowed_methods(scope["app"], scope.get("path_template", ""))
+    if "allow" in headers and methods is not None:
+        headers["Allow"] = methods

@@ -33,7 +33,13 @@ from app.documents.endpoints import DocumentController
 from app.embeddings.factory import build_embedder
 from app.exception_handlers import HANDLERS
 from app.health import health, ready
-from app.http import ApiRequest, provide_principal, provide_session, require_json_body
+from app.http import (
+    ApiRequest,
+    provide_principal,
+    provide_session,
+    require_json_body,
+    send_allowed_methods,
+)
 from app.ingestion.fetch import Fetcher, Resolver, validate_url
 from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
@@ -41,7 +47,7 @@ from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
 from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
-from app.observability.middleware import request_id_middleware
+from app.observability.middleware import request_id_middleware, send_request_id
 from app.openapi_docs import document_errors
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
@@ -189,6 +195,8 @@ def create_app(
         # JSON routes refuse other media types (415) and a missing body (400).
         request_class=ApiRequest,
         before_request=require_json_body,
+        # Every response, errors answered outside the route's middleware included.
+        before_send=[send_request_id, send_allowed_methods],
         lifespan=[lifespan],
         state=state,
         request_max_body_size=settings.limits.max_upload_bytes + 64 * 1024,

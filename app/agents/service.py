@@ -13,6 +13,13 @@ from app.errors import NotFound, ValidationFailed
 AGENT_NOT_FOUND = "agent not found: no knowledge base of this organisation is assigned to it"
 
 
+async def require_known_agent(agents: AgentRepository, agent_id: uuid.UUID) -> None:
+    """Every route under ``/api/agents/{agent_id}`` (and an ``agent_id`` filter) answers 404 for
+    an agent never assigned in the organisation, another organisation's included."""
+    if not await agents.is_known(agent_id):
+        raise NotFound(AGENT_NOT_FOUND)
+
+
 class AgentService:
     def __init__(self, session: AsyncSession, org_id: uuid.UUID, variants: list[str]) -> None:
         self.session = session
@@ -28,8 +35,7 @@ class AgentService:
         )
 
     async def update(self, agent_id: uuid.UUID, data: AgentSettingsUpdate) -> AgentSettingsRead:
-        if not await self.repo.is_known(agent_id):
-            raise NotFound(AGENT_NOT_FOUND)
+        await require_known_agent(self.repo, agent_id)
         if data.prompt_variant is not None and data.prompt_variant not in self.variants:
             raise ValidationFailed(
                 f"unknown prompt variant '{data.prompt_variant}'",

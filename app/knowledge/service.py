@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.repository import AgentRepository
-from app.agents.service import AGENT_NOT_FOUND
+from app.agents.service import require_known_agent
 from app.config import IngestionSettings
 from app.db.base import utcnow
 from app.documents.repository import DocumentRepository
@@ -109,8 +109,7 @@ class KnowledgeService:
         return AgentAssignmentRead(kb_id=kb_id, agent_ids=unique)
 
     async def for_agent(self, agent_id: uuid.UUID) -> list[KnowledgeBaseRead]:
-        if not await self.agents.is_known(agent_id):
-            raise NotFound(AGENT_NOT_FOUND)
+        await require_known_agent(self.agents, agent_id)
         return [_read(r) for r in await self.repo.list_for_agent(agent_id)]
 
     async def _check_language(self, language: str) -> None:

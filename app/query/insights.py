@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.repository import AgentRepository
+from app.agents.service import require_known_agent
 from app.query.schemas import KnowledgeGap, QueryLogRead
 from app.schemas import Page
 
@@ -92,6 +94,7 @@ class QueryLogRepository:
 class InsightsService:
     def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
         self.repo = QueryLogRepository(session, org_id)
+        self.agents = AgentRepository(session, org_id)
 
     async def queries(
         self,
@@ -103,6 +106,7 @@ class InsightsService:
         limit: int,
         offset: int,
     ) -> Page[QueryLogRead]:
+        await require_known_agent(self.agents, agent_id)
         rows, total = await self.repo.page(
             agent_id, status=status, since=since, until=until, limit=limit, offset=offset
         )
@@ -120,6 +124,8 @@ class InsightsService:
         offset: int,
         low_confidence: float,
     ) -> list[KnowledgeGap]:
+        if agent_id is not None:
+            await require_known_agent(self.agents, agent_id)
         rows = await self.repo.gaps(
             agent_id=agent_id,
             since=since,

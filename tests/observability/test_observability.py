@@ -3,8 +3,10 @@
 import uuid
 
 import pytest
+from litestar.testing import AsyncTestClient
 
-from tests.helpers import assign_new_agent, create_kb, sample
+from app.main import create_app
+from tests.helpers import assign_new_agent, bearer, create_kb, sample
 
 
 @pytest.mark.parametrize(("sent", "kept"), [("abc-123", True), ("bad id with spaces", False)])
@@ -49,7 +51,7 @@ async def test_json_log_lines_carry_request_and_agent_ids():
     import logging
 
     from app.observability.logging import JsonFormatter
-    from app.observability.middleware import request_id_middleware
+    from app.observability.middleware import request_id_middleware, send_request_id
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
@@ -82,4 +84,38 @@ async def test_json_log_lines_carry_request_and_agent_ids():
         agent,
         "INFO",
     )
+    # The response's header comes from the app's before_send hook, with the same id.
+    await send_request_id(sent[0], scope)
     assert (b"x-request-id", b"req-42") in [(k.lower(), v) for k, v in sent[0]["headers"]]
+
+
+async def test_every_response_carries_the_request_id(database_url, settings, org):
+    # Errors answered outside the route's own middleware (authentication's 401 and 429,
+    # routing's 404 and 405) used to go out without it.
+    limits = settings.limits.model_copy(update={"manage_per_minute": 2})
+    app = create_app(
+        settings.model_copy(update={"limits": limits}), database_url=database_url, run_workers=False
+    )
+    calls = [
+        ("GET", "/health", {}, 200),
+        ("GET", "/api/knowledge", {}, 401),
+        ("GET", "/api/knowledge", bearer("vk_not-a-real-key"), 401),
+        ("GET", "/no/such/route", org.headers, 404),
+        ("PATCH", "/api/knowledge", org.headers, 405),
+        ("OPTIONS", "/api/knowledge", org.headers, 204),
+        ("GET", "/api/knowledge/not-a-uuid", org.headers, 400),
+        ("GET", f"/api/knowledge/{uuid.uuid4()}", org.headers, 429),
+    ]
+    async with AsyncTestClient(app=app) as client:
+        for i, (method, path, headers, status) in enumerate(calls):
+            sent = f"call-{i}"
+            r = await client.request(method, path, headers={**headers, "X-Request-ID": sent})
+            assert (method, path, r.status_code, r.headers.get("X-Request-ID")) == (
+                method,
+                path,
+                status,
+                sent,
+            )
+        made = await client.get("/api/knowledge")
+        assert made.status_code == 401
+        assert len(made.headers["X-Request-ID"]) == 32

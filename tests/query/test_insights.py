@@ -113,8 +113,6 @@ async def test_queries_filter_by_status_and_time_and_page(client, org, engine):
     assert await page(limit=1, offset=1) == ([whitening], 3, 1, 1)
     assert await page(limit=2, offset=2) == ([park], 3, 2, 2)
     assert await page(status="answered", limit=1, offset=1) == ([park], 2, 1, 1)
-    r = await c.get(f"/api/agents/{uuid.uuid4()}/queries", headers=org.headers)
-    assert (r.json()["total"], r.json()["items"]) == (0, [])
 
 
 async def test_knowledge_gaps_group_filter_and_include_low_confidence_answers(client, org, engine):
@@ -213,7 +211,35 @@ async def test_knowledge_gaps_group_filter_and_include_low_confidence_answers(cl
         ("Who won the football world cup in 1998?", 1, at(9)),
         ("What about saturdays", 1, at(8)),
     ]
-    assert await gaps(agent_id=str(uuid.uuid4())) == []
+
+
+async def test_an_agent_unknown_here_is_404_for_its_queries_and_gaps(client, org, other_org, engine):
+    # The README promises 404 for every route under /api/agents/{agent_id}, and the gaps'
+    # agent filter names an agent the same way: an empty list would hide a mistyped id.
+    c, app = client
+    known = await assigned_agent(c, org, app, engine, "Dental FAQ", "Practice FAQ", FAQ)
+    foreign_kb = await create_kb(c, other_org.headers, "Their FAQ")
+    foreign = str(uuid.uuid4())
+    r = await c.put(
+        f"/api/knowledge/{foreign_kb['id']}/agents", json={"agent_ids": [foreign]}, headers=other_org.headers
+    )
+    assert r.status_code == 200, r.text
+    not_found = {
+        "error": "not_found",
+        "detail": "agent not found: no knowledge base of this organisation is assigned to it",
+    }
+    for agent in (str(uuid.uuid4()), foreign):
+        for path, params in (
+            (f"/api/agents/{agent}/queries", {}),
+            ("/api/knowledge-gaps", {"agent_id": agent}),
+        ):
+            r = await c.get(path, params=params, headers=org.headers)
+            assert (path, r.status_code, r.json()) == (path, 404, not_found)
+    # The same routes for the organisation's own agent, which has no calls yet.
+    r = await c.get(f"/api/agents/{known}/queries", headers=org.headers)
+    assert (r.status_code, r.json()) == (200, {"items": [], "total": 0, "limit": 50, "offset": 0})
+    r = await c.get("/api/knowledge-gaps", params={"agent_id": known}, headers=org.headers)
+    assert (r.status_code, r.json()) == (200, [])
 
 
 async def test_a_query_key_reads_no_insights_and_changes_no_settings(client, org, engine):

@@ -1,0 +1,59 @@
+"""Shared HTTP behaviour (app/http.py): what OPTIONS says a path allows."""
+
+from __future__ import annotations
+
+import uuid
+
+from litestar.routes import HTTPRoute
+
+ID = str(uuid.uuid4())
+
+# Every path of the API with the methods it serves. Litestar 2 answered OPTIONS with the
+# methods of the path's first handler only, so the five paths with several handlers
+# (keys, knowledge, a knowledge base, a document, an agent's settings) lost some.
+ALLOWED = {
+    "/health": "GET, OPTIONS",
+    "/ready": "GET, OPTIONS",
+    "/metrics": "GET, OPTIONS",
+    "/api/keys": "GET, OPTIONS, POST",
+    "/api/keys/{key_id}": "DELETE, OPTIONS",
+    "/api/knowledge": "GET, OPTIONS, POST",
+    "/api/knowledge/{kb_id}": "DELETE, GET, OPTIONS, PUT",
+    "/api/knowledge/{kb_id}/agents": "OPTIONS, PUT",
+    "/api/knowledge/{kb_id}/documents": "OPTIONS, POST",
+    "/api/knowledge/{kb_id}/documents/{doc_id}": "DELETE, GET, OPTIONS, PUT",
+    "/api/knowledge/{kb_id}/documents/{doc_id}/sync": "OPTIONS, POST",
+    "/api/knowledge-gaps": "GET, OPTIONS",
+    "/api/agents/{agent_id}/knowledge": "GET, OPTIONS",
+    "/api/agents/{agent_id}/query_knowledge": "OPTIONS, POST",
+    "/api/agents/{agent_id}/tool": "GET, OPTIONS",
+    "/api/agents/{agent_id}/settings": "GET, OPTIONS, PUT",
+    "/api/agents/{agent_id}/queries": "GET, OPTIONS",
+}
+
+
+def concrete(template: str) -> str:
+    for name in ("key_id", "kb_id", "doc_id", "agent_id"):
+        template = template.replace("{" + name + "}", ID)
+    return template
+
+
+async def test_options_lists_every_method_of_every_path(app, client, org):
+    served = {
+        route.path_format
+        for route in app.routes
+        if isinstance(route, HTTPRoute) and not route.path_format.startswith("/schema")
+    }
+    assert served == set(ALLOWED)  # a new path must be added to the table
+    for template, allowed in ALLOWED.items():
+        r = await client.options(concrete(template), headers=org.headers)
+        assert (template, r.status_code, r.headers.get("allow")) == (template, 204, allowed)
+
+
+async def test_a_method_not_allowed_names_the_allowed_ones(client, org):
+    r = await client.patch("/api/keys", headers=org.headers)
+    assert (r.status_code, sorted(r.headers["allow"].split(", ")), r.json()["error"]) == (
+        405,
+        ["GET", "OPTIONS", "POST"],
+        "method_not_allowed",
+    )

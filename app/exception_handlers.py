@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+import types
+from enum import Enum
+from typing import Any, Literal, Union, get_args, get_origin
 
 import asyncpg
 from litestar import MediaType, Request, Response
@@ -46,12 +48,36 @@ def app_error(_: Request[Any, Any, Any], exc: AppError) -> Response[Any]:
 _PARAM_SOURCES = {"path", "query", "header", "cookie"}
 
 
-def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+def _choices(annotation: Any) -> list[str]:
+    """The values a Literal or Enum annotation (optional or not) accepts."""
+    if get_origin(annotation) is Literal:
+        return [str(value) for value in get_args(annotation)]
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return [str(member.value) for member in annotation]
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [value for arg in get_args(annotation) for value in _choices(arg)]
+    return []
+
+
+def _parameter_message(request: Request[Any, Any, Any], key: str, message: str) -> str:
+    # msgspec says "Invalid enum value 'x'" and stops there: name the values accepted.
+    handler = request.scope.get("route_handler")
+    if not message.startswith("Invalid enum value") or handler is None:
+        return message
+    field = handler.parsed_fn_signature.parameters.get(key)
+    choices = _choices(field.annotation) if field is not None else []
+    return f"{message}; expected one of: {', '.join(choices)}" if choices else message
+
+
+def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     # Litestar reports body, path and query problems alike; body problems are payload
     # validation (422), malformed parameters are a bad request (400).
     items = exc.extra if isinstance(exc.extra, list) else []
     fields = [
-        {"field": str(i.get("key") or "body"), "message": str(i.get("message", ""))}
+        {
+            "field": str(i.get("key") or "body"),
+            "message": _parameter_message(request, str(i.get("key") or ""), str(i.get("message", ""))),
+        }
         for i in items
         if isinstance(i, dict)
     ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -25,6 +27,46 @@ M = TypeVar("M", bound=BaseModel)
 
 Limit = Annotated[int, QueryParameter(ge=1, le=200, description="Page size (at most 200).")]
 Offset = Annotated[int, QueryParameter(ge=0, le=1_000_000, description="Items to skip.")]
+
+# RFC 3339 (what OpenAPI's date-time means): a full date, a time and a zone. Litestar's
+# datetime parameters also take a number of seconds since 1970 ("until=0.5" is 1970) and
+# times without a zone, which no client means; so the parameters are parsed here.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _instant_parameter(bound: str) -> Any:
+    return QueryParameter(
+        description=f"Calls {bound}: an RFC 3339 date-time with its zone, e.g. 2026-11-25T09:00:00Z.",
+        schema_extra={"format": "date-time"},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def parse_instant(name: str, value: str | None) -> datetime | None:
+    """A query parameter's RFC 3339 date-time; a 400 naming the parameter otherwise."""
+    if value is None:
+        return None
+    try:
+        if not _RFC3339.match(value):
+            raise ValueError(value)
+        return datetime.fromisoformat(value.upper())
+    except ValueError:
+        hint = " (a '+' in a query string must be sent as %2B)" if " " in value else ""
+        message = f"expected an RFC 3339 date-time with its zone, e.g. 2026-11-25T09:00:00Z{hint}"
+        raise BadRequest(f"invalid parameters: {name}", extra=[{"field": name, "message": message}]) from None
+
+
+def provide_time_window(
+    since: Annotated[str | None, _instant_parameter("at or after this time")] = None,
+    until: Annotated[str | None, _instant_parameter("before this time")] = None,
+) -> TimeWindow:
+    """The ``since`` (inclusive) and ``until`` (exclusive) query parameters of a listing."""
+    return TimeWindow(parse_instant("since", since), parse_instant("until", until))
 
 
 async def provide_session(state: State) -> AsyncIterator[AsyncSession]:

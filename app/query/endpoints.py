@@ -1,20 +1,19 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from litestar import Controller, Response, get, post
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
 from app.errors import Forbidden, ValidationFailed
-from app.http import Limit, Offset
+from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
 from app.query.insights import InsightsService
 from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse
@@ -81,20 +80,24 @@ class QueryController(Controller):
             session, principal.org_id, state.prompts, state.settings.query.prompt_variant
         ).tool(agent_id, fmt)
 
-    @get("/{agent_id:str}/queries", guards=[admin_only], summary="The agent's logged queries, newest first")
+    @get(
+        "/{agent_id:str}/queries",
+        guards=[admin_only],
+        dependencies={"window": Provide(provide_time_window, sync_to_thread=False)},
+        summary="The agent's logged queries, newest first",
+    )
     async def queries(
         self,
         agent_id: FromPath[uuid.UUID],
         session: NamedDependency[AsyncSession],
         principal: NamedDependency[Principal],
+        window: NamedDependency[TimeWindow],
         status: Annotated[Literal["answered", "not_found", "unavailable"] | None, QueryParameter()] = None,
-        since: Annotated[datetime | None, QueryParameter()] = None,
-        until: Annotated[datetime | None, QueryParameter()] = None,
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[QueryLogRead]:
         return await InsightsService(session, principal.org_id).queries(
-            agent_id, status=status, since=since, until=until, limit=limit, offset=offset
+            agent_id, status=status, since=window.since, until=window.until, limit=limit, offset=offset
         )
 
 
@@ -103,22 +106,25 @@ class KnowledgeGapController(Controller):
     tags = ["query"]
     guards = [admin_only]
 
-    @get("/", summary="Questions that ended not_found or with low confidence, most frequent first")
+    @get(
+        "/",
+        dependencies={"window": Provide(provide_time_window, sync_to_thread=False)},
+        summary="Questions that ended not_found or with low confidence, most frequent first",
+    )
     async def gaps(
         self,
         state: State,
         session: NamedDependency[AsyncSession],
         principal: NamedDependency[Principal],
+        window: NamedDependency[TimeWindow],
         agent_id: Annotated[uuid.UUID | None, QueryParameter()] = None,
-        since: Annotated[datetime | None, QueryParameter()] = None,
-        until: Annotated[datetime | None, QueryParameter()] = None,
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> list[KnowledgeGap]:
         return await InsightsService(session, principal.org_id).gaps(
             agent_id=agent_id,
-            since=since,
-            until=until,
+            since=window.since,
+            until=window.until,
             limit=limit,
             offset=offset,
             low_confidence=state.settings.query.min_confidence + 0.15,

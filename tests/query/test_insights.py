@@ -262,3 +262,50 @@ async def test_a_query_key_reads_no_insights_and_changes_no_settings(client, org
     for method, path, payload in calls:
         allowed = await c.request(method, path, json=payload, headers=org.headers)
         assert allowed.status_code == 200, (path, allowed.text)
+
+
+async def test_time_bounds_must_be_rfc3339_with_a_zone(client, org, engine):
+    # "until=0.5" was read as half a second after 1970, and a time without a zone as UTC.
+    c, app = client
+    agent = await assigned_agent(c, org, app, engine, "Dental FAQ", "Practice FAQ", FAQ)
+    expected = "expected an RFC 3339 date-time with its zone, e.g. 2026-11-25T09:00:00Z"
+    refused = [
+        ("until", "0.5", expected),
+        ("since", "1700000000", expected),
+        ("until", "2026-01-01T10:00:00", expected),
+        ("since", "2026-01-01", expected),
+        ("until", "2026-13-01T10:00:00Z", expected),
+        # An unencoded '+' arrives as a space.
+        ("since", "2026-01-01T10:00:00 02:00", f"{expected} (a '+' in a query string must be sent as %2B)"),
+    ]
+    for path in (f"/api/agents/{agent}/queries", "/api/knowledge-gaps"):
+        for name, value, message in refused:
+            r = await c.get(path, params={name: value}, headers=org.headers)
+            assert (path, value, r.status_code, r.json()) == (
+                path,
+                value,
+                400,
+                {
+                    "error": "bad_request",
+                    "detail": f"invalid parameters: {name}",
+                    "fields": [{"field": name, "message": message}],
+                },
+            )
+        for value in ("2026-01-01T10:00:00Z", "2026-01-01t10:00:00.250z", "2026-01-01T10:00:00+02:00"):
+            r = await c.get(path, params={"since": value, "until": value}, headers=org.headers)
+            assert (path, value, r.status_code) == (path, value, 200)
+
+
+async def test_an_unknown_status_filter_names_the_statuses(client, org, engine):
+    c, app = client
+    agent = await assigned_agent(c, org, app, engine, "Dental FAQ", "Practice FAQ", FAQ)
+    r = await c.get(f"/api/agents/{agent}/queries", params={"status": "failed"}, headers=org.headers)
+    assert (r.status_code, r.json()["fields"]) == (
+        400,
+        [
+            {
+                "field": "status",
+                "message": "Invalid enum value 'failed'; expected one of: answered, not_found, unavailable",
+            }
+        ],
+    )

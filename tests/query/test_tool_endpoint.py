@@ -46,11 +46,24 @@ async def test_query_key_may_read_the_tool(client, org, faq_agent):
     assert r.status_code == 200
 
 
-async def test_unknown_format_is_400(client, org, faq_agent):
+@pytest.mark.parametrize("fmt", ["claude", "gemini-live"])
+async def test_unknown_format_is_400_naming_the_formats(client, org, faq_agent, fmt):
     r = await client.get(
-        f"/api/agents/{faq_agent['agent']}/tool", params={"format": "claude"}, headers=org.headers
+        f"/api/agents/{faq_agent['agent']}/tool", params={"format": fmt}, headers=org.headers
     )
-    assert r.status_code == 400
+    assert (r.status_code, r.json()) == (
+        400,
+        {
+            "error": "bad_request",
+            "detail": "invalid parameters: format",
+            "fields": [
+                {
+                    "field": "format",
+                    "message": f"Invalid enum value '{fmt}'; expected one of: openai-realtime, openai-chat, gemini",
+                }
+            ],
+        },
+    )
 
 
 async def test_agent_prompt_variant_is_used_and_logged(client, org, faq_agent):

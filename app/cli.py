@@ -288,6 +288,55 @@ def replay(
     )
 
 
+db_cli = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="The embedded PostgreSQL, used when DATABASE_URL is unset (its folder: DB__EMBEDDED_DIR).",
+)
+cli.add_typer(db_cli, name="db")
+
+
+@db_cli.command("status")
+def db_status() -> None:
+    """Say whether the embedded PostgreSQL runs, its URL, and which vk processes use it.
+
+    Exits with 3 when it is not running, as pg_ctl status does.
+    """
+    from app.db.embedded import embedded_status
+    from app.startup import without_password
+
+    settings = get_settings()
+    if settings.database_url:
+        typer.echo(f"DATABASE_URL is set: vk uses {without_password(settings.database_url)}.")
+    status = embedded_status(settings.db.embedded_dir)
+    if not status.running:
+        typer.echo(f"The embedded PostgreSQL in {status.data_dir} is not running.")
+        raise typer.Exit(3)
+    typer.echo(f"The embedded PostgreSQL in {status.data_dir} is running (pid {status.pid}).")
+    typer.echo(f"url:     {status.url}")
+    typer.echo(f"used by: {status.describe_users() or 'no vk process; vk db stop stops it'}")
+
+
+@db_cli.command("stop")
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL if no vk process uses it (say, one left by a killed service).
+
+    The last vk process using it stops it by itself when it exits.
+    """
+    from app.db.embedded import EmbeddedInUse, stop_embedded
+
+    data_dir = get_settings().db.embedded_dir.resolve()
+    try:
+        stopped = stop_embedded(data_dir)
+    except EmbeddedInUse as exc:
+        typer.echo(f"The embedded PostgreSQL in {data_dir} is in use by {exc}: stop those first.", err=True)
+        raise typer.Exit(1) from None
+    if stopped:
+        typer.echo(f"Stopped the embedded PostgreSQL in {data_dir}.")
+    else:
+        typer.echo(f"The embedded PostgreSQL in {data_dir} is not running.")
+
+
 def main() -> None:
     cli()
 

@@ -43,6 +43,9 @@ def configure_logging(level: str) -> None:
     root.setLevel(level)
     # httpx logs every request URL at INFO; fetched URLs may carry tokens in their query.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # pgserver narrates every pg_ctl call at INFO, a dozen multi-line records per start and
+    # stop of the embedded PostgreSQL; `vk serve` says in words where it runs and when it stops.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

@@ -1,4 +1,4 @@
-"""Command line: ``vk serve | migrate | downgrade | create-org | worker``."""
+"""Command line: ``vk serve | migrate | downgrade | create-org | worker | db | eval | replay``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ from app.config import get_settings
 from app.db.embedded import resolve_database_url
 from app.observability.logging import configure_logging
 
-cli = typer.Typer(no_args_is_help=True, add_completion=False, help="Voice knowledge service.")
+# Help is shown as written: rich markup read "[docs/ beside DATASET]" as a tag and dropped
+# it, and rich's tables cut long words short at 80 columns.
+cli = typer.Typer(
+    no_args_is_help=True, add_completion=False, rich_markup_mode=None, help="Voice knowledge service."
+)
 
 
 def _database_url() -> str:
@@ -106,7 +110,7 @@ def migrate(revision: Annotated[str, typer.Argument(help="Target revision.")] = 
 
 @cli.command()
 def downgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]) -> None:
-    """Revert migrations down to REVISION (``base`` removes everything)."""
+    """Revert migrations down to REVISION (base removes everything)."""
     from app.db import migrate as migrations
 
     migrations.downgrade(_database_url(), revision)
@@ -227,12 +231,16 @@ async def _stop_when_orphaned(parent_pid: int, stop: asyncio.Event) -> None:
 
 @cli.command("eval")
 def evaluate(
-    dataset: Annotated[str, typer.Argument(help="Question file (JSONL).")],
-    docs: Annotated[str | None, typer.Option(help="Documents folder [docs/ beside DATASET].")] = None,
-    url: Annotated[str | None, typer.Option(help="Running service [in-process].")] = None,
+    dataset: Annotated[str, typer.Argument(help="Question file, JSONL (format: docs/PROMPTS.md).")],
+    docs: Annotated[
+        str | None, typer.Option(help="Documents folder (default: docs/ beside DATASET).")
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Running service to ask (default: one started in this process).")
+    ] = None,
     key: Annotated[str | None, typer.Option(help="Admin key (with --url).")] = None,
     agent: Annotated[str | None, typer.Option(help="Agent holding the documents (--url; squad-dev).")] = None,
-    variant: Annotated[str | None, typer.Option(help="Prompt variant [the agent's].")] = None,
+    variant: Annotated[str | None, typer.Option(help="Prompt variant (default: the agent's).")] = None,
     compare: Annotated[tuple[str, str] | None, typer.Option(help="Two variants side by side.")] = None,
     limit: Annotated[int | None, typer.Option(help="Ask a seeded sample of this many questions.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the --limit sample.")] = 0,
@@ -241,7 +249,8 @@ def evaluate(
 ) -> None:
     """Measure retrieval and answers on a question set; writes report.json and report.md.
 
-    A callers-dev set (records with `org`) gets one knowledge base and agent per docs/<org>/.
+    A callers-dev set (records with an org field) gets one knowledge base and agent per
+    docs/<org>/ folder.
     """
     from pathlib import Path
 

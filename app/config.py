@@ -150,7 +150,14 @@ class QuerySettings(BaseModel):
         le=1,
         description="Lexical embedder's answerer: share of the question its sentences must cover.",
     )
-    max_answer_words: int = Field(60, ge=5, le=400, description="Longest spoken answer, in words.")
+    max_answer_words: int = Field(
+        60,
+        ge=5,
+        le=400,
+        description="Longest spoken answer, in words. The answering model is asked to keep within "
+        "it, the extractive answerer picks sentences within it, and a longer answer is cut after "
+        "its last whole sentence that fits (at the limit itself if that keeps less than half).",
+    )
     answer_cache_ttl_s: int = Field(3600, ge=0, description="Lifetime of cached answers (0 = off).")
     llm_model: str = Field("gpt-4o-mini", description="Answering model unless the prompt names one.")
     llm_max_tokens: int = Field(

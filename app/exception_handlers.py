@@ -59,28 +59,33 @@ def _choices(annotation: Any) -> list[str]:
     return []
 
 
-def _parameter_message(request: Request[Any, Any, Any], key: str, message: str) -> str:
-    # msgspec says "Invalid enum value 'x'" and stops there: name the values accepted.
+_EXPECTED = {
+    "Expected `bool`, got `str`": "expected true or false",
+    "Expected `int`, got `str`": "expected an integer",
+}
+
+
+def _field_error(request: Request[Any, Any, Any], item: dict[str, Any]) -> dict[str, str]:
+    """One problem as ``{"field", "message"}``: a parameter by the name the client sends (a
+    header's, not the handler's argument), and msgspec's words made plainer: an invalid
+    enum value is followed by the values accepted."""
+    key = str(item.get("key") or "")
+    message = str(item.get("message", ""))
     handler = request.scope.get("route_handler")
-    if not message.startswith("Invalid enum value") or handler is None:
-        return message
-    field = handler.parsed_fn_signature.parameters.get(key)
-    choices = _choices(field.annotation) if field is not None else []
-    return f"{message}; expected one of: {', '.join(choices)}" if choices else message
+    field = handler.parsed_fn_signature.parameters.get(key) if key and handler is not None else None
+    if field is None:
+        return {"field": key or "body", "message": message}
+    name = getattr(field.kwarg_definition, "name", None) or key
+    if message.startswith("Invalid enum value") and (choices := _choices(field.annotation)):
+        message = f"{message}; expected one of: {', '.join(choices)}"
+    return {"field": name, "message": _EXPECTED.get(message, message)}
 
 
 def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     # Litestar reports body, path and query problems alike; body problems are payload
     # validation (422), malformed parameters are a bad request (400).
     items = exc.extra if isinstance(exc.extra, list) else []
-    fields = [
-        {
-            "field": str(i.get("key") or "body"),
-            "message": _parameter_message(request, str(i.get("key") or ""), str(i.get("message", ""))),
-        }
-        for i in items
-        if isinstance(i, dict)
-    ]
+    fields = [_field_error(request, i) for i in items if isinstance(i, dict)]
     # Litestar tags parameter problems with their source; body problems carry none.
     in_body = any(isinstance(i, dict) and i.get("source") not in _PARAM_SOURCES for i in items)
     if fields:

@@ -1,9 +1,9 @@
 """Replay an agent's logged questions with another prompt variant and report what changed.
 
-Questions come from the service's query log (newest first) and are asked again in debug
-mode, so the answer cache cannot hand back the logged answer. The replayed calls are
-logged too, like any call: replaying twice in a row replays the first replay as well,
-unless ``--last`` stops short of it.
+Questions come from the service's query log (newest first, callers' calls only) and are
+asked again in debug mode, so the answer cache cannot hand back the logged answer. The
+replayed calls are sent as evaluation traffic (``X-Evaluation: true``): logged as such, they
+stay out of the knowledge gaps and out of the next replay.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ import httpx
 
 __all__ = ["QueryReply", "ServiceClient", "ServiceError"]
 
+# Sent with every question: the service logs the call as an evaluation's, not a caller's,
+# so it never counts in the knowledge gaps (or in a later replay).
+EVALUATION_HEADER = {"X-Evaluation": "true"}
 # 429 (rate limit) and 503 (pool exhausted) say "come back later" with Retry-After.
 _RETRY_STATUSES = frozenset({429, 503})
 _MAX_RETRY_WAIT_S = 30.0
@@ -41,11 +44,15 @@ class ServiceClient:
         self.headers = {"Authorization": f"Bearer {key}"}
         self.retries = retries
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, float]:
+    async def _send(
+        self, method: str, path: str, *, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> tuple[httpx.Response, float]:
         """Send, waiting out 429/503 answers; returns the last response and its round trip (ms)."""
         for attempt in range(self.retries + 1):
             started = time.perf_counter()
-            response = await self.http.request(method, path, headers=self.headers, **kwargs)
+            response = await self.http.request(
+                method, path, headers={**self.headers, **(headers or {})}, **kwargs
+            )
             elapsed_ms = (time.perf_counter() - started) * 1000
             if response.status_code not in _RETRY_STATUSES or attempt == self.retries:
                 break
@@ -59,12 +66,17 @@ class ServiceClient:
         return response.json()
 
     async def query(self, agent_id: str, question: str, *, variant: str | None) -> QueryReply:
-        """Ask in debug mode: candidates and tokens come back, and the answer cache is skipped."""
+        """Ask in debug mode (candidates and tokens come back, and the answer cache is skipped),
+        as evaluation traffic."""
         payload: dict[str, Any] = {"query": question}
         if variant is not None:
             payload["variant"] = variant
         response, client_ms = await self._send(
-            "POST", f"/api/agents/{agent_id}/query_knowledge", json=payload, params={"debug": "true"}
+            "POST",
+            f"/api/agents/{agent_id}/query_knowledge",
+            json=payload,
+            params={"debug": "true"},
+            headers=EVALUATION_HEADER,
         )
         try:
             body = response.json()
@@ -107,14 +119,15 @@ class ServiceClient:
         return body
 
     async def query_log(self, agent_id: str, last: int) -> list[dict[str, Any]]:
-        """The agent's ``last`` logged queries, newest first (paged 200 at a time)."""
+        """The agent's ``last`` logged callers' queries (evaluations' left out), newest first
+        (paged 200 at a time)."""
         items: list[dict[str, Any]] = []
         while len(items) < last:
             page = await self._json(
                 "GET",
                 f"/api/agents/{agent_id}/queries",
                 200,
-                params={"limit": min(200, last - len(items)), "offset": len(items)},
+                params={"limit": min(200, last - len(items)), "offset": len(items), "evaluation": "false"},
             )
             batch: list[dict[str, Any]] = page["items"]
             items.extend(batch)

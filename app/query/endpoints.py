@@ -7,7 +7,7 @@ from litestar import Controller, Response, get, post
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -45,6 +45,16 @@ class QueryController(Controller):
         data: JSONBody[QueryRequest],
         principal: NamedDependency[Principal],
         debug: Annotated[bool, QueryParameter(description="Admin keys only.")] = False,
+        evaluation: Annotated[
+            bool,
+            HeaderParameter(
+                name="X-Evaluation",
+                description=(
+                    "`true` marks an evaluation's call (vk eval, vk replay send it): logged as such "
+                    "and left out of the knowledge gaps."
+                ),
+            ),
+        ] = False,
     ) -> Response[QueryResponse]:
         if (debug or data.variant) and not principal.is_admin:
             raise Forbidden("debug mode and prompt variants need an 'admin' key")
@@ -60,6 +70,7 @@ class QueryController(Controller):
             question=data.query,
             variant=data.variant,
             debug=debug,
+            evaluation=evaluation,
         )
         observe_query(outcome.response)
         return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
@@ -93,11 +104,23 @@ class QueryController(Controller):
         principal: NamedDependency[Principal],
         window: NamedDependency[TimeWindow],
         status: Annotated[Literal["answered", "not_found", "unavailable"] | None, QueryParameter()] = None,
+        evaluation: Annotated[
+            bool | None,
+            QueryParameter(
+                description="`false`: callers' calls only; `true`: evaluation calls only; absent: all."
+            ),
+        ] = None,
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[QueryLogRead]:
         return await InsightsService(session, principal.org_id).queries(
-            agent_id, status=status, since=window.since, until=window.until, limit=limit, offset=offset
+            agent_id,
+            status=status,
+            evaluation=evaluation,
+            since=window.since,
+            until=window.until,
+            limit=limit,
+            offset=offset,
         )
 
 

@@ -33,6 +33,7 @@ class QueryLogRepository:
         agent_id: uuid.UUID,
         *,
         status: str | None,
+        evaluation: bool | None,
         since: datetime | None,
         until: datetime | None,
         limit: int,
@@ -40,13 +41,20 @@ class QueryLogRepository:
     ) -> tuple[list[dict[str, Any]], int]:
         where = (
             "org_id = :org AND agent_id = :agent AND (CAST(:status AS text) IS NULL OR status = :status)"
-            + _WINDOW
+            " AND (CAST(:evaluation AS boolean) IS NULL OR evaluation = :evaluation)" + _WINDOW
         )
-        params = {"org": self.org_id, "agent": agent_id, "status": status, "since": since, "until": until}
+        params = {
+            "org": self.org_id,
+            "agent": agent_id,
+            "status": status,
+            "evaluation": evaluation,
+            "since": since,
+            "until": until,
+        }
         rows = await self.session.execute(
             text(
                 "SELECT id, agent_id, query, status, confidence, answer, chunks, prompt_variant,"
-                " prompt_version, model, timings, cached, degraded, created_at"
+                " prompt_version, model, timings, cached, degraded, evaluation, created_at"
                 f" FROM query_log WHERE {where}"
                 " ORDER BY created_at DESC, id LIMIT :limit OFFSET :offset"
             ),
@@ -71,7 +79,8 @@ class QueryLogRepository:
                 " array_agg(DISTINCT agent_id) AS agent_ids, array_agg(DISTINCT status) AS statuses,"
                 " max(confidence) AS max_confidence"
                 " FROM query_log"
-                " WHERE org_id = :org"
+                # Callers' questions only: evaluation runs ask on purpose what the KBs lack.
+                " WHERE org_id = :org AND NOT evaluation"
                 " AND (status = 'not_found' OR (status = 'answered' AND confidence < :low))"
                 " AND (CAST(:agent AS uuid) IS NULL OR agent_id = :agent)" + _WINDOW +
                 # normalized_query last: a stable order, so pages neither repeat nor skip a gap.
@@ -101,6 +110,7 @@ class InsightsService:
         agent_id: uuid.UUID,
         *,
         status: str | None,
+        evaluation: bool | None,
         since: datetime | None,
         until: datetime | None,
         limit: int,
@@ -108,7 +118,13 @@ class InsightsService:
     ) -> Page[QueryLogRead]:
         await require_known_agent(self.agents, agent_id)
         rows, total = await self.repo.page(
-            agent_id, status=status, since=since, until=until, limit=limit, offset=offset
+            agent_id,
+            status=status,
+            evaluation=evaluation,
+            since=since,
+            until=until,
+            limit=limit,
+            offset=offset,
         )
         return Page(
             items=[QueryLogRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset

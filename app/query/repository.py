@@ -193,7 +193,8 @@ USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = 
 """
 
 # After the response is sent, one round trip: the query log row and, when the answer may be
-# cached ($16 not null), the answer cache entry.
+# cached ($16 not null), the answer cache entry. $19 marks evaluation traffic (vk eval, vk
+# replay), which the knowledge gaps leave out.
 FINISH_SQL = """
 WITH cache AS (
     INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)
@@ -203,8 +204,8 @@ WITH cache AS (
         created_at = now()
 )
 INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, confidence, chunks, answer,
-                       prompt_variant, prompt_version, model, timings, cached, degraded)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15)
+                       prompt_variant, prompt_version, model, timings, cached, degraded, evaluation)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $19)
 """
 
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change

@@ -85,6 +85,9 @@ class QueryLogRead(BaseModel):
     timings: dict[str, float]
     cached: bool
     degraded: bool
+    evaluation: bool = Field(
+        description="Asked by an evaluation (`X-Evaluation: true`: vk eval, vk replay), not by a caller."
+    )
     created_at: datetime
 
 

@@ -191,7 +191,10 @@ class QueryService:
         question: str,
         variant: str | None = None,
         debug: bool = False,
+        evaluation: bool = False,
     ) -> QueryOutcome:
+        """Answer ``question`` for the agent; the outcome's ``finish`` logs the call (marked
+        as evaluation traffic when ``evaluation``) and caches the answer."""
         trace = _Trace()
         query_id = uuid.uuid4()
         normalised = normalise_question(question)
@@ -238,7 +241,18 @@ class QueryService:
         return QueryOutcome(
             response,
             # A partial of the coroutine function, not a lambda, so Litestar awaits it.
-            partial(self._finish, org_id, agent_id, question, normalised, prompt, model, response, state),
+            partial(
+                self._finish,
+                org_id,
+                agent_id,
+                question,
+                normalised,
+                prompt,
+                model,
+                response,
+                state,
+                evaluation=evaluation,
+            ),
         )
 
     async def _answer(
@@ -596,6 +610,8 @@ class QueryService:
         model: str,
         response: dict[str, Any],
         state: dict[str, Any],
+        *,
+        evaluation: bool,
     ) -> None:
         """After the response is sent: store the answer in the cache and log the call."""
         cacheable = (
@@ -632,6 +648,7 @@ class QueryService:
                     state["cache_key"] if cacheable else None,
                     stored,
                     self.settings.answer_cache_ttl_s,
+                    evaluation,
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

@@ -191,16 +191,34 @@ async def test_replay_reruns_logged_questions_with_a_variant(client, org, drain_
             f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers
         )
         assert r.status_code == 200
-    document, _ = await replay_with(service, agent, last=10, variant="concise")
-    # Newest first, one row per distinct question: the repeated one is replayed once.
-    rows = [(r["query"], r["logged_status"], r["status"], r["changed_answer"]) for r in document["rows"]]
-    assert (document["metrics"]["logged_calls_read"], rows) == (
-        3,
-        [
-            ("when do you open on saturdays", "answered", "answered", False),
-            ("Who painted the Mona Lisa?", "not_found", "not_found", False),
-        ],
-    )
+    gaps = (await client.get("/api/knowledge-gaps", headers=org.headers)).json()
+    assert [(g["question"], g["count"]) for g in gaps] == [("Who painted the Mona Lisa?", 1)]
+    # Replayed twice: the second replay reads the callers' calls only, not the first replay's.
+    for _ in range(2):
+        document, _ = await replay_with(service, agent, last=10, variant="concise")
+        # Newest first, one row per distinct question: the repeated one is replayed once.
+        rows = [(r["query"], r["logged_status"], r["status"], r["changed_answer"]) for r in document["rows"]]
+        assert (document["metrics"]["logged_calls_read"], rows) == (
+            3,
+            [
+                ("when do you open on saturdays", "answered", "answered", False),
+                ("Who painted the Mona Lisa?", "not_found", "not_found", False),
+            ],
+        )
+    # The replays are logged, as evaluation traffic, and the gaps count the caller's call alone.
+    log = (await client.get(f"/api/agents/{agent}/queries", headers=org.headers)).json()
+    assert sorted(q["evaluation"] for q in log["items"]) == [False] * 3 + [True] * 4
+    assert (await client.get("/api/knowledge-gaps", headers=org.headers)).json() == gaps
+
+
+async def test_an_evaluation_leaves_no_knowledge_gaps(client, org, drain_queue, tmp_path):
+    evaluation = await run_tiny(client, org, drain_queue, tmp_path)
+    # Without the mark, these two would be gaps.
+    assert [(r.id, r.status) for r in evaluation.rows[0] if r.status != "answered"] == [
+        ("parking", "not_found"),
+        ("mona", "not_found"),
+    ]
+    assert (await client.get("/api/knowledge-gaps", headers=org.headers)).json() == []
 
 
 def test_cli_remote_mode_needs_url_key_and_agent(tmp_path):

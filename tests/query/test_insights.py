@@ -309,3 +309,44 @@ async def test_an_unknown_status_filter_names_the_statuses(client, org, engine):
             }
         ],
     )
+
+
+async def test_evaluation_calls_are_labelled_and_left_out_of_the_gaps(client, org, engine):
+    # vk eval and vk replay send X-Evaluation: true; their questions are no caller's.
+    c, app = client
+    agent = await assigned_agent(c, org, app, engine, "Dental FAQ", "Practice FAQ", FAQ)
+    question = "Do you offer teeth whitening with lasers?"
+    ids = {}
+    for label, headers in (
+        ("caller", org.headers),
+        ("caller, said so", {**org.headers, "X-Evaluation": "false"}),
+        ("evaluation", {**org.headers, "X-Evaluation": "true"}),
+    ):
+        r = await c.post(f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=headers)
+        assert (label, r.status_code, r.json()["status"]) == (label, 200, "not_found")
+        ids[label] = r.json()["query_id"]
+        await date_call(engine, ids[label], at(10 + len(ids)))
+
+    async def logged(**params: Any) -> list[tuple[str, bool]]:
+        r = await c.get(f"/api/agents/{agent}/queries", params=params, headers=org.headers)
+        assert r.status_code == 200, r.text
+        return [(q["id"], q["evaluation"]) for q in r.json()["items"]]
+
+    assert await logged() == [
+        (ids["evaluation"], True),
+        (ids["caller, said so"], False),
+        (ids["caller"], False),
+    ]
+    assert await logged(evaluation="false") == [(ids["caller, said so"], False), (ids["caller"], False)]
+    assert await logged(evaluation="true") == [(ids["evaluation"], True)]
+    r = await c.get("/api/knowledge-gaps", headers=org.headers)
+    assert [(g["question"], g["count"]) for g in r.json()] == [(question, 2)]
+    r = await c.post(
+        f"/api/agents/{agent}/query_knowledge",
+        json={"query": question},
+        headers={**org.headers, "X-Evaluation": "maybe"},
+    )
+    assert (r.status_code, r.json()["fields"]) == (
+        400,
+        [{"field": "X-Evaluation", "message": "expected true or false"}],
+    )

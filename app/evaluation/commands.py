@@ -136,8 +136,16 @@ def _label(variant: str | None) -> str:
     return variant if variant is not None else "(agent's variant)"
 
 
-def _fail(exc: Exception) -> NoReturn:
-    typer.echo(f"error: {exc or type(exc).__name__}", err=True)
+def _fail(exc: Exception, url: str | None) -> NoReturn:
+    if isinstance(exc, httpx.TransportError) and url:
+        # httpx says "All connection attempts failed" and nothing of where it tried.
+        message = (
+            f"cannot reach the service at {url} ({exc or type(exc).__name__}); check that it is "
+            "running (vk serve) and that --url has the right scheme, host and port"
+        )
+    else:
+        message = str(exc) or type(exc).__name__
+    typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1) from exc
 
 
@@ -230,7 +238,7 @@ def eval_command(
                     _in_process(database_url, settings, picked, documents, variants, concurrency)
                 )
     except (ServiceError, httpx.HTTPError) as exc:
-        _fail(exc)
+        _fail(exc, url)
     config["duration_s"] = round(time.perf_counter() - started, 1)
     document, markdown = build_report(config, evaluation)
     json_path, md_path = write_report(out_dir, document, markdown)
@@ -323,7 +331,7 @@ def replay_command(
     try:
         document, markdown = asyncio.run(_replay(url, key, agent, last, variant, concurrency, config))
     except (ServiceError, httpx.HTTPError) as exc:
-        _fail(exc)
+        _fail(exc, url)
     json_path, md_path = write_report(out_dir, document, markdown)
     metrics = document["metrics"]
     typer.echo(

@@ -14,6 +14,7 @@ from app.evaluation.dataset import load_documents, load_questions
 from app.evaluation.report import write_report
 from app.evaluation.runner import find_knowledge, load_knowledge
 from app.evaluation.service_client import ServiceClient, ServiceError
+from tests.helpers import free_port
 
 DOCS = {
     "Acme_Dental.md": (
@@ -230,6 +231,21 @@ def test_cli_remote_mode_needs_url_key_and_agent(tmp_path):
 def test_cli_replay_needs_a_running_service():
     result = CliRunner().invoke(cli, ["replay", "--agent", "a", "--variant", "concise"])
     assert (result.exit_code, "--url" in result.output) == (2, True)
+
+
+def test_cli_names_the_url_it_cannot_reach(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    expected = (
+        f"error: cannot reach the service at {url} (All connection attempts failed); check that it is "
+        "running (vk serve) and that --url has the right scheme, host and port\n"
+    )
+    path = write_dataset(tmp_path)
+    for args in (
+        ["replay", "--url", url, "--key", "vk_x", "--agent", "a", "--variant", "concise"],
+        ["eval", str(path), "--url", url, "--key", "vk_x", "--agent", "a"],
+    ):
+        result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
+        assert (args[0], result.exit_code, result.stderr) == (args[0], 1, expected)
 
 
 def test_cli_rejects_an_empty_sample(tmp_path):

@@ -254,8 +254,10 @@ def evaluate(
     """
     from pathlib import Path
 
+    from app.db.embedded import import_pgserver
     from app.evaluation.commands import eval_command
 
+    import_pgserver()  # before the in-process mode's temporary server imports it
     eval_command(
         Path(dataset),
         docs=Path(docs) if docs else None,

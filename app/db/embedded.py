@@ -52,7 +52,7 @@ class EmbeddedInUse(RuntimeError):
 
 def embedded_database_url(data_dir: Path) -> str:
     """Start the folder's server, or join the one running, as a user; its URL."""
-    pgserver = _pgserver()
+    pgserver = import_pgserver()
     data_dir = data_dir.resolve()
     server = _servers.get(data_dir)
     if server is None:
@@ -72,7 +72,7 @@ def resolve_database_url(database_url: str | None, data_dir: Path) -> str:
 
 
 def embedded_status(data_dir: Path) -> EmbeddedStatus:
-    _pgserver()
+    import_pgserver()
     from pgserver.utils import PostmasterInfo
 
     data_dir = data_dir.resolve()
@@ -87,7 +87,7 @@ def leave_embedded(data_dir: Path) -> EmbeddedStatus:
 
     Also run by pgserver at exit; leaving first lets the caller say what became of it.
     """
-    pgserver = _pgserver()
+    pgserver = import_pgserver()
     data_dir = data_dir.resolve()
     server = _servers.pop(data_dir, None)
     if server is not None:
@@ -142,7 +142,9 @@ def _leaving_text(status: EmbeddedStatus) -> str:
     return f"The embedded PostgreSQL in {status.data_dir} is still running: `vk db stop` stops it."
 
 
-def _pgserver() -> ModuleType:
+def import_pgserver() -> ModuleType:
+    """pgserver, imported once the runtime folder it reads at import is chosen: import it
+    only through here (``vk eval``'s temporary server included), or it warns."""
     _choose_runtime_dir()
     import pgserver
 

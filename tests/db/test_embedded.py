@@ -290,3 +290,27 @@ def test_no_runtime_folder_warning_without_xdg_runtime_dir(tmp_path):
         0o700,
         os.geteuid(),
     )
+
+
+def test_vk_eval_in_process_starts_its_server_without_warnings(tmp_path):
+    """`vk eval` starts a temporary server of its own; it warned about XDG_RUNTIME_DIR too."""
+    (tmp_path / "docs" / "acme").mkdir(parents=True)
+    (tmp_path / "docs" / "acme" / "FAQ.md").write_text("# FAQ\n\nFree parking is behind the building.\n")
+    (tmp_path / "questions.jsonl").write_text(
+        '{"id": "q1", "org": "acme", "question": "Where can I park?", "answers": ["behind the building"], '
+        '"doc": "acme/FAQ.md", "gold_sentence": "Free parking is behind the building."}\n'
+    )
+    env = {k: v for k, v in _env(EMBEDDING__PROVIDER="lexical").items() if k != "XDG_RUNTIME_DIR"}
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-m", "app.cli", "eval", str(tmp_path / "questions.jsonl"),
+         "--out", str(tmp_path / "out")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "Warning" in line] == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.json", "report.md"]

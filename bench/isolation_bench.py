@@ -275,7 +275,9 @@ def run_round(
             }
         result[phase] = step
         print_phase(phase, step)
-    harness.stop_service()  # stops its worker process too; queued documents stay for nobody
+    # Documents still queued would be taken before the next round's FAQ: delete them.
+    httpx.delete(f"{base}/api/knowledge/{ingest_kb}", headers=headers, timeout=60.0, trust_env=False)
+    harness.stop_service()
     return result
 
 

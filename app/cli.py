@@ -48,6 +48,8 @@ def serve(
     import uvicorn
 
     from app.db import migrate as migrations
+    from app.db.embedded import embedded_stops_with_this_process
+    from app.startup import organisation_count, startup_text, vk_command
 
     settings = get_settings()
     url = _database_url()
@@ -66,11 +68,23 @@ def serve(
     signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         with contextlib.ExitStack() as stack:
+            # Entered first, so left last: once the ingestion worker process has stopped.
+            stack.enter_context(embedded_stops_with_this_process(settings.db.embedded_dir, say=typer.echo))
             ingestion = settings.ingestion
             if ingestion.workers > 0 and ingestion.isolation == "process":
                 from app.ingestion.supervisor import WorkerProcess
 
                 stack.enter_context(WorkerProcess(url, concurrency=ingestion.workers, nice=ingestion.nice))
+            typer.echo(
+                startup_text(
+                    settings,
+                    database_url=url,
+                    host=options["host"],
+                    port=options["port"],
+                    organisations=organisation_count(url, settings),
+                    vk=vk_command(),
+                )
+            )
             if workers == 1:
                 from app.main import create_app, tune_gc
 

@@ -43,6 +43,7 @@ def startup_text(
     ]
     if settings.openai_api_key is None:
         lines.append("            set OPENAI_API_KEY to embed and answer with OpenAI instead")
+    lines.append(f"  ingestion {ingestion_text(settings)}")
     if organisations == 0:
         lines += [
             "Next: create an organisation and its first admin key:",
@@ -98,6 +99,18 @@ def answerer_text(settings: Settings) -> str:
     if settings.answerer == "openai":
         return f"OpenAI {settings.query.llm_model}{_provider_suffix(settings)}"
     return "extractive, offline: reads out the best sentences of your documents"
+
+
+def ingestion_text(settings: Settings) -> str:
+    ingestion = settings.ingestion
+    if ingestion.workers == 0:
+        return "none here (INGESTION__WORKERS=0): run `vk worker` to index documents"
+    if ingestion.isolation == "inline":
+        return f"in the service process, {ingestion.workers} documents at once"
+    return (
+        f"a worker process beside the service, {ingestion.workers} documents at once, "
+        f"at lower CPU priority (nice {ingestion.nice})"
+    )
 
 
 def _provider_suffix(settings: Settings) -> str:

@@ -12,6 +12,7 @@ from app.startup import (
     answerer_text,
     count_organisations_at,
     embedder_text,
+    ingestion_text,
     organisation_count,
     service_url,
     startup_text,
@@ -42,6 +43,7 @@ def test_a_fresh_offline_install_says_where_what_and_the_next_step(tmp_path):
         "  embedder  all-MiniLM-L6-v2 (int8), offline\n"
         "  answerer  extractive, offline: reads out the best sentences of your documents\n"
         "            set OPENAI_API_KEY to embed and answer with OpenAI instead\n"
+        "  ingestion a worker process beside the service, 2 documents at once, at lower CPU priority (nice 10)\n"
         "Next: create an organisation and its first admin key:\n"
         '  .venv/bin/vk create-org "Your organisation"\n'
         "Ctrl-C stops it. Logs follow on stderr, as JSON lines."
@@ -67,6 +69,7 @@ def test_an_openai_deployment_shows_its_database_without_the_password():
         "  database  postgresql://vk@db.internal:5432/vk\n"
         "  embedder  OpenAI text-embedding-3-small at https://llm.internal/v1\n"
         "  answerer  OpenAI gpt-4.1-mini at https://llm.internal/v1\n"
+        "  ingestion a worker process beside the service, 2 documents at once, at lower CPU priority (nice 10)\n"
         "Ctrl-C stops it. Logs follow on stderr, as JSON lines."
     )
     assert "s3cret" not in text
@@ -80,6 +83,7 @@ def test_no_next_step_when_the_organisations_could_not_be_counted(tmp_path):
     assert text.endswith("  embedder  all-MiniLM-L6-v2 (int8), offline\n"
                          "  answerer  extractive, offline: reads out the best sentences of your documents\n"
                          "            set OPENAI_API_KEY to embed and answer with OpenAI instead\n"
+                         "  ingestion a worker process beside the service, 2 documents at once, at lower CPU priority (nice 10)\n"
                          "Ctrl-C stops it. Logs follow on stderr, as JSON lines.")  # fmt: skip
 
 
@@ -195,3 +199,22 @@ def test_the_readme_shows_the_start_up_text():
         vk=".venv/bin/vk",
     )
     assert sample in readme
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, "a worker process beside the service, 2 documents at once, at lower CPU priority (nice 10)"),
+        (
+            {"ingestion": {"workers": 4, "nice": 5}},
+            "a worker process beside the service, 4 documents at once, at lower CPU priority (nice 5)",
+        ),
+        ({"ingestion": {"isolation": "inline"}}, "in the service process, 2 documents at once"),
+        (
+            {"ingestion": {"workers": 0}},
+            "none here (INGESTION__WORKERS=0): run `vk worker` to index documents",
+        ),
+    ],
+)
+def test_the_ingestion_line_says_where_documents_are_indexed(values, expected):
+    assert ingestion_text(_settings(**values)) == expected

@@ -204,6 +204,30 @@ async def require_json_body(request: Request[Any, Any, Any]) -> None:
     return None
 
 
+def refuse_null_parameters(request: Request[Any, Any, Any]) -> None:
+    """A query parameter sent as the text ``null`` is refused unless it is text.
+
+    Litestar parses parameters with msgspec's lax conversion, which reads "null" as None for
+    an optional parameter of any other type: ``agent_id=null`` silently meant no filter.
+    """
+    handler = request.route_handler
+    sent = {name for name, value in request.query_params.multi_items() if value == "null"}
+    for name, field in handler.parsed_fn_signature.parameters.items():
+        alias = getattr(field.kwarg_definition, "query", None) or name
+        if alias in sent and field.is_optional and not field.has_inner_subclass_of(str):
+            raise BadRequest(
+                f"invalid parameters: {alias}",
+                extra=[{"field": alias, "message": "null is not a value; leave the parameter out instead"}],
+            )
+
+
+async def check_request(request: Request[Any, Any, Any]) -> None:
+    """``before_request`` for every route: after authentication and guards, before the
+    handler's parameters are parsed."""
+    refuse_null_parameters(request)
+    await require_json_body(request)
+
+
 def validate_obj(model: type[M], obj: Any) -> M:
     """Validate a parsed JSON body with this service's error shape (422 naming the fields)."""
     if not isinstance(obj, dict):

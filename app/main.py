@@ -35,9 +35,9 @@ from app.exception_handlers import HANDLERS
 from app.health import health, ready
 from app.http import (
     ApiRequest,
+    check_request,
     provide_principal,
     provide_session,
-    require_json_body,
     send_allowed_methods,
 )
 from app.ingestion.fetch import Fetcher, Resolver, validate_url
@@ -48,7 +48,7 @@ from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeControlle
 from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware, send_request_id
-from app.openapi_docs import document_errors
+from app.openapi_docs import complete_openapi
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
@@ -192,9 +192,10 @@ def create_app(
         ],
         exception_handlers=HANDLERS,
         # Body decoding failures (bad UTF-8, deep nesting, form limits) are 4xx, not 500s;
-        # JSON routes refuse other media types (415) and a missing body (400).
+        # JSON routes refuse other media types (415) and a missing body (400), every route a
+        # non-text query parameter sent as "null" (400).
         request_class=ApiRequest,
-        before_request=require_json_body,
+        before_request=check_request,
         # Every response, errors answered outside the route's middleware included.
         before_send=[send_request_id, send_allowed_methods],
         lifespan=[lifespan],
@@ -221,7 +222,7 @@ def create_app(
         # default configuration would replace it.
         logging_config=None,
     )
-    document_errors(app)
+    complete_openapi(app)
     return app
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 T = TypeVar("T")
+
+# Python's whitespace (what str.strip removes), written out: JSON Schema's \s (ECMA-262) and
+# pydantic's own stripping (Rust's) each disagree with it on a few characters.
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 def reject_nul(value: str) -> str:
@@ -17,16 +21,63 @@ def reject_nul(value: str) -> str:
     return value
 
 
-NoNul = AfterValidator(reject_nul)
-"""Every short text field a client sends to be stored ends with this marker (after its
-``StringConstraints``, so whitespace is stripped and lengths are checked first). Document
-``content`` alone may hold NUL: it is extracted, never stored as text as sent."""
+def strip_required(value: str) -> str:
+    stripped = value.strip()
+    if not stripped:
+        raise PydanticCustomError("blank", "must not be empty or only whitespace")
+    return stripped
 
-Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), NoNul]
-LongTitle = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), NoNul]
-Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000), NoNul]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200), NoNul]
-Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2048), NoNul]
+
+NoNul = AfterValidator(reject_nul)
+Stripped = AfterValidator(str.strip)
+StrippedRequired = AfterValidator(strip_required)
+
+
+def text_schema(max_length: int, *, required: bool) -> WithJsonSchema:
+    """The JSON schema of a short text field, saying exactly what its validators accept
+    (``maxLength`` counts the characters as sent, before stripping)."""
+    pattern = rf"^[^\x00]*[^\x00{SPACE}][^\x00]*$" if required else r"^[^\x00]*$"
+    return WithJsonSchema({"type": "string", "maxLength": max_length, "pattern": pattern})
+
+
+# Short text fields a client sends to be stored: at most so many characters as sent, no NUL
+# (PostgreSQL text cannot hold it), stored without surrounding whitespace; the required ones
+# are refused when empty or only whitespace. Document ``content`` alone may hold NUL: it is
+# extracted, never stored as text as sent.
+Title = Annotated[
+    str, StringConstraints(max_length=200), NoNul, StrippedRequired, text_schema(200, required=True)
+]
+LongTitle = Annotated[
+    str, StringConstraints(max_length=300), NoNul, StrippedRequired, text_schema(300, required=True)
+]
+Description = Annotated[
+    str, StringConstraints(max_length=2000), NoNul, Stripped, text_schema(2000, required=False)
+]
+Name = Annotated[str, StringConstraints(max_length=200), NoNul, Stripped, text_schema(200, required=False)]
+# Whether the page may be fetched (its scheme, port and host, where the host resolves to) is
+# checked when the document is added; the schema says what a pattern can.
+Url = Annotated[
+    str,
+    StringConstraints(max_length=2048),
+    NoNul,
+    StrippedRequired,
+    WithJsonSchema(
+        {"type": "string", "maxLength": 2048, "pattern": rf"^[{SPACE}]*[Hh][Tt][Tt][Pp][Ss]?://[^\x00]*$"}
+    ),
+]
+
+
+def refuse_non_numbers(value: object) -> object:
+    """JSON's integers only: pydantic's lax mode (which Litestar asks for) reads true, false
+    and "12" as integers; a number with no fraction (12.0) stays, as JSON Schema has it."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# After the field's bounds in its Annotated (``Annotated[int, Field(ge=0), JsonInteger]``), so
+# pydantic's JSON schema keeps them as minimum and maximum.
+JsonInteger = BeforeValidator(refuse_non_numbers)
 
 
 class Input(BaseModel):

@@ -57,3 +57,25 @@ async def test_a_method_not_allowed_names_the_allowed_ones(client, org):
         ["GET", "OPTIONS", "POST"],
         "method_not_allowed",
     )
+
+
+async def test_a_non_text_parameter_sent_as_null_is_refused(client, org):
+    # msgspec's lax conversion read "null" as None: agent_id=null meant all agents.
+    agent = str(uuid.uuid4())
+    for path, name in (
+        ("/api/knowledge-gaps", "agent_id"),
+        (f"/api/agents/{agent}/queries", "status"),
+        (f"/api/agents/{agent}/queries", "evaluation"),
+    ):
+        r = await client.get(path, params={name: "null"}, headers=org.headers)
+        assert (path, r.status_code, r.json()) == (
+            path,
+            400,
+            {
+                "error": "bad_request",
+                "detail": f"invalid parameters: {name}",
+                "fields": [
+                    {"field": name, "message": "null is not a value; leave the parameter out instead"}
+                ],
+            },
+        )

@@ -8,22 +8,22 @@ from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_202_ACCEPTED
-from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate
+from app.documents.schemas import (
+    DocumentCreateText,
+    DocumentCreateUrl,
+    DocumentRead,
+    DocumentUpdate,
+    DocumentUploadForm,
+    DocumentUploadMeta,
+)
 from app.documents.service import DocumentService
 from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from app.http import parse_json, validate_obj
-from app.schemas import Description, LongTitle
 
-_UPLOAD_FIELDS = {"file", "title", "description"}
-
-
-class _UploadMeta(BaseModel):
-    title: LongTitle | None = None
-    description: Description = ""
+_UPLOAD_FIELDS = set(DocumentUploadForm.model_fields)
 
 
 def _service(state: State, session: AsyncSession, principal: Principal) -> DocumentService:
@@ -46,6 +46,13 @@ class DocumentController(Controller):
         "/",
         status_code=HTTP_202_ACCEPTED,
         summary="Add a document (JSON text, JSON URL, or multipart file upload)",
+        # The handler reads the body itself, in one of three forms: the schema names them.
+        opt={
+            "request_body": {
+                "application/json": (DocumentCreateText, DocumentCreateUrl),
+                "multipart/form-data": (DocumentUploadForm,),
+            }
+        },
         description=(
             "Three forms: JSON `{title, description?, content, content_type?: text|markdown|html}`; "
             "JSON `{url, title?, description?, sync_interval_s?}`; or multipart/form-data with a `file` "
@@ -156,7 +163,7 @@ async def _upload(
             extra=[{"field": "file", "message": "the file name must not contain NUL characters"}],
         )
     meta = validate_obj(
-        _UploadMeta,
+        DocumentUploadMeta,
         {
             k: v
             for k, v in (("title", form.get("title")), ("description", form.get("description")))

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
-from app.schemas import Description, Input, LongTitle, Url
+from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 
 # Content is stored as bytes and cleaned by extraction, so NUL is accepted here (unlike
 # the short text fields, see app.schemas.NoNul).
@@ -24,14 +25,59 @@ class DocumentCreateUrl(Input):
     url: Url
     title: LongTitle | None = None
     description: Description = ""
-    sync_interval_s: int | None = Field(None, ge=0, le=30 * 86_400, description="0 = never re-sync")
+    sync_interval_s: Annotated[int, Field(ge=0, le=30 * 86_400), JsonInteger] | None = Field(
+        None, description="0 = never re-sync"
+    )
+
+
+class DocumentUploadMeta(Input):
+    """The text fields of a multipart upload, beside its file."""
+
+    title: LongTitle | None = Field(None, description="Default: the file's name without its extension.")
+    description: Description = ""
+
+
+class DocumentUploadForm(DocumentUploadMeta):
+    """A multipart upload, as the OpenAPI schema describes it (the handler reads the form)."""
+
+    file: Annotated[
+        bytes,
+        WithJsonSchema(
+            {
+                "type": "string",
+                "format": "binary",
+                "contentMediaType": "application/octet-stream",
+                "minLength": 1,
+                "description": "A .txt, .md, .html or .pdf file; its type is told by its name's "
+                "extension, else by the part's Content-Type, and checked against its bytes.",
+            }
+        ),
+    ]
 
 
 class DocumentUpdate(Input):
+    # The schema says the rule of _type_with_content: with a content_type, a content.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"content_type": {"type": "string"}}, "required": ["content_type"]},
+            "then": {"properties": {"content": {"type": "string"}}, "required": ["content"]},
+        }
+    )
+
     title: LongTitle | None = None
     description: Description | None = None
     content: Content | None = None
-    content_type: Literal["text", "markdown", "html"] | None = None
+    content_type: Literal["text", "markdown", "html"] | None = Field(
+        None, description="How to read the new content; only together with content."
+    )
+
+    @model_validator(mode="after")
+    def _type_with_content(self) -> Self:
+        if self.content_type is not None and self.content is None:
+            raise PydanticCustomError(
+                "type_without_content", "content_type can only change together with content"
+            )
+        return self
 
 
 class Progress(BaseModel):

@@ -23,7 +23,7 @@ from app.documents.schemas import (
     DocumentUpdate,
     Progress,
 )
-from app.errors import BadRequest, NotFound, QuotaExceeded, UnsupportedMediaType
+from app.errors import BadRequest, Conflict, NotFound, QuotaExceeded, UnsupportedMediaType
 from app.ingestion.extract import UnsupportedType, sniff_kind
 from app.ingestion.fetch import BlockedURL, github_raw_url
 from app.knowledge.repository import KnowledgeRepository
@@ -210,7 +210,7 @@ class DocumentService:
         requeue = False
         if data.content is not None:
             if doc.source_kind == "url":
-                raise BadRequest("the content of a URL document comes from its page; use .../sync instead")
+                raise Conflict("the content of a URL document comes from its page; use .../sync instead")
             raw = data.content.encode()
             kind = data.content_type or (doc.source_kind if doc.source_kind != "pdf" else "text")
             if content_hash(raw) != doc.content_hash or kind != doc.source_kind:
@@ -218,8 +218,6 @@ class DocumentService:
                 doc.original, doc.content_hash, doc.source_kind = raw, content_hash(raw), kind
                 doc.size_bytes = len(raw)
                 requeue = True
-        elif data.content_type is not None:
-            raise BadRequest("content_type can only change together with content")
         if requeue:
             # The old chunks keep answering until the worker swaps the new ones in.
             _requeue(doc)
@@ -234,7 +232,7 @@ class DocumentService:
         if doc is None:
             raise NotFound(DOC_NOT_FOUND)
         if doc.source_kind != "url":
-            raise BadRequest("only URL documents can be re-synced")
+            raise Conflict("only URL documents can be re-synced")
         if doc.status not in ("pending", "processing"):
             _requeue(doc)
             doc.updated_at = utcnow()

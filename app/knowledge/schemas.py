@@ -4,13 +4,30 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, WithJsonSchema, model_validator
 
 from app.documents.schemas import DocumentSummary
-from app.schemas import Description, Input, Title
+from app.schemas import Description, Input, JsonInteger, Title
 
+# PostgreSQL's own text-search configurations (16: 29 of them). The service also accepts a
+# configuration an operator added to the database (checked there); the schema lists the ones
+# every installation has.
+BUILT_IN_LANGUAGES = (
+    "simple", "arabic", "armenian", "basque", "catalan", "danish", "dutch", "english", "finnish",
+    "french", "german", "greek", "hindi", "hungarian", "indonesian", "irish", "italian",
+    "lithuanian", "nepali", "norwegian", "portuguese", "romanian", "russian", "serbian", "spanish",
+    "swedish", "tamil", "turkish", "yiddish",
+)  # fmt: skip
 Language = Annotated[
-    str, Field(pattern=r"^[a-z_]{2,32}$", description="PostgreSQL text-search configuration")
+    str,
+    Field(pattern=r"^[a-z_]{2,32}$"),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "enum": list(BUILT_IN_LANGUAGES),
+            "description": "PostgreSQL text-search configuration: stems words and drops stop words.",
+        }
+    ),
 ]
 
 
@@ -18,8 +35,10 @@ class KnowledgeBaseCreate(Input):
     title: Title
     description: Description = ""
     language: Language = "english"
-    chunk_tokens: int | None = Field(None, ge=64, le=2000)
-    chunk_overlap_tokens: int | None = Field(None, ge=0, le=1000)
+    chunk_tokens: Annotated[int, Field(ge=64, le=2000), JsonInteger] | None = None
+    chunk_overlap_tokens: Annotated[int, Field(ge=0, le=1000), JsonInteger] | None = Field(
+        None, description="At most half of chunk_tokens (or of the default, when omitted)."
+    )
 
     @model_validator(mode="after")
     def _overlap_within_chunk(self) -> Self:

@@ -12,7 +12,7 @@ from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.errors import Forbidden, ValidationFailed
+from app.errors import Forbidden, NotFound, ValidationFailed
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
 from app.query.insights import InsightsService
@@ -31,6 +31,9 @@ class QueryController(Controller):
         "/{agent_id:str}/query_knowledge",
         status_code=HTTP_200_OK,
         summary="Answer a caller's question from the agent's knowledge (the voice model's tool)",
+        # 403: debug mode with a query key. The call is logged after the answer is sent, so no
+        # conflict can reach the caller.
+        opt={"errors": (Forbidden,), "writes": False},
         description=(
             "Callable with a `query` or `admin` key of the agent's organisation. Always answers 200 with a "
             "speakable `answer` and a `status`: `answered`, `not_found` (nothing relevant is known) or "
@@ -132,6 +135,7 @@ class KnowledgeGapController(Controller):
     @get(
         "/",
         dependencies={"window": Provide(provide_time_window, sync_to_thread=False)},
+        opt={"errors": (NotFound,)},  # an agent_id unknown here
         summary="Questions that ended not_found or with low confidence, most frequent first",
     )
     async def gaps(

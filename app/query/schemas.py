@@ -5,9 +5,9 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
 
-from app.schemas import Input
+from app.schemas import SPACE, Input, StrippedRequired
 
 Status = Literal["answered", "not_found", "unavailable"]
 
@@ -16,19 +16,21 @@ Status = Literal["answered", "not_found", "unavailable"]
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")
 
 
-def strip_controls(value: object) -> object:
+def strip_controls(value: str) -> str:
     """A caller's transcription glitch is dropped, and the question still answered; a question
     of nothing else is then empty (422, as any empty question)."""
-    if isinstance(value, str) and _CONTROL.search(value):
-        return _CONTROL.sub("", value)
-    return value
+    return _CONTROL.sub("", value) if _CONTROL.search(value) else value
 
 
-# The BeforeValidator comes last, so it runs first: the constraints see the cleaned text.
+# At most 2,000 characters as sent; what is left without control characters and surrounding
+# whitespace must not be empty. The schema's pattern says the same: some character that is
+# neither a C0 control nor whitespace.
 Question = Annotated[
     str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=2000),
-    BeforeValidator(strip_controls),
+    StringConstraints(max_length=2000),
+    AfterValidator(strip_controls),
+    StrippedRequired,
+    WithJsonSchema({"type": "string", "maxLength": 2000, "pattern": rf"[^\x00-\x1f{SPACE}]"}),
 ]
 
 

@@ -1,5 +1,6 @@
 import uuid
 
+import pytest
 from sqlalchemy import text
 
 from tests.helpers import assign_new_agent, create_kb, create_text_doc
@@ -186,3 +187,42 @@ async def test_agent_knowledge_lists_only_assigned(client, org):
     r = await client.get(f"/api/agents/{agent}/knowledge", headers=org.headers)
     assert r.status_code == 200
     assert [k["title"] for k in r.json()] == ["one"]
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "stored"),
+    [
+        (True, 422, "Input should be a valid integer"),
+        ("200", 422, "Input should be a valid integer"),
+        (200.5, 422, "Input should be a valid integer, got a number with a fractional part"),
+        (200.0, 201, 200),
+        (200, 201, 200),
+    ],
+)
+async def test_chunk_sizes_are_json_integers(client, org, sent, status, stored):
+    # Litestar asks pydantic for lax validation, which took true as 1 and "200" as 200; the
+    # schema says integer, and 200.0 is one.
+    r = await client.post("/api/knowledge", json={"title": "t", "chunk_tokens": sent}, headers=org.headers)
+    assert (sent, r.status_code) == (sent, status), r.text
+    if status == 201:
+        assert r.json()["chunk_tokens"] == stored
+    else:
+        assert r.json()["fields"] == [{"field": "chunk_tokens", "message": stored}]
+
+
+@pytest.mark.parametrize(
+    ("title", "message"),
+    [
+        (" \t\u3000", "must not be empty or only whitespace"),
+        ("\x1c", "must not be empty or only whitespace"),  # Python's whitespace, as the schema spells it
+        (" " + "a" * 200, "String should have at most 200 characters"),  # counted as sent
+    ],
+)
+async def test_a_title_is_checked_as_its_schema_says(client, org, title, message):
+    r = await client.post("/api/knowledge", json={"title": title}, headers=org.headers)
+    assert (r.status_code, r.json()["fields"]) == (422, [{"field": "title", "message": message}])
+
+
+async def test_a_title_is_stored_without_surrounding_whitespace(client, org):
+    r = await client.post("/api/knowledge", json={"title": "  Front desk\u3000"}, headers=org.headers)
+    assert (r.status_code, r.json()["title"]) == (201, "Front desk")

@@ -177,10 +177,9 @@ async def test_query_log_is_private_to_the_organisation(client, org, other_org, 
     assert own["total"] == 2
     own_gaps = (await client.get("/api/knowledge-gaps", headers=org.headers)).json()
     assert [(g["question"], g["count"]) for g in own_gaps] == [(gap, 1)]
-    # ...another organisation's admin sees none of them.
+    # ...another organisation's admin sees none of them: the agent is not theirs.
     r = await client.get(f"/api/agents/{agent}/queries", headers=other_org.headers)
-    assert r.status_code == 200
-    assert (r.json()["total"], r.json()["items"]) == (0, [])
+    assert (r.status_code, r.json()["error"]) == (404, "not_found")
     r = await client.get("/api/knowledge-gaps", headers=other_org.headers)
     assert r.status_code == 200
     assert r.json() == []

@@ -210,9 +210,10 @@ def refuse_null_parameters(request: Request[Any, Any, Any]) -> None:
     Litestar parses parameters with msgspec's lax conversion, which reads "null" as None for
     an optional parameter of any other type: ``agent_id=null`` silently meant no filter.
     """
-    handler = request.route_handler
     sent = {name for name, value in request.query_params.multi_items() if value == "null"}
-    for name, field in handler.parsed_fn_signature.parameters.items():
+    if not sent:
+        return
+    for name, field in request.route_handler.parsed_fn_signature.parameters.items():
         alias = getattr(field.kwarg_definition, "query", None) or name
         if alias in sent and field.is_optional and not field.has_inner_subclass_of(str):
             raise BadRequest(

@@ -76,7 +76,11 @@ def service_environment(harness: Harness, isolation: str, workers: int) -> dict[
     env = service_env(harness.pgdir, "http://127.0.0.1:9", dims=384, workers=workers)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "EMBEDDING__PROVIDER", "EMBEDDING__OPENAI_DIMENSIONS"):
         env.pop(name, None)
+    # "process:19": the worker process at that niceness.
+    isolation, _, nice = isolation.partition(":")
     env["INGESTION__ISOLATION"] = isolation
+    if nice:
+        env["INGESTION__NICE"] = nice
     return env
 
 
@@ -237,7 +241,7 @@ def run_round(
         time.sleep(0.2)
     big = big_document(1000 + index, args.big_bytes)
     small = make_corpus(args.small, target_bytes=5000, seed=2000 + index)
-    print(f"\nround {index}: INGESTION__ISOLATION={isolation}, service ready in {ready_s} s", flush=True)
+    print(f"\nround {index}: {isolation}, service ready in {ready_s} s", flush=True)
     result: dict[str, Any] = {"isolation": isolation, "round": index}
     for phase in ("idle", "ingesting"):
         seconds = args.idle_s if phase == "idle" else args.window_s
@@ -308,7 +312,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--big-bytes", type=int, default=16_800_000)
     parser.add_argument("--small", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2, help="INGESTION__WORKERS")
-    parser.add_argument("--order", default="inline,process", help="isolations, alternated in this order")
+    parser.add_argument(
+        "--order",
+        default="inline,process",
+        help="isolations, alternated in this order; process:N sets INGESTION__NICE=N",
+    )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--keep-tmp", action="store_true")
     return parser.parse_args(argv)
@@ -335,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in results:
         idle, busy = r["idle"], r["ingesting"]
         print(
-            f"{r['isolation']:<10} {idle['latency_ms']['p99']!s:>8} / {idle['latency_ms']['max']!s:<8}"
+            f"{r['isolation']:<11}{idle['latency_ms']['p99']!s:>8} / {idle['latency_ms']['max']!s:<8}"
             f" {busy['latency_ms']['p99']!s:>9} / {busy['latency_ms']['max']!s:<9}"
             f" {idle['health_ms']['max']!s:>12} / {busy['health_ms']['max']!s:<12}"
             f" {busy['ingestion']['chunks_per_s']!s:>9}"

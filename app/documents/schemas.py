@@ -92,6 +92,8 @@ class DocumentSummary(BaseModel):
     source_kind: str
     status: str
     chunk_count: int
+    # Why the document failed (or why its last try did): the KB view is where admins watch.
+    error: str | None
     created_at: datetime
     updated_at: datetime | None
     indexed_at: datetime | None
@@ -102,7 +104,6 @@ class DocumentRead(DocumentSummary):
     source_url: str | None
     file_name: str | None
     content_hash: str | None
-    error: str | None
     progress: Progress
     pages_total: int | None
     pages_skipped: int

@@ -60,6 +60,24 @@ async def test_get_returns_documents(client, org):
     assert docs[0]["chunk_count"] == 0
 
 
+async def test_the_kb_view_shows_why_a_document_failed(client, org, drain_queue):
+    kb = await create_kb(client, org.headers)
+    good = await create_text_doc(client, org.headers, kb["id"], content="We open at nine.")
+    bad = await create_text_doc(
+        client,
+        org.headers,
+        kb["id"],
+        content="<html><body><script>x()</script></body></html>",
+        content_type="html",
+    )
+    assert await drain_queue() == {"ready": 1, "failed": 1}
+    r = await client.get(f"/api/knowledge/{kb['id']}", headers=org.headers)
+    assert [(d["id"], d["status"], d["error"]) for d in r.json()["documents"]] == [
+        (good["id"], "ready", None),
+        (bad["id"], "failed", "no text found"),
+    ]
+
+
 async def test_update_title_and_description(client, org):
     kb = await create_kb(client, org.headers)
     r = await client.put(f"/api/knowledge/{kb['id']}", json={"description": "new"}, headers=org.headers)

@@ -54,7 +54,7 @@ from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.retrieval import Retriever, default_rrf_k, default_vector_weight
 from app.query.service import QueryService
-from app.query.tooling import check_tool_prompts
+from app.query.tool_service import check_tool_prompts
 
 log = logging.getLogger(__name__)
 

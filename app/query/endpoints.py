@@ -15,11 +15,11 @@ from app.auth import Principal, admin_only
 from app.errors import Forbidden, NotFound, ValidationFailed
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
-from app.query.insights import InsightsService
+from app.query.query_log import QueryLogService
 from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse
 from app.query.service import QueryService
-from app.query.tool import ToolFormat
-from app.query.tooling import ToolService
+from app.query.tool_declaration import ToolFormat
+from app.query.tool_service import ToolService
 from app.schemas import Page
 
 
@@ -116,7 +116,7 @@ class QueryController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[QueryLogRead]:
-        return await InsightsService(session, principal.org_id).queries(
+        return await QueryLogService(session, principal.org_id).queries(
             agent_id,
             status=status,
             evaluation=evaluation,
@@ -148,7 +148,7 @@ class KnowledgeGapController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> list[KnowledgeGap]:
-        return await InsightsService(session, principal.org_id).gaps(
+        return await QueryLogService(session, principal.org_id).gaps(
             agent_id=agent_id,
             since=window.since,
             until=window.until,

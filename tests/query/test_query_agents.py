@@ -17,7 +17,7 @@ from app.agents.service import AGENT_NOT_FOUND
 from app.config import Settings
 from app.main import create_app
 from app.prompting import PromptLibrary
-from app.query.tooling import ToolService, check_tool_prompts
+from app.query.tool_service import ToolService, check_tool_prompts
 from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import assign_new_agent, create_kb, create_text_doc
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings

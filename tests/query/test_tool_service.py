@@ -6,9 +6,9 @@ import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.realtime import RealtimeFunctionToolParam
 
-from app.query.tool import tool_definition
+from app.query.tool_declaration import tool_definition
 from tests.helpers import bearer, create_key
-from tests.query.test_tool import strict_validator
+from tests.query.test_tool_declaration import strict_validator
 
 
 @pytest.mark.parametrize("fmt", ["openai-realtime", "openai-chat", "gemini"])

@@ -1,4 +1,6 @@
-"""The query_knowledge tool declaration and agent instructions, per agent."""
+"""An agent's query_knowledge tool declaration and instructions, built from its knowledge
+bases and prompt variant; and the start-up check that every variant's tool description
+leaves room for the knowledge summary."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ from app.agents.repository import AgentRepository
 from app.agents.service import AGENT_NOT_FOUND
 from app.errors import NotFound
 from app.prompting import PromptLibrary, PromptSet
-from app.query.tool import DocumentInfo, KnowledgeBaseInfo, ToolFormat, knowledge_summary, tool_definition
+from app.query.tool_declaration import (
+    DocumentInfo,
+    KnowledgeBaseInfo,
+    ToolFormat,
+    knowledge_summary,
+    tool_definition,
+)
 
 # The agent's KBs and the documents that answer (those with chunks: ready ones, and ones
 # whose new version is pending or failed while their previous chunks stay live), in one

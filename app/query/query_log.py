@@ -100,7 +100,9 @@ class QueryLogRepository:
         return [dict(r._mapping) for r in rows]
 
 
-class InsightsService:
+class QueryLogService:
+    """An agent's logged calls and the organisation's knowledge gaps, for admins."""
+
     def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
         self.repo = QueryLogRepository(session, org_id)
         self.agents = AgentRepository(session, org_id)

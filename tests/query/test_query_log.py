@@ -1,4 +1,4 @@
-"""What admins read from the query log (app/query/insights.py): an agent's calls with their
+"""What admins read from the query log (app/query/query_log.py): an agent's calls with their
 filters and paging, and the knowledge gaps (questions that ended not_found, or answered with
 a confidence under min_confidence + 0.15), grouped by normalised question.
 

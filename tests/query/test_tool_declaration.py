@@ -18,7 +18,7 @@ from openai.types.realtime.realtime_tools_config_param import RealtimeToolsConfi
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator
 
-from app.query.tool import DocumentInfo, KnowledgeBaseInfo, knowledge_summary, tool_definition
+from app.query.tool_declaration import DocumentInfo, KnowledgeBaseInfo, knowledge_summary, tool_definition
 
 DESCRIPTION = "Looks up the answer. Topics covered: Support FAQ."
 QUERY = "The caller's question as one complete, standalone question."

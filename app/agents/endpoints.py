@@ -3,30 +3,37 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, get, put
-from litestar.datastructures import State
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate
 from app.agents.service import AgentService
 from app.auth import Principal, admin_only
+from app.prompting import PromptLibrary
+
+
+def provide_agent_service(
+    session: NamedDependency[AsyncSession],
+    principal: NamedDependency[Principal],
+    prompts: NamedDependency[PromptLibrary],
+) -> AgentService:
+    return AgentService(session, principal.org_id, prompts.variants)
 
 
 class AgentSettingsController(Controller):
     path = "/api/agents"
     tags = ["agents"]
     guards = [admin_only]
+    dependencies = {"agent_service": Provide(provide_agent_service, sync_to_thread=False)}
 
     @get("/{agent_id:str}/settings", summary="The agent's prompt variant")
     async def get_settings(
         self,
-        state: State,
         agent_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        agent_service: NamedDependency[AgentService],
     ) -> AgentSettingsRead:
-        return await AgentService(session, principal.org_id, state.prompts.variants).get(agent_id)
+        return await agent_service.get(agent_id)
 
     @put(
         "/{agent_id:str}/settings",
@@ -34,10 +41,8 @@ class AgentSettingsController(Controller):
     )
     async def put_settings(
         self,
-        state: State,
         agent_id: FromPath[uuid.UUID],
         data: JSONBody[AgentSettingsUpdate],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        agent_service: NamedDependency[AgentService],
     ) -> AgentSettingsRead:
-        return await AgentService(session, principal.org_id, state.prompts.variants).update(agent_id, data)
+        return await agent_service.update(agent_id, data)

@@ -1,16 +1,18 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from litestar import Controller, Request, delete, get, post, put
-from litestar.datastructures import State, UploadFile
-from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.datastructures import UploadFile
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath, JSONBody, SkipValidation
 from litestar.status_codes import HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
+from app.config import Settings
 from app.documents.schemas import (
     DocumentCreateText,
     DocumentCreateUrl,
@@ -19,21 +21,28 @@ from app.documents.schemas import (
     DocumentUploadForm,
     DocumentUploadMeta,
 )
-from app.documents.service import DocumentService
+from app.documents.service import DocumentService, UrlValidator
 from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from app.http import parse_json, validate_obj
 
 _UPLOAD_FIELDS = set(DocumentUploadForm.model_fields)
 
 
-def _service(state: State, session: AsyncSession, principal: Principal) -> DocumentService:
+def provide_document_service(
+    session: NamedDependency[AsyncSession],
+    principal: NamedDependency[Principal],
+    settings: NamedDependency[Settings],
+    # Functions: nothing for the signature model to validate.
+    validate_url: NamedDependency[SkipValidation[UrlValidator]],
+    wake_workers: NamedDependency[SkipValidation[Callable[[], None]]],
+) -> DocumentService:
     return DocumentService(
         session,
         principal.org_id,
-        validate_url=state.validate_url,
-        on_enqueued=state.wake_workers,
-        default_sync_interval_s=state.settings.ingestion.url_resync_s,
-        limits=state.settings.limits,
+        validate_url=validate_url,
+        on_enqueued=wake_workers,
+        default_sync_interval_s=settings.ingestion.url_resync_s,
+        limits=settings.limits,
     )
 
 
@@ -41,6 +50,7 @@ class DocumentController(Controller):
     path = "/api/knowledge/{kb_id:str}/documents"
     tags = ["documents"]
     guards = [admin_only]
+    dependencies = {"document_service": Provide(provide_document_service, sync_to_thread=False)}
 
     @post(
         "/",
@@ -62,72 +72,62 @@ class DocumentController(Controller):
     )
     async def create_document(
         self,
-        state: State,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        document_service: NamedDependency[DocumentService],
+        settings: NamedDependency[Settings],
     ) -> DocumentRead:
-        service = _service(state, session, principal)
-        limit = state.settings.limits.max_upload_bytes
+        limit = settings.limits.max_upload_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
             raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")
         media_type = request.content_type[0]
         if media_type == "multipart/form-data":
-            return await _upload(service, request, kb_id, limit)
+            return await _upload(document_service, request, kb_id, limit)
         if media_type != "application/json":
             raise UnsupportedMediaType("send application/json or multipart/form-data")
         obj = parse_json(await _read_capped(request, limit))
         # A body with "url" is a web page to fetch; anything else must be inline content.
         if isinstance(obj, dict) and "url" in obj:
-            return await service.create_url(kb_id, validate_obj(DocumentCreateUrl, obj))
-        return await service.create_text(kb_id, validate_obj(DocumentCreateText, obj))
+            return await document_service.create_url(kb_id, validate_obj(DocumentCreateUrl, obj))
+        return await document_service.create_text(kb_id, validate_obj(DocumentCreateText, obj))
 
     @get("/{doc_id:str}", summary="One document with status, error, progress and chunk count")
     async def get_document(
         self,
-        state: State,
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        document_service: NamedDependency[DocumentService],
     ) -> DocumentRead:
-        return await _service(state, session, principal).get(kb_id, doc_id)
+        return await document_service.get(kb_id, doc_id)
 
     @put("/{doc_id:str}", summary="Update title, description or content (new content is re-indexed)")
     async def update_document(
         self,
-        state: State,
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
         data: JSONBody[DocumentUpdate],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        document_service: NamedDependency[DocumentService],
     ) -> DocumentRead:
-        return await _service(state, session, principal).update(kb_id, doc_id, data)
+        return await document_service.update(kb_id, doc_id, data)
 
     @post("/{doc_id:str}/sync", status_code=HTTP_202_ACCEPTED, summary="Re-fetch a URL document now")
     async def sync_document(
         self,
-        state: State,
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        document_service: NamedDependency[DocumentService],
     ) -> DocumentRead:
-        return await _service(state, session, principal).sync(kb_id, doc_id)
+        return await document_service.sync(kb_id, doc_id)
 
     @delete("/{doc_id:str}", summary="Delete a document and its chunks")
     async def delete_document(
         self,
-        state: State,
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        document_service: NamedDependency[DocumentService],
     ) -> None:
-        await _service(state, session, principal).delete(kb_id, doc_id)
+        await document_service.delete(kb_id, doc_id)
 
 
 async def _read_capped(request: Request[Any, Any, Any], limit: int) -> bytes:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, delete, get, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,35 +14,39 @@ from app.keys.service import ApiKeyService
 from app.schemas import Page
 
 
+def provide_api_key_service(
+    session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
+) -> ApiKeyService:
+    return ApiKeyService(session, principal.org_id)
+
+
 class ApiKeyController(Controller):
     path = "/api/keys"
     tags = ["API keys"]
     guards = [admin_only]
+    dependencies = {"api_key_service": Provide(provide_api_key_service, sync_to_thread=False)}
 
     @get("/", summary="List the organisation's API keys (never the keys themselves)")
     async def list_keys(
         self,
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        api_key_service: NamedDependency[ApiKeyService],
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[ApiKeyRead]:
-        return await ApiKeyService(session, principal.org_id).page(limit=limit, offset=offset)
+        return await api_key_service.page(limit=limit, offset=offset)
 
     @post("/", summary="Create an API key; the key is in this response only")
     async def create_key(
         self,
         data: JSONBody[ApiKeyCreate],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        api_key_service: NamedDependency[ApiKeyService],
     ) -> ApiKeyCreated:
-        return await ApiKeyService(session, principal.org_id).create(data)
+        return await api_key_service.create(data)
 
     @delete("/{key_id:str}", summary="Revoke an API key; it stops working at once")
     async def revoke_key(
         self,
         key_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        api_key_service: NamedDependency[ApiKeyService],
     ) -> None:
-        await ApiKeyService(session, principal.org_id).revoke(key_id)
+        await api_key_service.revoke(key_id)

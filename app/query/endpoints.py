@@ -5,16 +5,17 @@ from typing import Annotated, Any, Literal
 
 from litestar import Controller, Response, get, post
 from litestar.background_tasks import BackgroundTask
-from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
+from app.config import Settings
 from app.errors import Forbidden, NotFound, ValidationFailed
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
+from app.prompting import PromptLibrary
 from app.query.query_log import QueryLogService
 from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse
 from app.query.service import QueryService
@@ -23,9 +24,29 @@ from app.query.tool_service import ToolService
 from app.schemas import Page
 
 
+def provide_tool_service(
+    session: NamedDependency[AsyncSession],
+    principal: NamedDependency[Principal],
+    prompts: NamedDependency[PromptLibrary],
+    settings: NamedDependency[Settings],
+) -> ToolService:
+    return ToolService(session, principal.org_id, prompts, settings.query.prompt_variant)
+
+
+def provide_query_log_service(
+    session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
+) -> QueryLogService:
+    return QueryLogService(session, principal.org_id)
+
+
 class QueryController(Controller):
     path = "/api/agents"
     tags = ["query"]
+    # query_knowledge asks for neither, so it opens no session: QueryService has its own.
+    dependencies = {
+        "tool_service": Provide(provide_tool_service, sync_to_thread=False),
+        "query_log_service": Provide(provide_query_log_service, sync_to_thread=False),
+    }
 
     @post(
         "/{agent_id:str}/query_knowledge",
@@ -43,10 +64,11 @@ class QueryController(Controller):
     )
     async def query_knowledge(
         self,
-        state: State,
         agent_id: FromPath[uuid.UUID],
         data: JSONBody[QueryRequest],
         principal: NamedDependency[Principal],
+        prompts: NamedDependency[PromptLibrary],
+        query_service: NamedDependency[QueryService],
         debug: Annotated[bool, QueryParameter(description="Admin keys only.")] = False,
         evaluation: Annotated[
             bool,
@@ -61,13 +83,12 @@ class QueryController(Controller):
     ) -> Response[QueryResponse]:
         if (debug or data.variant) and not principal.is_admin:
             raise Forbidden("debug mode and prompt variants need an 'admin' key")
-        if data.variant is not None and data.variant not in state.prompts.variants:
+        if data.variant is not None and data.variant not in prompts.variants:
             raise ValidationFailed(
                 f"unknown prompt variant '{data.variant}'",
-                extra=[{"field": "variant", "message": f"one of: {', '.join(state.prompts.variants)}"}],
+                extra=[{"field": "variant", "message": f"one of: {', '.join(prompts.variants)}"}],
             )
-        service: QueryService = state.query_service
-        outcome = await service.query(
+        outcome = await query_service.query(
             org_id=principal.org_id,
             agent_id=agent_id,
             question=data.query,
@@ -81,18 +102,14 @@ class QueryController(Controller):
     @get("/{agent_id:str}/tool", summary="The query_knowledge tool declaration and agent instructions")
     async def tool(
         self,
-        state: State,
         agent_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        tool_service: NamedDependency[ToolService],
         format: Annotated[
             Literal["openai-realtime", "openai-chat", "gemini"], QueryParameter()
         ] = "openai-realtime",
     ) -> dict[str, Any]:
         fmt: ToolFormat = format
-        return await ToolService(
-            session, principal.org_id, state.prompts, state.settings.query.prompt_variant
-        ).tool(agent_id, fmt)
+        return await tool_service.tool(agent_id, fmt)
 
     @get(
         "/{agent_id:str}/queries",
@@ -103,8 +120,7 @@ class QueryController(Controller):
     async def queries(
         self,
         agent_id: FromPath[uuid.UUID],
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        query_log_service: NamedDependency[QueryLogService],
         window: NamedDependency[TimeWindow],
         status: Annotated[Literal["answered", "not_found", "unavailable"] | None, QueryParameter()] = None,
         evaluation: Annotated[
@@ -116,7 +132,7 @@ class QueryController(Controller):
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> Page[QueryLogRead]:
-        return await QueryLogService(session, principal.org_id).queries(
+        return await query_log_service.queries(
             agent_id,
             status=status,
             evaluation=evaluation,
@@ -131,6 +147,7 @@ class KnowledgeGapController(Controller):
     path = "/api/knowledge-gaps"
     tags = ["query"]
     guards = [admin_only]
+    dependencies = {"query_log_service": Provide(provide_query_log_service, sync_to_thread=False)}
 
     @get(
         "/",
@@ -140,19 +157,18 @@ class KnowledgeGapController(Controller):
     )
     async def gaps(
         self,
-        state: State,
-        session: NamedDependency[AsyncSession],
-        principal: NamedDependency[Principal],
+        query_log_service: NamedDependency[QueryLogService],
+        settings: NamedDependency[Settings],
         window: NamedDependency[TimeWindow],
         agent_id: Annotated[uuid.UUID | None, QueryParameter()] = None,
         limit: Limit = 50,
         offset: Offset = 0,
     ) -> list[KnowledgeGap]:
-        return await QueryLogService(session, principal.org_id).gaps(
+        return await query_log_service.gaps(
             agent_id=agent_id,
             since=window.since,
             until=window.until,
             limit=limit,
             offset=offset,
-            low_confidence=state.settings.query.min_confidence + 0.15,
+            low_confidence=settings.query.min_confidence + 0.15,
         )

@@ -202,9 +202,9 @@ class DocumentService:
         if doc is None:
             raise NotFound(DOC_NOT_FOUND)
         if data.title is not None and data.title != doc.title:
+            # Answers name their sources by title: a trigger moves the KB's content version
+            # (migration 0009), so no cached answer keeps the old name.
             doc.title = data.title
-            # Answers name their sources by title: a cached one would keep the old name.
-            await self.kbs.adjust_chunk_count(kb_id, 0)
         if data.description is not None:
             doc.description = data.description
         requeue = False
@@ -246,5 +246,4 @@ class DocumentService:
         if doc is None:
             raise NotFound(DOC_NOT_FOUND)
         await self.repo.delete(kb_id, doc_id)
-        await self.kbs.adjust_chunk_count(kb_id, -doc.chunk_count)
         await self.session.commit()

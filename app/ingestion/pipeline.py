@@ -318,12 +318,12 @@ class Ingestor:
         kind: str,
     ) -> None:
         # One transaction: the old chunks answer until the new ones replace them, and a
-        # worker that lost its lease writes nothing (the row lock fences it).
+        # worker that lost its lease writes nothing (the row lock fences it). Triggers move
+        # the KB's chunk count and content version (migration 0009).
         async with raw_connection(self.engine) as conn, conn.transaction():
             if fetched is not None and self.storage_quota_bytes:
                 await self._check_storage(conn, doc, len(fetched))
-            old_count = await conn.fetchval(sql.LOCK_LEASED_SQL, doc.id, doc.lease)
-            if old_count is None:
+            if await conn.fetchval(sql.LOCK_LEASED_SQL, doc.id, doc.lease) is None:
                 raise LeaseLost
             await conn.execute(sql.DELETE_CHUNKS_SQL, doc.id)
             await conn.execute(
@@ -352,7 +352,6 @@ class Ingestor:
                 etag,
                 last_modified,
             )
-            await conn.execute(sql.KB_COUNT_SQL, doc.kb_id, len(rows) - old_count)
 
     async def _check_storage(self, conn: Any, doc: ClaimedDocument, size: int) -> None:
         """A fetched page must fit the organisation's storage quota, as an upload must; if it

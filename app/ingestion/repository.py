@@ -72,7 +72,7 @@ LOCK_ORG_SQL = "SELECT 1 FROM organisations WHERE id = $1 FOR NO KEY UPDATE"
 OTHER_STORED_BYTES_SQL = "SELECT coalesce(sum(size_bytes), 0) FROM documents WHERE org_id = $1 AND id <> $2"
 
 LOCK_LEASED_SQL = """
-SELECT chunk_count FROM documents WHERE id = $1 AND lease_owner = $2 AND status = 'processing' FOR UPDATE
+SELECT 1 FROM documents WHERE id = $1 AND lease_owner = $2 AND status = 'processing' FOR UPDATE
 """
 
 DELETE_CHUNKS_SQL = "DELETE FROM chunks WHERE document_id = $1"
@@ -108,12 +108,6 @@ SET status = 'ready', error = NULL, lease_owner = NULL, lease_expires_at = NULL,
     last_modified = coalesce($4, last_modified),
     next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
 WHERE id = $1 AND lease_owner = $2
-"""
-
-KB_COUNT_SQL = """
-UPDATE knowledge_bases
-SET chunk_count = greatest(chunk_count + $2, 0), content_version = content_version + 1, updated_at = now()
-WHERE id = $1
 """
 
 # A failure never touches the chunks: the previous version keeps answering.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, insert, literal, select, update
+from sqlalchemy import delete, func, insert, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -75,18 +75,6 @@ class KnowledgeRepository:
     async def delete(self, kb_id: uuid.UUID) -> bool:
         result = await self.session.execute(delete(KB).where(KB.c.org_id == self.org_id, KB.c.id == kb_id))
         return bool(result.rowcount)  # type: ignore[attr-defined]
-
-    async def adjust_chunk_count(self, kb_id: uuid.UUID, delta: int) -> None:
-        """Keep the KB's chunk count (used to pick the search plan) and content version current."""
-        await self.session.execute(
-            update(KB)
-            .where(KB.c.org_id == self.org_id, KB.c.id == kb_id)
-            .values(
-                chunk_count=func.greatest(KB.c.chunk_count + delta, 0),
-                content_version=KB.c.content_version + 1,
-                updated_at=func.now(),
-            )
-        )
 
     async def replace_agents(self, kb_id: uuid.UUID, agent_ids: list[uuid.UUID]) -> None:
         await self.session.execute(

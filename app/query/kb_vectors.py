@@ -9,10 +9,11 @@ about 0.06 ms, and the chunks' text is at hand, so after the agent's context sta
 store and the source of truth; this is a read-through copy of what it holds, and it moves
 the exact scan's CPU from the shared database to the service processes, which scale out.
 
-Correctness rests on the KBs' content version. Every change to a KB's chunks or its
-documents' titles bumps ``knowledge_bases.content_version`` in the same transaction
-(ingestion, edits, renames, deletions), the context statement reads the versions of the
-agent's KBs on every call, and a copy is used only when its version is the one just read.
+Correctness rests on the KBs' content version. Triggers in the database (migration 0009)
+bump ``knowledge_bases.content_version`` in the transaction of every change to a KB's chunks,
+its documents' titles or its language, whoever writes it; the context statement reads the
+versions of the agent's KBs on every call, and a copy is used only when its version is the
+one just read.
 A copy is loaded in one statement that reads the version with the chunks, so it is exactly
 the chunks of that version. A KB not held, or held at another version, is searched in
 PostgreSQL as before while its copy is (re)loaded in the background; no call waits for a

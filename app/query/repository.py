@@ -214,11 +214,11 @@ PRUNE_ANSWER_CACHE_SQL = "DELETE FROM answer_cache WHERE expires_at < now()"
 
 # One KB's chunks of one embedding model for the in-memory exact search (kb_vectors.py), with
 # the KB's content version and change time read in the same statement, hence the same
-# snapshot: the copy is exactly the chunks of that version (every chunk change bumps the
-# version in its own transaction). vector_send is pgvector's binary form (int16 dim, int16
-# unused, float4s big-endian): a 1,000-chunk KB arrives as bytes numpy reads in one call,
-# where float4[] would be half a million Python floats. A KB without chunks of the model
-# still answers its version.
+# snapshot: the copy is exactly the chunks of that version (a trigger bumps the version in
+# the transaction of every chunk change: migration 0009). vector_send is pgvector's binary
+# form (int16 dim, int16 unused, float4s big-endian): a 1,000-chunk KB arrives as bytes numpy
+# reads in one call, where float4[] would be half a million Python floats. A KB without
+# chunks of the model still answers its version.
 KB_VECTORS_SQL = """
 SELECT kb.content_version AS version, coalesce(kb.updated_at, kb.created_at) AS changed, c.id,
        vector_send(c.embedding) AS v, c.document_id, d.title, c.section, c.page, c.text

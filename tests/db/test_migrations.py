@@ -151,3 +151,39 @@ def test_0006_registers_every_assigned_agent(scratch_url):
     )
     # The new agent is registered; the one with a setting keeps it.
     assert [(r["agent_id"], r["prompt_variant"]) for r in rows] == [(agent, None), (tuned, "concise")]
+
+
+def test_0009_counts_chunks_and_bumps_by_trigger(scratch_url):
+    upgrade(scratch_url, "0008")
+    org, doc = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-0000000000d1"
+    off, right = "00000000-0000-0000-0000-00000000000b", "00000000-0000-0000-0000-00000000000c"
+    chunk = (
+        "INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, token_count, embedding_model,"
+        f" embedding_dim, embedding, tsv) VALUES ('{org}', '{{kb}}', '{doc}', {{n}}, 'text', 1, 'm', 3,"
+        " '[1,0,0]', to_tsvector('english', 'text'))"
+    )
+    state = "SELECT id::text, content_version, chunk_count FROM knowledge_bases ORDER BY id"
+    asyncio.run(
+        _exec(
+            scratch_url,
+            f"INSERT INTO organisations (id, name) VALUES ('{org}', 'Acme')",
+            # A count a forgetful writer left wrong, and one that is right.
+            f"INSERT INTO knowledge_bases (id, org_id, title, content_version, chunk_count)"
+            f" VALUES ('{off}', '{org}', 'Off', 4, 5), ('{right}', '{org}', 'Right', 7, 0)",
+            f"INSERT INTO documents (id, org_id, kb_id, title, source_kind) VALUES ('{doc}', '{org}', '{off}',"
+            " 'Doc', 'text')",
+            chunk.format(kb=off, n=0),
+            chunk.format(kb=off, n=1),
+            "SELECT 1",
+        )
+    )
+    upgrade(scratch_url)
+    rows = asyncio.run(_exec(scratch_url, state))
+    assert [tuple(r) for r in rows] == [(off, 5, 2), (right, 7, 0)]
+    rows = asyncio.run(_exec(scratch_url, chunk.format(kb=off, n=2), state))
+    assert [tuple(r) for r in rows] == [(off, 6, 3), (right, 7, 0)]
+    downgrade(scratch_url, "0008")
+    # Without the triggers, a chunk written moves nothing.
+    rows = asyncio.run(_exec(scratch_url, chunk.format(kb=off, n=3), state))
+    assert [tuple(r) for r in rows] == [(off, 6, 3), (right, 7, 0)]
+    upgrade(scratch_url)

@@ -11,7 +11,6 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 from litestar import Litestar, Request
 from litestar.datastructures import FormMultiDict, MutableScopeHeaders, State
-from litestar.di import Provide
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import ClientException, SerializationException
 from litestar.handlers import HTTPRouteHandler
@@ -68,18 +67,6 @@ def provide_time_window(
 ) -> TimeWindow:
     """The ``since`` (inclusive) and ``until`` (exclusive) query parameters of a listing."""
     return TimeWindow(parse_instant("since", since), parse_instant("until", until))
-
-
-def from_state(name: str) -> Provide:
-    """The dependency that hands out what ``create_app`` or the lifespan keeps in
-    ``app.state`` under ``name``. Long-lived clients and services reach handlers and
-    services' providers this way only: no handler reads ``app.state`` itself."""
-
-    def provide(state: State) -> Any:
-        return state[name]
-
-    provide.__name__ = f"provide_{name}"
-    return Provide(provide, sync_to_thread=False)
 
 
 async def provide_session(state: State) -> AsyncIterator[AsyncSession]:

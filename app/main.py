@@ -32,11 +32,10 @@ from app.db.engine import make_engine, make_sessionmaker
 from app.documents.endpoints import DocumentController
 from app.embeddings.factory import build_embedder
 from app.exception_handlers import HANDLERS
-from app.health import ProviderCheck, health, ready
+from app.health import Readiness, health, ready
 from app.http import (
     ApiRequest,
     check_request,
-    from_state,
     provide_principal,
     provide_session,
     send_allowed_methods,
@@ -97,7 +96,6 @@ def create_app(
         state.engine = make_engine(url, settings)
         state.sessionmaker = make_sessionmaker(state.engine)
         state.openai = make_openai_client(settings)
-        state.provider_check = ProviderCheck(state.openai)
         state.embedder = build_embedder(settings, state.openai)
         state.fetcher = Fetcher(
             resolver=resolver,
@@ -113,6 +111,7 @@ def create_app(
             quota_tokens_per_day=settings.limits.embedding_tokens_per_day,
             storage_quota_bytes=settings.limits.org_storage_bytes,
         )
+        state.readiness = Readiness(state.engine, state.openai)
         version = await pgvector_version(state.engine)
         index_task = asyncio.create_task(
             maintain_vector_index(
@@ -183,19 +182,12 @@ def create_app(
             KnowledgeGapController,
             MetricsController,
         ],
-        # Handlers get what they use by dependency injection, never from app.state: per
-        # request a session and the caller; what create_app and the lifespan made once; and,
-        # declared by each controller, its feature's service built from these.
+        # Handlers are given what they use, never read app.state: here the session and the
+        # caller; each controller declares its feature's service, which its provider builds
+        # from these and from what create_app and the lifespan keep in app.state.
         dependencies={
             "session": Provide(provide_session),
             "principal": Provide(provide_principal, sync_to_thread=False),
-            "settings": from_state("settings"),
-            "prompts": from_state("prompts"),
-            "engine": from_state("engine"),
-            "provider_check": from_state("provider_check"),
-            "query_service": from_state("query_service"),
-            "validate_url": from_state("validate_url"),
-            "wake_workers": from_state("wake_workers"),
         },
         middleware=[
             request_id_middleware,

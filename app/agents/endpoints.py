@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, get, put
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -10,15 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate
 from app.agents.service import AgentService
 from app.auth import Principal, admin_only
-from app.prompting import PromptLibrary
 
 
 def provide_agent_service(
-    session: NamedDependency[AsyncSession],
-    principal: NamedDependency[Principal],
-    prompts: NamedDependency[PromptLibrary],
+    state: State, session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
 ) -> AgentService:
-    return AgentService(session, principal.org_id, prompts.variants)
+    return AgentService(session, principal.org_id, state.prompts.variants)
 
 
 class AgentSettingsController(Controller):

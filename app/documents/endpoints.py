@@ -1,18 +1,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from litestar import Controller, Request, delete, get, post, put
-from litestar.datastructures import UploadFile
+from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, JSONBody, SkipValidation
+from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.config import Settings
 from app.documents.schemas import (
     DocumentCreateText,
     DocumentCreateUrl,
@@ -21,7 +19,7 @@ from app.documents.schemas import (
     DocumentUploadForm,
     DocumentUploadMeta,
 )
-from app.documents.service import DocumentService, UrlValidator
+from app.documents.service import DocumentService
 from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from app.http import parse_json, validate_obj
 
@@ -29,20 +27,15 @@ _UPLOAD_FIELDS = set(DocumentUploadForm.model_fields)
 
 
 def provide_document_service(
-    session: NamedDependency[AsyncSession],
-    principal: NamedDependency[Principal],
-    settings: NamedDependency[Settings],
-    # Functions: nothing for the signature model to validate.
-    validate_url: NamedDependency[SkipValidation[UrlValidator]],
-    wake_workers: NamedDependency[SkipValidation[Callable[[], None]]],
+    state: State, session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
 ) -> DocumentService:
     return DocumentService(
         session,
         principal.org_id,
-        validate_url=validate_url,
-        on_enqueued=wake_workers,
-        default_sync_interval_s=settings.ingestion.url_resync_s,
-        limits=settings.limits,
+        validate_url=state.validate_url,
+        on_enqueued=state.wake_workers,
+        default_sync_interval_s=state.settings.ingestion.url_resync_s,
+        limits=state.settings.limits,
     )
 
 
@@ -75,9 +68,8 @@ class DocumentController(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         document_service: NamedDependency[DocumentService],
-        settings: NamedDependency[Settings],
     ) -> DocumentRead:
-        limit = settings.limits.max_upload_bytes
+        limit = document_service.limits.max_upload_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
             raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")

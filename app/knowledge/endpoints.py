@@ -3,12 +3,12 @@ from __future__ import annotations
 import uuid
 
 from litestar import Controller, delete, get, post, put
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.config import Settings
 from app.http import Limit, Offset
 from app.knowledge.schemas import (
     AgentAssignmentRead,
@@ -23,11 +23,9 @@ from app.schemas import Page
 
 
 def provide_knowledge_service(
-    session: NamedDependency[AsyncSession],
-    principal: NamedDependency[Principal],
-    settings: NamedDependency[Settings],
+    state: State, session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
 ) -> KnowledgeService:
-    return KnowledgeService(session, principal.org_id, settings.ingestion)
+    return KnowledgeService(session, principal.org_id, state.settings.ingestion)
 
 
 class KnowledgeController(Controller):

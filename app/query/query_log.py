@@ -100,12 +100,17 @@ class QueryLogRepository:
         return [dict(r._mapping) for r in rows]
 
 
+# A gap is also an answer given with a confidence under this much above the answering floor.
+LOW_CONFIDENCE_MARGIN = 0.15
+
+
 class QueryLogService:
     """An agent's logged calls and the organisation's knowledge gaps, for admins."""
 
-    def __init__(self, session: AsyncSession, org_id: uuid.UUID) -> None:
+    def __init__(self, session: AsyncSession, org_id: uuid.UUID, *, min_confidence: float) -> None:
         self.repo = QueryLogRepository(session, org_id)
         self.agents = AgentRepository(session, org_id)
+        self.low_confidence = min_confidence + LOW_CONFIDENCE_MARGIN
 
     async def queries(
         self,
@@ -140,7 +145,6 @@ class QueryLogService:
         until: datetime | None,
         limit: int,
         offset: int,
-        low_confidence: float,
     ) -> list[KnowledgeGap]:
         if agent_id is not None:
             await require_known_agent(self.agents, agent_id)
@@ -150,7 +154,7 @@ class QueryLogService:
             until=until,
             limit=limit,
             offset=offset,
-            low_confidence=low_confidence,
+            low_confidence=self.low_confidence,
         )
         return [
             KnowledgeGap.model_validate(

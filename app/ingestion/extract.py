@@ -96,17 +96,20 @@ def sniff_kind(filename: str | None, content_type: str | None, data: bytes) -> S
     return kind
 
 
-def extract(kind: SourceKind, data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES) -> Extracted:
+def extract(
+    kind: SourceKind, data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES, charset: str | None = None
+) -> Extracted:
     """Extract in this process and thread. For uploads, prefer extract_isolated.
 
+    `charset` is the one an HTTP header declared; the bytes overrule it when they disagree.
     Raises ExtractionError with a user-facing reason; "no text found" when nothing is left.
     """
     if kind == "text":
-        result = extract_plain_text(data)
+        result = extract_plain_text(data, charset)
     elif kind == "markdown":
-        result = extract_markdown(data)
+        result = extract_markdown(data, charset)
     elif kind == "html":
-        result = extract_html(data)
+        result = extract_html(data, charset)
     elif kind == "pdf":
         from app.ingestion.extract_pdf import extract_pdf  # noqa: PLC0415 - pypdf only when needed
 

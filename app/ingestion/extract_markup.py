@@ -11,8 +11,11 @@ voice agent, so it is dropped rather than indexed.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+import trafilatura
 from markdown_it import MarkdownIt
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -53,27 +56,94 @@ _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _ZERO = re.compile(r"[+-]?(?:0+\.?0*|\.0+)(?:[a-z]+|%)?")
 _WHITESPACE = re.compile(r"\s+")
 
+# What trafilatura must not see: _DROPPED but the <head>, where it looks for the page's
+# language, and <noscript>, which holds the whole article on script-rendered blogs.
+_NEVER_CONTENT = _DROPPED - {"head", "title", "meta", "link", "base", "noscript"}
+_INLINE_PRE = ", ".join(
+    f"{parent} pre" for parent in ("p", "li", "td", "th", "pre", "h1", "h2", "h3", "h4", "h5", "h6")
+)
+# Browsers look for <meta charset> in the first 1024 bytes; real pages put it later too.
+_CHARSET_WINDOW = 16384
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_SHORT_MAIN_TEXT = 250
+_WHOLE_PAGE_BELOW = 500  # characters of visible text
+_TRAFILATURA: dict[str, Any] = {
+    "output_format": "html",
+    "include_comments": False,
+    "include_tables": True,
+    "include_images": False,
+    "include_links": False,
+    "deduplicate": False,
+    "fast": True,
+    "with_metadata": False,
+}
+
 _MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 _FRONT_MATTER_FENCE = "---"
 
 
-def extract_html(data: bytes) -> Extracted:
-    """Main text of an HTML page, one section per heading; <main> or <article> preferred over <body>."""
-    # lexbor honours a BOM and <meta charset> in the first 1024 bytes, else reads UTF-8 with
-    # replacement characters, as the HTML standard prescribes.
-    tree = LexborHTMLParser(data, encoding=True)
-    roots = _content_roots(tree)
-    document = _walk_content(roots or _body(tree), keep_image_alt=False)
-    if not document.sections and roots:
-        # An empty <main> (say, filled by JavaScript) should not hide the rest of the page.
-        document = _walk_content(_body(tree), keep_image_alt=False)
+def extract_html(data: bytes, charset: str | None = None) -> Extracted:
+    """Main text of an HTML page, one section per heading; `charset` is the HTTP header's, if any.
+
+    The bytes are decoded by what they are (see decode_text), hidden elements are removed and
+    trafilatura picks the main content, leaving out navigation, footers, related links and
+    comments. A short page, or one where trafilatura finds nothing, is read whole: its visible
+    text in <main> or <article> if there is one, else in <body>.
+
+    Raises ExtractionError when the text is unreadable in every encoding.
+    """
+    text = decode_text(data, (charset, *_declared_charsets(data)))
+    tree = LexborHTMLParser(text)
+    whole = _walk_content(_body(tree), keep_image_alt=False)
+    document = None
+    if sum(len(section.text) for section in whole.sections) >= _WHOLE_PAGE_BELOW:
+        # Below that, a page (or a fragment sent as HTML) has too little text to hold much
+        # boilerplate, and trafilatura, made for whole web pages, drops short paragraphs.
+        document = _main_content(text)
+    if document is None:
+        roots = _content_roots(tree)
+        document = _walk_content(roots, keep_image_alt=False) if roots else whole
+        if not document.sections:
+            # An empty <main> (say, filled by JavaScript) should not hide the rest of the page.
+            document = whole
     title = _html_title(tree) or document.first_h1
     return Extracted(title=title, sections=document.sections, pages_total=None, pages_skipped=0)
 
 
-def extract_markdown(data: bytes) -> Extracted:
+def _declared_charsets(data: bytes) -> list[str]:
+    """The charsets <meta> elements declare, in document order (browsers read the first)."""
+    return [match.decode("ascii") for match in _META_CHARSET.findall(data[:_CHARSET_WINDOW])]
+
+
+def _main_content(text: str) -> _Document | None:
+    """trafilatura's main text as sections; None when it finds none."""
+    page = trafilatura.load_html(text)
+    if page is None:
+        return None
+    # Reverse document order: an element goes before its ancestors, so none is dropped twice.
+    for element in reversed(list(page.iter())):
+        tag = element.tag
+        if isinstance(tag, str) and (tag in _NEVER_CONTENT or _hidden(tag, element.attrib)):
+            element.drop_tree()  # keeps the text that follows the element
+    main = trafilatura.extract(page, **_TRAFILATURA, favor_precision=True)
+    if not main or len(LexborHTMLParser(main).text()) < _SHORT_MAIN_TEXT:
+        # Precision sometimes keeps only a fragment (a lead, a caption): ask for more.
+        fuller = trafilatura.extract(page, **_TRAFILATURA)
+        if fuller and (not main or len(fuller) > len(main)):
+            main = fuller
+    if not main:
+        return None
+    content = LexborHTMLParser(main)
+    # trafilatura renders inline <code> as <pre>: inside running text it stays inline.
+    for node in reversed(content.css(_INLINE_PRE)):
+        node.unwrap()
+    document = _walk_content(_body(content), keep_image_alt=False)
+    return document if document.sections else None
+
+
+def extract_markdown(data: bytes, charset: str | None = None) -> Extracted:
     """Markdown as speakable text: markup, URLs and images dropped, alt text and code kept."""
-    source = _strip_front_matter(normalise_newlines(decode_text(data)))
+    source = _strip_front_matter(normalise_newlines(decode_text(data, (charset,))))
     tree = LexborHTMLParser(_MARKDOWN.render(source))
     document = _walk_content(_body(tree), keep_image_alt=True)
     return Extracted(title=document.first_h1, sections=document.sections, pages_total=None, pages_skipped=0)
@@ -139,8 +209,11 @@ def _hidden_or_dropped_with_ancestors(node: LexborNode) -> bool:
 
 def _is_hidden(node: LexborNode) -> bool:
     """Whether a browser would hide this element, judged from its own attributes."""
-    attributes = node.attributes
-    if node.tag == "dialog" and "open" not in attributes:
+    return _hidden(node.tag or "", node.attributes)
+
+
+def _hidden(tag: str, attributes: Mapping[str, str | None]) -> bool:
+    if tag == "dialog" and "open" not in attributes:
         return True
     if not attributes:
         return False

@@ -12,6 +12,7 @@ SourceKind = Literal["text", "markdown", "html", "pdf"]
 
 # User-facing reasons. Tests and callers compare against these exact strings.
 NO_TEXT = "no text found"
+TEXT_UNREADABLE = "the text is unreadable: no character encoding gives readable text"
 PDF_ENCRYPTED = "the PDF is encrypted with a password; upload an unprotected copy"
 PDF_DAMAGED = "the PDF is damaged and could not be read"
 PDF_NO_TEXT_LAYER = "the PDF has no text layer; scanned documents are not supported"

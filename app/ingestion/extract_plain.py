@@ -5,8 +5,9 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from collections.abc import Iterable
 
-from app.ingestion.extract_model import Extracted, Section
+from app.ingestion.extract_model import TEXT_UNREADABLE, Extracted, ExtractionError, Section
 
 # UTF-32 first: its little-endian BOM starts with the UTF-16 one.
 _BOMS = (
@@ -22,6 +23,46 @@ _BOMS = (
 # ZWJ/ZWNJ stay: several scripts and emoji need them. Lone surrogates (PDF fonts produce them)
 # and noncharacters cannot be stored as UTF-8.
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u2060\ufeff\ud800-\udfff\ufffe\uffff]")
+# Valid UTF-8 multibyte sequences (RFC 3629: no overlongs, surrogates or code points past U+10FFFF).
+_UTF8_SEQUENCE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
+    rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
+    rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
+)
+_WHATWG_ALIASES = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254"}
+_LATIN_SINGLE_BYTE = frozenset(
+    {
+        "cp1250", "cp1252", "latin-1", "iso8859-1", "iso8859-2", "iso8859-3", "iso8859-4",
+        "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "mac-latin2",
+        "mac-roman", "mac-iceland", "cp437", "cp850", "cp852", "cp858", "ascii",
+    }
+)  # fmt: skip
+# Polish and Czech letters inside a word (next to an ASCII letter), as iso-8859-2 only
+# (ą Ą ś Ś ź Ź ť Ť), as windows-1250 only (the same letters, š Š), or as both (ł Ł ż Ż).
+# In windows-1252 these bytes are symbols (± ¶ ¼ ¹ ...) that do not sit inside words.
+_CENTRAL_EUROPEAN = tuple(
+    re.compile(rb"(?<=[A-Za-z])[%s]|[%s](?=[A-Za-z])" % (chars, chars))
+    for chars in (
+        rb"\xa1\xb1\xa6\xb6\xac\xbc\xab\xbb",
+        rb"\x8a\x8c\x8d\x8f\x9a\x9c\x9d\x9f\xa5",
+        rb"\xa3\xb3\xaf\xbf",
+    )
+)
+_CENTRAL_EUROPEAN_MIN = 3
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+_UNREADABLE_RATIO = 10  # more than one bad character in ten visible ones
+# Bytes a windows code page leaves undefined (0x81 in windows-1252...) become what browsers
+# make of them, C1 controls, which strip_invisible then drops.
+_C1 = "c1-as-latin-1"
+
+
+def _c1_as_latin1(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return exc.object[exc.start : exc.end].decode("latin-1"), exc.end
+
+
+codecs.register_error(_C1, _c1_as_latin1)
 _HSPACE = re.compile(r"[^\S\n]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
@@ -31,17 +72,101 @@ def has_bom(data: bytes) -> bool:
     return any(data.startswith(bom) for bom, _ in _BOMS)
 
 
-def decode_text(data: bytes) -> str:
-    """Decode uploaded text: BOM if present, else UTF-8, else cp1252, else Latin-1 (which never fails)."""
-    for bom, codec in _BOMS:
+def decode_text(data: bytes, declared: Iterable[str | None] = ()) -> str:
+    """Decode text in whatever encoding it really has; `declared` are its charset labels, best first.
+
+    A BOM wins; then UTF-8, also with a few stray bytes (a page pasted together from two
+    sources); then the first declared legacy charset that fits the bytes; then a guess from the
+    bytes (charset-normalizer, corrected where it is known to be wrong). A declaration of UTF-8
+    that the bytes contradict is ignored, as are the labels no codec knows.
+
+    Raises ExtractionError(TEXT_UNREADABLE) when no encoding gives readable text.
+    """
+    text = _decode(data, declared)
+    if _unreadable(text):
+        raise ExtractionError(TEXT_UNREADABLE)
+    return text
+
+
+def _decode(data: bytes, declared: Iterable[str | None]) -> str:
+    for bom, bom_codec in _BOMS:
         if data.startswith(bom):
-            return data.decode(codec, errors="replace")
-    for codec in ("utf-8", "cp1252"):
+            return data.decode(bom_codec, errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if _mostly_utf8(data):
+        return data.decode("utf-8", errors="replace")
+    for label in declared:
+        codec = _legacy_codec(label)
+        if codec is None:
+            continue
         try:
             return data.decode(codec)
         except UnicodeDecodeError:
-            continue
-    return data.decode("latin-1")
+            if codec.startswith("cp125"):
+                return data.decode(codec, errors=_C1)
+            # Otherwise the declaration does not fit the bytes (GB text labelled Shift_JIS...).
+    return _guess(data)
+
+
+def _mostly_utf8(data: bytes) -> bool:
+    """More valid UTF-8 sequences than bytes outside them: UTF-8 with a few stray bytes.
+
+    Text in a legacy encoding forms valid UTF-8 sequences only by chance: Latin or Cyrillic
+    text hardly ever, GB text about once per four stray bytes.
+    """
+    sequences = _UTF8_SEQUENCE.findall(data)
+    high = sum(1 for byte in data if byte >= 0x80)
+    return bool(sequences) and high - sum(map(len, sequences)) <= len(sequences)
+
+
+def _legacy_codec(label: str | None) -> str | None:
+    """The Python codec for a declared charset label, None for UTF-8 (already tried) and unknown labels."""
+    if not label:
+        return None
+    try:
+        name = codecs.lookup(label.strip().strip("\"'").lower()).name
+    except LookupError:
+        return None
+    if name.startswith("utf"):
+        # UTF-8 failed already; UTF-16/32 without a BOM are, per the HTML standard, mislabelled.
+        return None
+    # Browsers read these labels as windows-1252 (WHATWG Encoding), and so do the servers' authors.
+    return _WHATWG_ALIASES.get(name, name)
+
+
+def _guess(data: bytes) -> str:
+    from charset_normalizer import from_bytes  # noqa: PLC0415 - imported only for undeclared legacy text
+
+    best = from_bytes(data).best()
+    if best is None:
+        raise ExtractionError(TEXT_UNREADABLE)
+    codec = codecs.lookup(best.encoding).name
+    if codec in _LATIN_SINGLE_BYTE:
+        # charset-normalizer confuses the Latin single-byte encodings with each other
+        # (iso-8859-1 pages called cp1250, iso-8859-2 called cp1250, cp1252 called latin-1);
+        # the letters that differ between them decide better.
+        return data.decode(_latin_codec(data), errors=_C1)
+    return data.decode(codec, errors="replace")
+
+
+def _latin_codec(data: bytes) -> str:
+    """windows-1252, or iso-8859-2 / windows-1250 when in-word bytes say Polish, Czech and the like."""
+    iso, windows, shared = (len(pattern.findall(data)) for pattern in _CENTRAL_EUROPEAN)
+    if iso + windows + shared < _CENTRAL_EUROPEAN_MIN:
+        return "cp1252"
+    return "iso8859-2" if iso > windows else "cp1250"
+
+
+def _unreadable(text: str) -> bool:
+    """Mostly replacement or control characters: what a wrong encoding or binary data leaves."""
+    visible = len(text) - sum(1 for char in text if char.isspace())
+    if visible == 0:
+        return False
+    bad = text.count("\ufffd") + len(_CONTROL.findall(text))
+    return bad * _UNREADABLE_RATIO > visible
 
 
 def normalise_newlines(text: str) -> str:
@@ -64,8 +189,8 @@ def tidy_lines(text: str) -> str:
     return unicodedata.normalize("NFC", joined)
 
 
-def extract_plain_text(data: bytes) -> Extracted:
+def extract_plain_text(data: bytes, charset: str | None = None) -> Extracted:
     """Plain text is one section; splitting it up is the chunker's job."""
-    text = tidy_lines(strip_invisible(normalise_newlines(decode_text(data))))
+    text = tidy_lines(strip_invisible(normalise_newlines(decode_text(data, (charset,)))))
     sections = [Section(text=text, heading=None, page=None)] if text else []
     return Extracted(title=None, sections=sections, pages_total=None, pages_skipped=0)

@@ -163,7 +163,7 @@ class Ingestor:
 
     async def _process(self, doc: ClaimedDocument) -> Outcome:
         kind, data = doc.source_kind, doc.original
-        etag, last_modified, fetched = doc.etag, doc.last_modified, None
+        etag, last_modified, fetched, charset = doc.etag, doc.last_modified, None, None
         if kind == "url":
             if not doc.source_url:
                 raise ExtractionError("the document has no URL")
@@ -176,7 +176,7 @@ class Ingestor:
             if result.status == 304 and doc.chunk_count > 0:
                 return await self._unchanged(doc, result.etag, result.last_modified)
             data, fetched = result.content, result.content
-            etag, last_modified = result.etag, result.last_modified
+            etag, last_modified, charset = result.etag, result.last_modified, result.charset
             kind_of_page = _KIND_BY_TYPE.get(result.content_type)
             if kind_of_page is None:
                 raise ExtractionError(f"unsupported content type '{result.content_type}'")
@@ -188,7 +188,7 @@ class Ingestor:
         if not data:
             raise ExtractionError("no text found")
 
-        extracted = await self._extract(parse_kind, data)
+        extracted = await self._extract(parse_kind, data, charset)
         title = doc.title
         if kind == "url" and doc.title == doc.source_url and extracted.title:
             title = extracted.title[:300]
@@ -224,7 +224,7 @@ class Ingestor:
         )
         return Outcome("ready")
 
-    async def _extract(self, kind: str, data: bytes) -> Extracted:
+    async def _extract(self, kind: str, data: bytes, charset: str | None = None) -> Extracted:
         if kind == "pdf":
             async with self._pdf_slots:
                 return await extract_isolated(
@@ -233,7 +233,7 @@ class Ingestor:
                     timeout_s=self.settings.parse_timeout_s,
                     memory_mb=self.settings.parse_memory_mb,
                 )
-        return await asyncio.to_thread(extract, kind, data)  # type: ignore[arg-type]
+        return await asyncio.to_thread(extract, kind, data, charset=charset)  # type: ignore[arg-type]
 
     async def _embed(self, doc: ClaimedDocument, chunks: Sequence[Chunk]) -> list[str]:
         key = self.embedder.model_key

@@ -1,8 +1,8 @@
 """Turn uploaded bytes into text sections for chunking.
 
-`sniff_kind` decides what an upload is, `extract` reads it in-process, and `extract_isolated`
-is what the service should call: it reads PDFs in a separate, resource-limited process,
-because a hostile PDF can make a parser spin or allocate without bound.
+`sniff_kind` (app.ingestion.sniff) decides what an upload is, `extract` reads it in-process,
+and `extract_isolated` is what the service should call: it reads PDFs in a separate,
+resource-limited process, because a hostile PDF can make a parser spin or allocate without bound.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 import os
 import signal
 import sys
-from pathlib import Path, PurePath
+from pathlib import Path
 
 from app.ingestion.extract_markup import extract_html, extract_markdown
 from app.ingestion.extract_model import (
@@ -30,7 +30,8 @@ from app.ingestion.extract_model import (
     SourceKind,
     UnsupportedType,
 )
-from app.ingestion.extract_plain import extract_plain_text, has_bom
+from app.ingestion.extract_plain import extract_plain_text
+from app.ingestion.sniff import SUPPORTED, content_kind, sniff_kind
 
 __all__ = [
     "Extracted",
@@ -38,62 +39,34 @@ __all__ = [
     "Section",
     "SourceKind",
     "UnsupportedType",
+    "content_kind",
     "extract",
     "extract_isolated",
+    "kind_of_bytes",
     "sniff_kind",
 ]
 
 logger = logging.getLogger(__name__)
 
-_EXTENSIONS: dict[str, SourceKind] = {
-    ".txt": "text",
-    ".text": "text",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".html": "html",
-    ".htm": "html",
-    ".pdf": "pdf",
-}
-_CONTENT_TYPES: dict[str, SourceKind] = {
-    "text/plain": "text",
-    "text/markdown": "markdown",
-    "text/x-markdown": "markdown",
-    "text/html": "html",
-    "application/xhtml+xml": "html",
-    "application/pdf": "pdf",
-}
-_SUPPORTED = "upload .txt, .md, .html or .pdf"
-_PDF_MAGIC_WINDOW = 1024  # readers accept the header anywhere in the first KiB
-_BINARY_PROBE = 8192
-
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]
 _WORKER_MODULE = "app.ingestion.extract_worker"
 _STDERR_TAIL = 2000
+_KINDS: dict[str, SourceKind] = {"text": "text", "markdown": "markdown", "html": "html", "pdf": "pdf"}
 
 
-def sniff_kind(filename: str | None, content_type: str | None, data: bytes) -> SourceKind:
-    """Decide what an upload is from its extension, else its content type, then check its bytes.
+def kind_of_bytes(kind: str, data: bytes) -> SourceKind:
+    """The kind to read `data` as, given the kind stored or fetched with it: its bytes decide.
 
-    Raises UnsupportedType for anything else, for a ".pdf" without a PDF header, and for
-    binary data that claims to be text.
+    Raises ExtractionError, with the reason, for a known binary format and for unknown kinds;
+    other binary data fails when it is decoded, as unreadable.
     """
-    extension = PurePath(filename).suffix.lower() if filename else ""
-    media_type = (content_type or "").split(";", 1)[0].strip().lower()
-    kind = _EXTENSIONS.get(extension) or _CONTENT_TYPES.get(media_type)
-    if kind is None:
-        if extension:
-            raise UnsupportedType(f"unsupported file type '{extension}'; {_SUPPORTED}")
-        if media_type:
-            raise UnsupportedType(f"unsupported file type '{media_type}'; {_SUPPORTED}")
-        raise UnsupportedType(f"the file type could not be recognised; {_SUPPORTED}")
-    if kind == "pdf":
-        if b"%PDF" not in data[:_PDF_MAGIC_WINDOW]:
-            raise UnsupportedType(f"the file is not a PDF (it has no PDF header); {_SUPPORTED}")
-    elif not has_bom(data) and b"\x00" in data[:_BINARY_PROBE]:
-        # UTF-16/32 text has NUL bytes too, but only with a BOM do we accept it as text.
-        raise UnsupportedType(f"the file is binary, not {kind}; {_SUPPORTED}")
-    return kind
+    if kind not in _KINDS:
+        raise ExtractionError(f"unsupported file type '{kind}'; {SUPPORTED}")
+    try:
+        return content_kind(_KINDS[kind], data, refuse_control_bytes=False)
+    except UnsupportedType as exc:
+        raise ExtractionError(str(exc)) from exc
 
 
 def extract(
@@ -115,7 +88,7 @@ def extract(
 
         result = extract_pdf(data, max_pages=max_pages)
     else:
-        raise UnsupportedType(f"unsupported file type '{kind}'; {_SUPPORTED}")
+        raise UnsupportedType(f"unsupported file type '{kind}'; {SUPPORTED}")
     if not result.sections:
         raise ExtractionError(NO_TEXT)
     return result
@@ -134,8 +107,9 @@ async def extract_isolated(
     The child gets `memory_mb` of address space and a CPU-time limit, and is killed once
     `timeout_s` of wall-clock time has passed; it is always reaped, also when this coroutine
     is cancelled. Text, markdown and HTML are parsed in a thread, as they cannot blow up the
-    same way.
+    same way. The bytes decide the kind: a PDF is read as one, in the child, whatever it was called.
     """
+    kind = kind_of_bytes(kind, data)
     if kind != "pdf":
         return await asyncio.to_thread(extract, kind, data, max_pages=max_pages)
     cpu_seconds = math.ceil(timeout_s) + 1

@@ -21,7 +21,7 @@ from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
 from app.ingestion import repository as sql
 from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
-from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated
+from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated, kind_of_bytes
 from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
@@ -224,7 +224,8 @@ class Ingestor:
         )
         return Outcome("ready")
 
-    async def _extract(self, kind: str, data: bytes, charset: str | None = None) -> Extracted:
+    async def _extract(self, stored_kind: str, data: bytes, charset: str | None = None) -> Extracted:
+        kind = kind_of_bytes(stored_kind, data)  # a PDF called text is read as a PDF, isolated
         if kind == "pdf":
             async with self._pdf_slots:
                 return await extract_isolated(
@@ -233,7 +234,7 @@ class Ingestor:
                     timeout_s=self.settings.parse_timeout_s,
                     memory_mb=self.settings.parse_memory_mb,
                 )
-        return await asyncio.to_thread(extract, kind, data, charset=charset)  # type: ignore[arg-type]
+        return await asyncio.to_thread(extract, kind, data, charset=charset)
 
     async def _embed(self, doc: ClaimedDocument, chunks: Sequence[Chunk]) -> list[str]:
         key = self.embedder.model_key

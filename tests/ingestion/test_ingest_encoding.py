@@ -63,14 +63,17 @@ async def test_undeclared_latin1_upload_is_indexed_readable(client, app, org, dr
     assert await _chunk_texts(engine, r.json()["id"]) == [GERMAN]
 
 
-async def test_unreadable_upload_fails_with_a_reason_and_is_never_ready(
-    client, app, org, drain_queue, engine
+async def test_unreadable_page_fails_with_a_reason_and_is_never_ready(
+    client, app, org, drain_queue, engine, respx_mock
 ):
     noise = bytes(byte or 1 for byte in random.Random(0).randbytes(3000))
+    respx_mock.get(f"https://{PUBLIC_IP}/noise").mock(
+        return_value=httpx.Response(200, content=noise, headers={"Content-Type": "text/html"})
+    )
     kb = await create_kb(client, org.headers)
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",
-        files={"file": ("page.html", noise, "text/html")},
+        json={"url": "https://help.example.com/noise"},
         headers=org.headers,
     )
     assert r.status_code == 202
@@ -78,3 +81,17 @@ async def test_unreadable_upload_fails_with_a_reason_and_is_never_ready(
     got = await _doc(client, org, kb["id"], r.json()["id"])
     assert (got["status"], got["error"]) == ("failed", TEXT_UNREADABLE)
     assert await _chunk_texts(engine, r.json()["id"]) == []
+
+
+async def test_unreadable_upload_is_refused(client, app, org):
+    noise = bytes(byte or 1 for byte in random.Random(0).randbytes(3000))
+    kb = await create_kb(client, org.headers)
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("page.html", noise, "text/html")},
+        headers=org.headers,
+    )
+    assert (r.status_code, r.json()["detail"]) == (
+        415,
+        "the file is binary, not html; upload .txt, .md, .html or .pdf",
+    )

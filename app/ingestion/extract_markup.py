@@ -66,6 +66,8 @@ _INLINE_PRE = ", ".join(
 _CHARSET_WINDOW = 16384
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _SHORT_MAIN_TEXT = 250
+_TAIL_BLOCK = 100  # characters
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")
 _WHOLE_PAGE_BELOW = 500  # characters of visible text
 _TRAFILATURA: dict[str, Any] = {
     "output_format": "html",
@@ -134,11 +136,22 @@ def _main_content(text: str) -> _Document | None:
     if not main:
         return None
     content = LexborHTMLParser(main)
+    _drop_tail(content)
     # trafilatura renders inline <code> as <pre>: inside running text it stays inline.
     for node in reversed(content.css(_INLINE_PRE)):
         node.unwrap()
     document = _walk_content(_body(content), keep_image_alt=False)
     return document if document.sections else None
+
+
+def _drop_tail(content: LexborHTMLParser) -> None:
+    """Drop short blocks after the last sentence: what trafilatura lets through at the end of an
+    article is bylines, copyright lines, "sign up" and "related" rows, none of them a sentence."""
+    for block in reversed(content.css("body > *")):
+        text = _WHITESPACE.sub(" ", block.text(deep=True)).strip()
+        if len(text) >= _TAIL_BLOCK or _SENTENCE_END.search(text):
+            return
+        block.decompose()
 
 
 def extract_markdown(data: bytes, charset: str | None = None) -> Extracted:

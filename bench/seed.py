@@ -580,7 +580,19 @@ def stop_postgres(pgdir: Path) -> None:
             process.wait(10)
 
 
+def ensure_postgres(pgdir: Path) -> None:
+    """Start the folder's server if no one runs it: ``vk create-org`` stops it when it leaves
+    as its last user. Started here without clean-up, it runs until ``stop_postgres``."""
+    info = postmaster_info(pgdir)
+    if info is not None and psutil.pid_exists(info["pid"]):
+        return
+    from app.db.embedded import import_pgserver  # noqa: PLC0415 - only when it must start
+
+    import_pgserver().get_server(pgdir, cleanup_mode=None)
+
+
 async def pg_connect(pgdir: Path) -> asyncpg.Connection:
+    ensure_postgres(pgdir)
     info = postmaster_info(pgdir)
     if info is None:
         raise BenchError("the embedded PostgreSQL is not running")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, pairwise
 
@@ -84,6 +84,10 @@ class ExtractiveAnswer:
     heading_similarity: float = 0.0  # its heading's cosine with the question
     wants: str | None = None  # the kind of fact asked for: "number", "time" or None
     has_wanted: bool = True  # whether the chosen sentences hold it
+    # Every passage a chosen sentence came from, passage_index first (a runner-up may come
+    # from another): the reply's sources list them first. Left out of equality: it follows
+    # from the chosen sentences, as `text` does.
+    passages: tuple[int, ...] = field(default=(), compare=False)
 
 
 # English function words plus the words that frame a question rather than say what it is
@@ -459,6 +463,7 @@ def extractive_answer(
         heading_similarity=round(heading_similarity, 4),
         wants=wants,
         has_wanted=wants is None or any(_has_fact(s.text, wants) for s in chosen),
+        passages=tuple(dict.fromkeys([best.passage, *(s.passage for s in chosen)])),
     )
 
 

@@ -42,12 +42,18 @@ class QueryRequest(Input):
 
 
 class Source(BaseModel):
+    """A chunk an answered reply rests on (README, "query_knowledge's reply")."""
+
     document_id: uuid.UUID
     title: str
     section: str | None
     page: int | None
     chunk_id: int
-    score: float
+    score: float = Field(
+        description="The chunk's reciprocal-rank-fusion score: the sum, over the BM25 list and the "
+        "vector list, of the list's weight / (k + the chunk's rank in it). It orders the chunks of one "
+        "reply and is not a probability (that is the reply's `confidence`)."
+    )
 
 
 class Timings(BaseModel):
@@ -65,7 +71,12 @@ class QueryResponse(BaseModel):
     answer: str
     status: Status
     confidence: float
-    sources: list[Source]
+    sources: list[Source] = Field(
+        description="Answered: the chunks the answer was read from first (with an answering model, "
+        "which ones it drew on is not known), then the other candidates scoring at least half the best "
+        "candidate's score (and above 0); at least the best candidate. not_found and unavailable: none. "
+        "`debug=true` lists every candidate."
+    )
     query_id: uuid.UUID
     cached: bool
     degraded: bool
@@ -100,3 +111,4 @@ class KnowledgeGap(BaseModel):
     agent_ids: list[uuid.UUID]
     statuses: list[str]
     max_confidence: float
+

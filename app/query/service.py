@@ -60,6 +60,10 @@ _ANSWER_PASSAGES = 5
 # A long turn's meaning, for retrieval and the answerer: this much of the whole turn, the
 # rest from the part that asks (docs/EMBEDDINGS.md).
 _WHOLE_TURN_WEIGHT = 0.4
+# An answered reply's sources: the chunks the answer was read from, then the candidates the
+# fusion scored at least this share of the best one's score (README, "sources"). With two
+# lists of equal say, a chunk only one list ranks first scores half of one both rank first.
+SOURCE_SCORE_FLOOR = 0.5
 
 
 def normalise_question(text: str) -> str:
@@ -221,9 +225,9 @@ class QueryService:
                 log.warning(
                     "query %s ran out of time after retrieval; answering from the top chunk", query_id
                 )
-                candidates, confidence, sources = found
+                candidates, confidence = found
                 response = self._fallback(
-                    question, candidates, confidence, sources, state["prompt"], state.get("evidence")
+                    question, candidates, confidence, state["prompt"], state.get("evidence")
                 )
             else:
                 log.warning("query %s could not be answered: %s", query_id, type(exc).__name__)
@@ -363,17 +367,18 @@ class QueryService:
                 candidates=[_debug_candidate(c) for c in candidates],
                 confidence=parts,
             )
-        sources = [_source(c) for c in candidates]
         if candidates:
-            state["found"] = (candidates, confidence, sources)
+            state["found"] = (candidates, confidence)
             state["evidence"] = evidence
         if not candidates or confidence < threshold:
-            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
+            return self._reply("not_found", prompt.not_found_reply, confidence, [])
         if self.llm is None:
             if evidence is not None:
-                return self._reply("answered", evidence.text, confidence, sources)
-            return self._extractive(question, candidates, confidence, sources, prompt)
-        return await self._generate(question, candidates, confidence, sources, prompt, model, trace, state)
+                return self._reply(
+                    "answered", evidence.text, confidence, answer_sources(candidates, evidence.passages)
+                )
+            return self._extractive(question, candidates, confidence, prompt)
+        return await self._generate(question, candidates, confidence, prompt, model, trace, state)
 
     async def _evidence(
         self, question: str, vector: Sequence[float], candidates: list[Candidate], trace: _Trace
@@ -503,21 +508,19 @@ class QueryService:
         question: str,
         candidates: list[Candidate],
         confidence: float,
-        sources: list[dict[str, Any]],
         prompt: PromptSet,
     ) -> dict[str, Any]:
         passages = [Passage(text=c.text, title=c.title, score=c.score) for c in candidates[:3]]
         result = extractive_answer(question, passages, max_words=self.settings.max_answer_words)
         if result is None or result.support < self.settings.min_support:
-            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
-        return self._reply("answered", result.text, confidence, sources)
+            return self._reply("not_found", prompt.not_found_reply, confidence, [])
+        return self._reply("answered", result.text, confidence, answer_sources(candidates, result.passages))
 
     async def _generate(
         self,
         question: str,
         candidates: list[Candidate],
         confidence: float,
-        sources: list[dict[str, Any]],
         prompt: PromptSet,
         model: str,
         trace: _Trace,
@@ -549,7 +552,7 @@ class QueryService:
             state["llm_error"] = exc.reason
             if state["debug"] is not None:
                 state["debug"]["llm_error"] = exc.reason
-            return self._fallback(question, candidates, confidence, sources, prompt, state.get("evidence"))
+            return self._fallback(question, candidates, confidence, prompt, state.get("evidence"))
         finally:
             trace.llm += (time.perf_counter() - t) * 1000
         state["tokens"] = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
@@ -557,25 +560,27 @@ class QueryService:
             state["debug"]["tokens"] = state["tokens"]
         text = result.text.strip()
         if NOT_FOUND_MARK in text or not text:
-            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
+            return self._reply("not_found", prompt.not_found_reply, confidence, [])
         spoken = make_speakable(text, max_words=self.settings.max_answer_words)
         if not spoken:  # nothing speakable came back (emoji, bare markup)
-            return self._reply("not_found", prompt.not_found_reply, confidence, sources)
-        return self._reply("answered", spoken, confidence, sources)
+            return self._reply("not_found", prompt.not_found_reply, confidence, [])
+        # Which of the chunks it was given the model drew on is not known: none comes first.
+        return self._reply("answered", spoken, confidence, answer_sources(candidates))
 
     def _fallback(
         self,
         question: str,
         candidates: list[Candidate],
         confidence: float,
-        sources: list[dict[str, Any]],
         prompt: PromptSet,
         evidence: ExtractiveAnswer | None,
     ) -> dict[str, Any]:
         """The answering model failed or ran out of time: read out the sentence chosen by
         meaning (the offline default), else the best sentence of the top chunk by words."""
         if evidence is not None:
-            reply = self._reply("answered", evidence.text, confidence, sources)
+            reply = self._reply(
+                "answered", evidence.text, confidence, answer_sources(candidates, evidence.passages)
+            )
             reply["degraded"] = True
             return reply
         top = candidates[0]
@@ -585,7 +590,9 @@ class QueryService:
             max_words=self.settings.max_answer_words,
         )
         text = result.text if result else make_speakable(top.text, max_words=self.settings.max_answer_words)
-        reply = self._reply("answered", text or prompt.unavailable_reply, confidence, sources)
+        reply = self._reply(
+            "answered", text or prompt.unavailable_reply, confidence, answer_sources(candidates, (0,))
+        )
         reply["degraded"] = True
         return reply
 
@@ -652,6 +659,21 @@ class QueryService:
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)
+
+
+def answer_sources(candidates: Sequence[Candidate], used: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """An answered reply's ``sources``: the candidates at ``used`` (the chunks the answer was
+    read from, in that order), then those whose fused score is above zero and at least
+    SOURCE_SCORE_FLOOR of the best one's, in rank order. A zero score is a chunk found only
+    by a list with no say (the vectors, with the lexical embedder): not a source unless read
+    from. An answer rests on something: with none of these (a model's answer over unscored
+    chunks), the best candidate is its source."""
+    if not candidates:
+        return []
+    floor = SOURCE_SCORE_FLOOR * candidates[0].score  # candidates come best first
+    order = list(dict.fromkeys(used))
+    order += [i for i, c in enumerate(candidates) if c.score > 0 and c.score >= floor and i not in order]
+    return [_source(candidates[i]) for i in order or (0,)]
 
 
 def _source(c: Candidate) -> dict[str, Any]:

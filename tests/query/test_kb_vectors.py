@@ -492,7 +492,10 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
         )
         assert r.status_code == 200, r.text
         renamed = await _ask(client, org.headers, agent, "Which cards can I pay with?")
-        assert (renamed["debug"]["plan"], renamed["sources"][0]["title"]) == ("exact", "Dental FAQ")
+        assert (renamed["debug"]["plan"], renamed["debug"]["candidates"][0]["title"]) == (
+            "exact",
+            "Dental FAQ",
+        )
 
         # A deleted document is never searched again, before or after the reload.
         await cache.settle()
@@ -501,7 +504,7 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
         for plan in ("exact", "memory"):
             body = await _ask(client, org.headers, agent, "Which cards can I pay with?")
             assert body["debug"]["plan"] == plan
-            assert {s["title"] for s in body["sources"]} == {"Bicycles"}
+            assert {c["title"] for c in body["debug"]["candidates"]} == {"Bicycles"}
             await cache.settle()
 
 

@@ -96,10 +96,11 @@ async def test_agent_never_sees_unassigned_kb(client, org, faq_agent, drain_queu
     )
     assert await drain_queue() == {"ready": 1}
     question = "How much does the dentist earn a year?"
-    body = (await ask(client, org.headers, faq_agent["agent"], question)).json()
-    assert body["status"] == "not_found"
-    assert body["sources"]  # retrieval ran over the agent's own KB...
-    assert {s["document_id"] for s in body["sources"]} == {faq_agent["doc"]["id"]}  # ...and no other
+    body = (await ask(client, org.headers, faq_agent["agent"], question, debug="true")).json()
+    assert (body["status"], body["sources"]) == ("not_found", [])
+    candidates = body["debug"]["candidates"]
+    assert candidates  # retrieval ran over the agent's own KB...
+    assert {c["document_id"] for c in candidates} == {faq_agent["doc"]["id"]}  # ...and no other
     # Positive control: an agent assigned the other KB is answered from it.
     insider = str(uuid.uuid4())
     r = await client.put(

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from litestar import Controller, Response, get, post
 from litestar.background_tasks import BackgroundTask
@@ -16,7 +16,7 @@ from app.errors import Forbidden, NotFound, ValidationFailed
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
 from app.query.query_log import QueryLogService
-from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse
+from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse, ToolRead
 from app.query.service import QueryService
 from app.query.tool_declaration import ToolFormat
 from app.query.tool_service import ToolService
@@ -107,7 +107,14 @@ class QueryController(Controller):
         observe_query(outcome.response)
         return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
 
-    @get("/{agent_id:str}/tool", summary="The query_knowledge tool declaration and agent instructions")
+    @get(
+        "/{agent_id:str}/tool",
+        summary="The query_knowledge tool declaration and agent instructions",
+        description=(
+            "The declaration and instructions are given whether or not the tool can answer; "
+            "`available: false` (with its `reason`) tells the voice runtime to leave both out of the session."
+        ),
+    )
     async def tool(
         self,
         agent_id: FromPath[uuid.UUID],
@@ -115,7 +122,7 @@ class QueryController(Controller):
         format: Annotated[
             Literal["openai-realtime", "openai-chat", "gemini"], QueryParameter()
         ] = "openai-realtime",
-    ) -> dict[str, Any]:
+    ) -> ToolRead:
         fmt: ToolFormat = format
         return await tool_service.tool(agent_id, fmt)
 

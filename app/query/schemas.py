@@ -112,3 +112,23 @@ class KnowledgeGap(BaseModel):
     statuses: list[str]
     max_confidence: float
 
+
+ToolUnavailable = Literal["no_knowledge_base", "no_documents", "no_ready_documents"]
+
+
+class ToolRead(BaseModel):
+    format: Literal["openai-realtime", "openai-chat", "gemini"]
+    available: bool = Field(
+        description="Whether query_knowledge can answer: some knowledge base assigned to the agent holds a "
+        "ready document. When false, leave the tool and the instructions out of the voice session."
+    )
+    reason: ToolUnavailable | None = Field(
+        description="Why it cannot (null when `available`): `no_knowledge_base` (none assigned), "
+        "`no_documents` (the assigned knowledge bases hold no document), `no_ready_documents` (their "
+        "documents are all pending, processing or failed)."
+    )
+    tool: dict[str, Any] = Field(description="The function declaration, in the requested format.")
+    instructions: str = Field(
+        description="Agent instructions that tell the voice model when to call the tool."
+    )
+    prompt_version: str

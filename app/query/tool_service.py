@@ -5,7 +5,6 @@ leaves room for the knowledge summary."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,6 +13,7 @@ from app.agents.repository import AgentRepository
 from app.agents.service import AGENT_NOT_FOUND
 from app.errors import NotFound
 from app.prompting import PromptLibrary, PromptSet
+from app.query.schemas import ToolRead, ToolUnavailable
 from app.query.tool_declaration import (
     DocumentInfo,
     KnowledgeBaseInfo,
@@ -26,10 +26,14 @@ from app.query.tool_declaration import (
 # whose new version is pending or failed while their previous chunks stay live), in one
 # statement, scoped to the organisation. The summary's budget holds about a hundred titles
 # in all, so no more than that is read per KB: an agent over 100,000 documents would
-# otherwise load them all and take half a second to summarise them.
+# otherwise load them all and take half a second to summarise them. Each KB row also says
+# whether the KB can answer (its chunk count, which query_knowledge reads too) and whether
+# it holds any document, for the declaration's `available` and `reason`.
 DOCUMENTS_PER_KB = 100
 AGENT_TOPICS_SQL = text(f"""
-SELECT kb.id, kb.title, kb.description, d.title AS doc_title, d.description AS doc_description
+SELECT kb.id, kb.title, kb.description, kb.chunk_count > 0 AS answers,
+       EXISTS (SELECT 1 FROM documents WHERE kb_id = kb.id) AS has_documents,
+       d.title AS doc_title, d.description AS doc_description
 FROM agent_assignments a
 JOIN knowledge_bases kb ON kb.id = a.kb_id AND kb.org_id = a.org_id
 LEFT JOIN LATERAL (
@@ -75,33 +79,51 @@ class ToolService:
         self.default_variant = default_variant
 
     async def topics(self, agent_id: uuid.UUID) -> list[KnowledgeBaseInfo]:
+        """The agent's KBs with the documents that answer."""
+        return (await self._topics(agent_id))[0]
+
+    async def _topics(self, agent_id: uuid.UUID) -> tuple[list[KnowledgeBaseInfo], ToolUnavailable | None]:
+        """The agent's KBs with the documents that answer, and why the tool cannot answer
+        (None when it can), from one statement."""
         rows = (await self.session.execute(AGENT_TOPICS_SQL, {"org": self.org_id, "agent": agent_id})).all()
         kbs: dict[uuid.UUID, tuple[str, str, list[DocumentInfo]]] = {}
+        answers = has_documents = False
         for r in rows:
             entry = kbs.setdefault(r.id, (r.title, r.description, []))
+            answers |= r.answers
+            has_documents |= r.has_documents
             if r.doc_title is not None:
                 entry[2].append(DocumentInfo(title=r.doc_title, description=r.doc_description))
-        return [KnowledgeBaseInfo(title=t, description=d, documents=docs) for t, d, docs in kbs.values()]
+        topics = [KnowledgeBaseInfo(title=t, description=d, documents=docs) for t, d, docs in kbs.values()]
+        if answers:
+            return topics, None
+        if not kbs:
+            return topics, "no_knowledge_base"
+        return topics, "no_ready_documents" if has_documents else "no_documents"
 
-    async def tool(self, agent_id: uuid.UUID, fmt: ToolFormat, variant: str | None = None) -> dict[str, Any]:
+    async def tool(self, agent_id: uuid.UUID, fmt: ToolFormat, variant: str | None = None) -> ToolRead:
         """The declaration and instructions in the prompt variant that answers for the agent:
-        `variant`, else the agent's own setting, else the configured default."""
+        `variant`, else the agent's own setting, else the configured default; and whether the
+        tool can answer yet. Both are given either way: a runtime that reads `available`
+        leaves them out, one that does not keeps working (its calls hear `not_found`)."""
         agent = await AgentRepository(self.session, self.org_id).find(agent_id)
         if agent is None:
             raise NotFound(AGENT_NOT_FOUND)
         prompt = self.prompts.get_or_default(variant or agent.prompt_variant or self.default_variant)
-        topics = await self.topics(agent_id)
+        topics, unavailable = await self._topics(agent_id)
         summary = knowledge_summary(topics, budget_chars=SUMMARY_BUDGET)
-        return {
-            "format": fmt,
-            "tool": tool_definition(
+        return ToolRead(
+            format=fmt,
+            available=unavailable is None,
+            reason=unavailable,
+            tool=tool_definition(
                 fmt,
                 description=_description(prompt, topics, summary, DESCRIPTION_LIMITS.get(fmt)),
                 query_description=prompt.query_parameter_description,
             ),
-            "instructions": prompt.agent_instructions(knowledge_summary=summary),
-            "prompt_version": prompt.version,
-        }
+            instructions=prompt.agent_instructions(knowledge_summary=summary),
+            prompt_version=prompt.version,
+        )
 
 
 def _description(prompt: PromptSet, topics: list[KnowledgeBaseInfo], summary: str, limit: int | None) -> str:

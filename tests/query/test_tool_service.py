@@ -5,9 +5,10 @@ import uuid
 import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.realtime import RealtimeFunctionToolParam
+from sqlalchemy import text
 
 from app.query.tool_declaration import tool_definition
-from tests.helpers import bearer, create_key
+from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc
 from tests.query.test_tool_declaration import strict_validator
 
 
@@ -108,3 +109,63 @@ async def test_settings_of_unknown_or_foreign_agent_is_404(client, org, other_or
         headers=other_org.headers,
     )
     assert r.status_code == 404
+
+
+async def _declaration(client, headers, agent) -> dict:
+    r = await client.get(f"/api/agents/{agent}/tool", headers=headers)
+    assert r.status_code == 200, r.text
+    body: dict = r.json()
+    return body
+
+
+async def test_tool_with_a_ready_document_is_available(client, org, faq_agent):
+    body = await _declaration(client, org.headers, faq_agent["agent"])
+    assert (body["available"], body["reason"]) == (True, None)
+
+
+async def test_tool_of_an_agent_with_no_kb_assigned_any_more_is_unavailable(client, org, faq_agent):
+    kb = faq_agent["kb"]["id"]
+    r = await client.put(f"/api/knowledge/{kb}/agents", json={"agent_ids": []}, headers=org.headers)
+    assert r.status_code == 200
+    body = await _declaration(client, org.headers, faq_agent["agent"])
+    assert (body["available"], body["reason"]) == (False, "no_knowledge_base")
+    # The declaration stays, so a runtime that does not read `available` keeps working.
+    assert body["tool"]["name"] == "query_knowledge"
+    assert "query_knowledge" in body["instructions"]
+
+
+async def test_tool_over_kbs_without_documents_is_unavailable(client, org):
+    kb = await create_kb(client, org.headers, "Empty")
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    body = await _declaration(client, org.headers, agent)
+    assert (body["available"], body["reason"]) == (False, "no_documents")
+
+
+@pytest.mark.parametrize("status", ["pending", "processing", "failed"])
+async def test_tool_whose_documents_are_not_ready_is_unavailable(client, org, engine, status):
+    kb = await create_kb(client, org.headers, "Handbook")
+    await create_text_doc(client, org.headers, kb["id"])  # pending: no worker runs here
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE documents SET status = :status"), {"status": status})
+    body = await _declaration(client, org.headers, agent)
+    assert (body["available"], body["reason"]) == (False, "no_ready_documents")
+
+
+async def test_tool_is_available_when_any_assigned_kb_has_a_ready_document(client, org, faq_agent):
+    agent = faq_agent["agent"]
+    empty = await create_kb(client, org.headers, "Empty")
+    r = await client.put(
+        f"/api/knowledge/{empty['id']}/agents", json={"agent_ids": [agent]}, headers=org.headers
+    )
+    assert r.status_code == 200
+    body = await _declaration(client, org.headers, agent)
+    assert (body["available"], body["reason"]) == (True, None)
+    # Its only ready document deleted, the agent's tool cannot answer any more.
+    doc = faq_agent["doc"]
+    r = await client.delete(
+        f"/api/knowledge/{faq_agent['kb']['id']}/documents/{doc['id']}", headers=org.headers
+    )
+    assert r.status_code == 204, r.text
+    body = await _declaration(client, org.headers, agent)
+    assert (body["available"], body["reason"]) == (False, "no_documents")

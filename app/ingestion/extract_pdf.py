@@ -13,10 +13,12 @@ import io
 import logging
 import re
 import threading
+import zlib
 from typing import Any, Protocol
 
 import pypdf
 from pypdf import PasswordType
+from pypdf.generic import ArrayObject, NullObject, StreamObject
 
 from app.ingestion.extract_model import (
     DEFAULT_MAX_PAGES,
@@ -46,6 +48,8 @@ _HYPHEN_BREAK = re.compile(r"(\w)-[ \t]*\n[ \t]*(\w)")
 _DOCUMENT_FILENAME = re.compile(
     r"\.(?:pdf|docx?|odt|rtf|txt|pptx?|odp|xlsx?|ods|indd|qxd|tex|dvi|ps|eps|html?|md|pages|key)$"
 )
+_FLATE = frozenset({"/FlateDecode", "/Fl"})
+_INFLATE_STEP = 1 << 20  # bytes of output per step when checking a stream; the output is discarded
 _PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "title", "document", "no title", "unknown"})
 _MAX_TITLE_CHARS = 300
 
@@ -54,6 +58,10 @@ class _PageSource(Protocol):
     def page_count(self) -> int: ...
 
     def page_text(self, index: int) -> str: ...
+
+    def why_no_text(self, index: int) -> str | None:
+        """For a page that gave no text: what is wrong with it, or None if it is blank."""
+        ...
 
 
 def extract_pdf(data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES) -> Extracted:
@@ -103,22 +111,14 @@ def _extract_pages(
     total = source.page_count()
     engines: list[_PageSource] = [source] if fallback is None else [source, fallback]
     sections: list[Section] = []
-    failed = 0
+    failed: list[int] = []
     read_any = False
     out_of_memory = False
     for index in range(min(total, max_pages)):
-        text: str | None = None
-        for engine in engines:
-            try:
-                text = engine.page_text(index)
-                break
-            except MemoryError:
-                # One page that needs too much memory should not cost the whole document.
-                out_of_memory = True
-            except Exception:  # parsers raise arbitrary types on hostile pages
-                logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
+        text, needed_memory = _read_page(engines, index)
+        out_of_memory = out_of_memory or needed_memory
         if text is None:
-            failed += 1
+            failed.append(index + 1)
             continue
         read_any = True
         if text:
@@ -129,8 +129,54 @@ def _extract_pages(
         raise ExtractionError(PDF_DAMAGED)
     if not sections:
         raise ExtractionError(PDF_NO_TEXT_LAYER if read_any else PDF_DAMAGED)
+    if failed:
+        # Not a failure of the document: the readable pages are indexed, the rest counted.
+        logger.warning("%d of %d PDF pages could not be read: pages %s", len(failed), total, _ranges(failed))
     beyond_cap = max(0, total - max_pages)
-    return Extracted(title=title, sections=sections, pages_total=total, pages_skipped=failed + beyond_cap)
+    return Extracted(
+        title=title, sections=sections, pages_total=total, pages_skipped=len(failed) + beyond_cap
+    )
+
+
+def _read_page(engines: list[_PageSource], index: int) -> tuple[str | None, bool]:
+    """The page's text ("" for a blank page) or None when no engine could read it; and
+    whether an engine ran out of memory on it.
+
+    An engine that gives no text is asked why: a missing or corrupt content stream is a failed
+    page, not a blank one, and the next engine gets a go. pdfium cannot tell a broken page from
+    a blank one, so its empty answer never overrules an earlier engine's failure.
+    """
+    failed = False
+    out_of_memory = False
+    for engine in engines:
+        try:
+            text = engine.page_text(index)
+            if text:
+                return text, out_of_memory
+            problem = engine.why_no_text(index)
+        except MemoryError:
+            # One page that needs too much memory should not cost the whole document.
+            out_of_memory = True
+            problem = "out of memory"
+        except Exception as exc:  # parsers raise arbitrary types on hostile pages
+            logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
+            problem = type(exc).__name__
+        if problem is None and not failed:
+            return "", out_of_memory
+        failed = True
+        logger.debug("page %d gave no text in %s: %s", index + 1, type(engine).__name__, problem)
+    return None, out_of_memory
+
+
+def _ranges(pages: list[int]) -> str:
+    """1-based page numbers as "2, 5-7": a log line stays short however many pages failed."""
+    runs: list[list[int]] = []
+    for page in pages:
+        if runs and page == runs[-1][1] + 1:
+            runs[-1][1] = page
+        else:
+            runs.append([page, page])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
 class _PypdfSource:
@@ -144,6 +190,24 @@ class _PypdfSource:
     def page_text(self, index: int) -> str:
         raw = self._pages[index].extract_text()
         return clean_page_text(_GLYPH_NAMES.sub(" ", raw))
+
+    def why_no_text(self, index: int) -> str | None:
+        # pypdf reads what it can of a damaged page and says so only in log lines (a missing
+        # object, a stream it could inflate only in part), returning "" as for a blank page.
+        contents = self._pages[index].get("/Contents")
+        if contents is None or isinstance(contents, NullObject):  # a null entry is an absent one
+            return None
+        resolved = contents.get_object()
+        for part in list(resolved) if isinstance(resolved, ArrayObject) else [contents]:
+            stream = part.get_object()
+            if stream is None or isinstance(stream, NullObject):
+                return "its content stream is missing"
+            if not isinstance(stream, StreamObject):
+                return f"its content is {type(stream).__name__}, not a stream"
+            stream.get_data()  # raises for filters pypdf cannot decode
+            if _inflates_in_part(stream):
+                return "its content stream is corrupt"
+        return None
 
     def title(self) -> str | None:
         try:
@@ -223,6 +287,10 @@ class _PdfiumSource:
                 page.close()
         return clean_page_text(_PDFIUM_HYPHEN.sub("", normalise_newlines(raw)))
 
+    def why_no_text(self, index: int) -> str | None:
+        # pdfium's text API reports no damage: an empty page is taken as blank.
+        return None
+
     def title(self) -> str | None:
         document = self._require()
         return self._title(document)
@@ -240,6 +308,32 @@ class _PdfiumSource:
             with _PDFIUM_LOCK:
                 self._document.close()
             self._document = None
+
+
+def _inflates_in_part(stream: StreamObject) -> bool:
+    """Whether a Flate stream's bytes are not one whole zlib stream (corrupt or cut short).
+
+    pypdf then inflates byte by byte and keeps what it got, silently when the data just stops.
+    Bytes after the end are fine: early Adobe producers left some there. Called after pypdf
+    decoded the stream within its output limit, so this pass is bounded too.
+    """
+    filters = stream.get("/Filter")
+    first = filters.get_object() if filters is not None else None
+    if isinstance(first, ArrayObject):
+        first = first[0].get_object() if first else None
+    if not (isinstance(first, str) and first in _FLATE):
+        return False
+    decompressor = zlib.decompressobj()
+    pending: bytes = stream._data  # the stored bytes; pypdf has no public reader for them
+    try:
+        while not decompressor.eof:
+            output = decompressor.decompress(pending, _INFLATE_STEP)
+            if not output and not pending:
+                break  # the input ended before the zlib stream did
+            pending = decompressor.unconsumed_tail
+    except zlib.error:
+        return True
+    return not decompressor.eof
 
 
 def clean_page_text(raw: str) -> str:

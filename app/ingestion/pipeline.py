@@ -189,6 +189,14 @@ class Ingestor:
             raise ExtractionError("no text found")
 
         extracted = await self._extract(parse_kind, data, charset)
+        if extracted.pages_skipped:
+            # The document is still indexed from the pages that were read; say what is missing.
+            log.info(
+                "document %s: %d of %d PDF pages not read (broken, or beyond the page cap)",
+                doc.id,
+                extracted.pages_skipped,
+                extracted.pages_total,
+            )
         title = doc.title
         if kind == "url" and doc.title == doc.source_url and extracted.title:
             title = extracted.title[:300]

@@ -1,0 +1,98 @@
+"""PDF pages that cannot be read are counted in pages_skipped, not passed off as blank pages:
+pages_total - pages_skipped is the number of pages whose text was read."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from app.ingestion.extract import Extracted, ExtractionError, Section, extract, extract_isolated
+from tests.fixtures.pdfs import BROKEN_PAGE_KINDS, blank_page_with_trailing_bytes_pdf, broken_page_pdf
+
+DAMAGED = "the PDF is damaged and could not be read"
+PAGES = ["Page one", "Page two", "Page three"]
+
+
+@pytest.mark.parametrize("kind", BROKEN_PAGE_KINDS)
+async def test_broken_page_is_skipped_and_counted(kind: str) -> None:
+    result = await extract_isolated("pdf", broken_page_pdf(PAGES, broken={2}, kind=kind))
+    assert result == Extracted(
+        title=None,
+        sections=[Section("Page one", None, 1), Section("Page three", None, 3)],
+        pages_total=3,
+        pages_skipped=1,
+    )
+
+
+@pytest.mark.parametrize("kind", BROKEN_PAGE_KINDS)
+def test_pdf_whose_every_page_is_broken_is_damaged(kind: str) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        extract("pdf", broken_page_pdf(PAGES, broken={1, 2, 3}, kind=kind))
+    assert str(caught.value) == DAMAGED
+
+
+def test_broken_and_capped_pages_are_both_skipped() -> None:
+    data = broken_page_pdf([*PAGES, "Page four"], broken={2}, kind="garbage-flate")
+    result = extract("pdf", data, max_pages=3)
+    assert (result.sections, result.pages_total, result.pages_skipped) == (
+        [Section("Page one", None, 1), Section("Page three", None, 3)],
+        4,
+        2,
+    )
+
+
+def test_stray_bytes_after_a_flate_stream_leave_the_page_blank() -> None:
+    # Only a stream that ends early or is not zlib data is broken; bytes after its end are not.
+    result = extract("pdf", blank_page_with_trailing_bytes_pdf("Page one"))
+    assert (result.sections, result.pages_total, result.pages_skipped) == (
+        [Section("Page one", None, 1)],
+        2,
+        0,
+    )
+
+
+async def test_document_with_a_broken_page_is_ready_with_the_page_skipped(
+    client, org, drain_queue, engine
+) -> None:
+    kb = (await client.post("/api/knowledge", json={"title": "Manuals"}, headers=org.headers)).json()
+    pdf = broken_page_pdf(PAGES, broken={2}, kind="truncated-flate")
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("manual.pdf", pdf, "application/pdf")},
+        headers=org.headers,
+    )
+    assert r.status_code == 202, r.text
+    assert await drain_queue() == {"ready": 1}
+    got = (
+        await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
+    ).json()
+    async with engine.connect() as conn:
+        pages = (
+            await conn.execute(
+                text("SELECT page FROM chunks WHERE document_id = :d ORDER BY ordinal"), {"d": got["id"]}
+            )
+        ).scalars()
+        chunk_pages = sorted(set(pages))
+    assert (got["status"], got["error"], got["pages_total"], got["pages_skipped"], chunk_pages) == (
+        "ready",
+        None,
+        3,
+        1,
+        [1, 3],
+    )
+
+
+async def test_document_whose_every_page_is_broken_fails_with_the_reason(client, org, drain_queue) -> None:
+    kb = (await client.post("/api/knowledge", json={"title": "Manuals"}, headers=org.headers)).json()
+    pdf = broken_page_pdf(PAGES, broken={1, 2, 3}, kind="garbage-flate")
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("manual.pdf", pdf, "application/pdf")},
+        headers=org.headers,
+    )
+    assert r.status_code == 202, r.text
+    assert await drain_queue() == {"failed": 1}
+    got = (
+        await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
+    ).json()
+    assert (got["status"], got["error"], got["chunk_count"]) == ("failed", DAMAGED, 0)

@@ -1,17 +1,18 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from litestar import Controller, Request, delete, get, post, put
+from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.status_codes import HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
 from app.documents.schemas import (
+    ChunkRead,
     DocumentCreateText,
     DocumentCreateUrl,
     DocumentRead,
@@ -19,11 +20,29 @@ from app.documents.schemas import (
     DocumentUploadForm,
     DocumentUploadMeta,
 )
-from app.documents.service import DocumentService
+from app.documents.service import DocumentService, DuplicateDocument
 from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
-from app.http import parse_json, validate_obj
+from app.exception_handlers import app_error
+from app.http import Limit, Offset, parse_json, validate_obj
+from app.schemas import Page
 
 _UPLOAD_FIELDS = set(DocumentUploadForm.model_fields)
+
+# A query parameter, so the three forms of the body (two JSON, one multipart) take it alike.
+AllowDuplicate = Annotated[
+    bool,
+    QueryParameter(
+        description="Add the document even if the knowledge base already holds the same content "
+        "(or, for a URL, the same URL); otherwise that is a 409 `duplicate_document`."
+    ),
+]
+
+
+def duplicate_document(request: Request[Any, Any, Any], exc: DuplicateDocument) -> Response[Any]:
+    """The service's error body, plus the existing document for a client to act on."""
+    response = app_error(request, exc)
+    response.content = {**response.content, "existing_document": exc.existing.model_dump(mode="json")}
+    return response
 
 
 def provide_document_service(
@@ -44,6 +63,7 @@ class DocumentController(Controller):
     tags = ["documents"]
     guards = [admin_only]
     dependencies = {"document_service": Provide(provide_document_service, sync_to_thread=False)}
+    exception_handlers = {DuplicateDocument: duplicate_document}
 
     @post(
         "/",
@@ -60,7 +80,11 @@ class DocumentController(Controller):
             "Three forms: JSON `{title, description?, content, content_type?: text|markdown|html}`; "
             "JSON `{url, title?, description?, sync_interval_s?}`; or multipart/form-data with a `file` "
             "(.txt .md .html .pdf) and optional `title`, `description`. Answers 202 with the document "
-            "in status `pending`; ingestion runs in the background."
+            "in status `pending`; ingestion runs in the background.\n\n"
+            "Content the knowledge base already holds (the same bytes; for a URL, the same URL) is "
+            "refused with a 409 whose `error` is `duplicate_document` and whose "
+            "`existing_document` is `{id, title, status}` of the document holding it, unless "
+            "`allow_duplicate=true` is sent in the query string."
         ),
     )
     async def create_document(
@@ -68,6 +92,7 @@ class DocumentController(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         document_service: NamedDependency[DocumentService],
+        allow_duplicate: AllowDuplicate = False,
     ) -> DocumentRead:
         limit = document_service.limits.max_upload_bytes
         declared = request.headers.get("content-length")
@@ -75,14 +100,18 @@ class DocumentController(Controller):
             raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")
         media_type = request.content_type[0]
         if media_type == "multipart/form-data":
-            return await _upload(document_service, request, kb_id, limit)
+            return await _upload(document_service, request, kb_id, limit, allow_duplicate)
         if media_type != "application/json":
             raise UnsupportedMediaType("send application/json or multipart/form-data")
         obj = parse_json(await _read_capped(request, limit))
         # A body with "url" is a web page to fetch; anything else must be inline content.
         if isinstance(obj, dict) and "url" in obj:
-            return await document_service.create_url(kb_id, validate_obj(DocumentCreateUrl, obj))
-        return await document_service.create_text(kb_id, validate_obj(DocumentCreateText, obj))
+            return await document_service.create_url(
+                kb_id, validate_obj(DocumentCreateUrl, obj), allow_duplicate=allow_duplicate
+            )
+        return await document_service.create_text(
+            kb_id, validate_obj(DocumentCreateText, obj), allow_duplicate=allow_duplicate
+        )
 
     @get("/{doc_id:str}", summary="One document with status, error, progress and chunk count")
     async def get_document(
@@ -92,6 +121,17 @@ class DocumentController(Controller):
         document_service: NamedDependency[DocumentService],
     ) -> DocumentRead:
         return await document_service.get(kb_id, doc_id)
+
+    @get("/{doc_id:str}/chunks", summary="The chunks a document was indexed as, in order (paginated)")
+    async def list_chunks(
+        self,
+        kb_id: FromPath[uuid.UUID],
+        doc_id: FromPath[uuid.UUID],
+        document_service: NamedDependency[DocumentService],
+        limit: Limit = 50,
+        offset: Offset = 0,
+    ) -> Page[ChunkRead]:
+        return await document_service.chunks(kb_id, doc_id, limit=limit, offset=offset)
 
     @put("/{doc_id:str}", summary="Update title, description or content (new content is re-indexed)")
     async def update_document(
@@ -134,7 +174,11 @@ async def _read_capped(request: Request[Any, Any, Any], limit: int) -> bytes:
 
 
 async def _upload(
-    service: DocumentService, request: Request[Any, Any, Any], kb_id: uuid.UUID, limit: int
+    service: DocumentService,
+    request: Request[Any, Any, Any],
+    kb_id: uuid.UUID,
+    limit: int,
+    allow_duplicate: bool,
 ) -> DocumentRead:
     form = await request.form()
     unknown = set(form.keys()) - _UPLOAD_FIELDS
@@ -172,4 +216,5 @@ async def _upload(
         data=data,
         title=meta.title,
         description=meta.description,
+        allow_duplicate=allow_duplicate,
     )

@@ -10,8 +10,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import undefer
 from sqlalchemy.sql import Select
 
-from app.documents.models import Document
+from app.documents.models import Chunk, Document
 from app.organisations.models import Organisation
+
+DOC = Document.__table__  # type: ignore[attr-defined]
+CHUNK = Chunk.__table__  # type: ignore[attr-defined]
 
 
 class DocumentRepository:
@@ -38,6 +41,33 @@ class DocumentRepository:
             stmt = stmt.with_for_update()
         result: Document | None = await self.session.scalar(stmt)
         return result
+
+    async def find_duplicate(
+        self, kb_id: uuid.UUID, *, content_hash: str | None = None, source_url: str | None = None
+    ) -> Document | None:
+        """The KB's oldest document from this URL or, given no URL, with this content."""
+        same = (
+            DOC.c.source_url == source_url if source_url is not None else DOC.c.content_hash == content_hash
+        )
+        stmt = self._scoped(select(Document), kb_id).where(same).order_by(DOC.c.created_at, DOC.c.id).limit(1)
+        result: Document | None = await self.session.scalar(stmt)
+        return result
+
+    async def chunk_page(
+        self, kb_id: uuid.UUID, doc_id: uuid.UUID, *, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """A document's chunks in order, and how many it has. Chunks carry their own
+        organisation and KB: a document of another organisation or KB has none here."""
+        scoped = (CHUNK.c.org_id == self.org_id, CHUNK.c.kb_id == kb_id, CHUNK.c.document_id == doc_id)
+        rows = await self.session.execute(
+            select(CHUNK.c.ordinal, CHUNK.c.text, CHUNK.c.section, CHUNK.c.page, CHUNK.c.token_count)
+            .where(*scoped)
+            .order_by(CHUNK.c.ordinal)  # unique per document (0001)
+            .limit(limit)
+            .offset(offset)
+        )
+        total = await self.session.scalar(select(func.count()).select_from(CHUNK).where(*scoped))
+        return [dict(r._mapping) for r in rows], int(total or 0)
 
     async def count_in_kb(self, kb_id: uuid.UUID) -> int:
         return int(

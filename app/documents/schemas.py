@@ -108,3 +108,21 @@ class DocumentRead(DocumentSummary):
     pages_total: int | None
     pages_skipped: int
     attempts: int
+
+
+class ExistingDocument(BaseModel):
+    """The document a refused duplicate names (the ``existing_document`` of its 409)."""
+
+    id: uuid.UUID
+    title: str
+    status: str
+
+
+class ChunkRead(BaseModel):
+    """One piece of a document as it was indexed, and as a caller's question can find it."""
+
+    ordinal: int = Field(description="Position in the document, from 0.")
+    text: str
+    section: str | None = Field(description="The heading the chunk falls under, if any.")
+    page: int | None = Field(description="The page it starts on, for paged formats (PDF).")
+    token_count: int

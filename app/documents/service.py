@@ -17,19 +17,37 @@ from app.db.base import utcnow
 from app.documents.models import Document
 from app.documents.repository import DocumentRepository
 from app.documents.schemas import (
+    ChunkRead,
     DocumentCreateText,
     DocumentCreateUrl,
     DocumentRead,
     DocumentUpdate,
+    ExistingDocument,
     Progress,
 )
 from app.errors import BadRequest, Conflict, NotFound, QuotaExceeded, UnsupportedMediaType
 from app.ingestion.extract import UnsupportedType, sniff_kind
 from app.ingestion.fetch import BlockedURL, github_raw_url
 from app.knowledge.repository import KnowledgeRepository
+from app.schemas import Page
 
 DOC_NOT_FOUND = "document not found"
 UrlValidator = Callable[[str], Awaitable[None]]
+
+
+class DuplicateDocument(Conflict):
+    """The KB already holds this content, or this URL: adding it again would make every
+    answer from it come twice among the sources."""
+
+    code = "duplicate_document"
+
+    def __init__(self, existing: Document, *, same_url: bool) -> None:
+        what = "from this URL" if same_url else "with this content"
+        super().__init__(
+            f"this knowledge base already holds a document {what}: {existing.id} "
+            f"('{existing.title}', {existing.status}); send allow_duplicate=true to add it anyway"
+        )
+        self.existing = ExistingDocument(id=existing.id, title=existing.title, status=existing.status)
 
 
 def content_hash(data: bytes) -> str:
@@ -110,16 +128,29 @@ class DocumentService:
                 " would be exceeded"
             )
 
-    async def _queued(self, doc: Document) -> DocumentRead:
+    async def _queued(self, doc: Document, *, allow_duplicate: bool) -> DocumentRead:
         doc.size_bytes = len(doc.original or b"")
         await self._check_quota(doc.kb_id, doc.size_bytes, new_document=True)
+        if not allow_duplicate:
+            # After _check_quota: the KB's row stays locked until the commit below, so two
+            # copies in flight together are looked up one after the other and the second
+            # finds the first. (Not a unique index: duplicates may be allowed, and the worker
+            # sets a URL document's hash to whatever its page returns.) A URL's content is
+            # not known before it is fetched: the URL itself is what repeats.
+            existing = await self.repo.find_duplicate(
+                doc.kb_id, content_hash=doc.content_hash, source_url=doc.source_url
+            )
+            if existing is not None:
+                raise DuplicateDocument(existing, same_url=doc.source_url is not None)
         self.repo.add(doc)
         await self.session.commit()
         if self.on_enqueued:
             self.on_enqueued()
         return to_read(doc)
 
-    async def create_text(self, kb_id: uuid.UUID, data: DocumentCreateText) -> DocumentRead:
+    async def create_text(
+        self, kb_id: uuid.UUID, data: DocumentCreateText, *, allow_duplicate: bool = False
+    ) -> DocumentRead:
         await self._require_kb(kb_id)
         raw = data.content.encode()
         return await self._queued(
@@ -131,7 +162,8 @@ class DocumentService:
                 source_kind=data.content_type,
                 original=raw,
                 content_hash=content_hash(raw),
-            )
+            ),
+            allow_duplicate=allow_duplicate,
         )
 
     async def create_upload(
@@ -143,6 +175,7 @@ class DocumentService:
         data: bytes,
         title: str | None,
         description: str,
+        allow_duplicate: bool = False,
     ) -> DocumentRead:
         await self._require_kb(kb_id)
         # Before the type is sniffed: an empty .pdf is empty, not "not a PDF".
@@ -163,10 +196,13 @@ class DocumentService:
                 file_name=name,
                 original=data,
                 content_hash=content_hash(data),
-            )
+            ),
+            allow_duplicate=allow_duplicate,
         )
 
-    async def create_url(self, kb_id: uuid.UUID, data: DocumentCreateUrl) -> DocumentRead:
+    async def create_url(
+        self, kb_id: uuid.UUID, data: DocumentCreateUrl, *, allow_duplicate: bool = False
+    ) -> DocumentRead:
         await self._require_kb(kb_id)
         url = github_raw_url(data.url)
         try:
@@ -184,7 +220,8 @@ class DocumentService:
                 source_kind="url",
                 source_url=url,
                 sync_interval_s=interval or None,
-            )
+            ),
+            allow_duplicate=allow_duplicate,
         )
 
     async def get(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> DocumentRead:
@@ -192,6 +229,17 @@ class DocumentService:
         if doc is None:
             raise NotFound(DOC_NOT_FOUND)
         return to_read(doc)
+
+    async def chunks(
+        self, kb_id: uuid.UUID, doc_id: uuid.UUID, *, limit: int, offset: int
+    ) -> Page[ChunkRead]:
+        """What the document was indexed as, in order: empty until it is first ready."""
+        if await self.repo.get(kb_id, doc_id) is None:
+            raise NotFound(DOC_NOT_FOUND)
+        rows, total = await self.repo.chunk_page(kb_id, doc_id, limit=limit, offset=offset)
+        return Page(
+            items=[ChunkRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset
+        )
 
     async def update(self, kb_id: uuid.UUID, doc_id: uuid.UUID, data: DocumentUpdate) -> DocumentRead:
         if data.content is not None:

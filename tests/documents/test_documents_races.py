@@ -81,7 +81,8 @@ async def test_concurrent_uploads_stop_at_the_storage_quota(database_url, settin
 async def test_concurrent_content_growth_stops_at_the_storage_quota(database_url, settings, org, engine):
     async with served(_app(database_url, settings, org_storage_bytes=4096)) as client:
         kb = await create_kb(client, org.headers)
-        docs = [await create_text_doc(client, org.headers, kb["id"], content="a" * 1000) for _ in range(3)]
+        # Three different contents: the same one thrice would be refused as duplicates.
+        docs = [await create_text_doc(client, org.headers, kb["id"], content=c * 1000) for c in "abc"]
         # Each edit alone fits (3000 + 1000 <= 4096); any two together do not.
         answers = await asyncio.gather(
             *(
@@ -96,6 +97,27 @@ async def test_concurrent_content_growth_stops_at_the_storage_quota(database_url
     assert sorted(a.status_code for a in answers) == [200, 403, 403]
     assert {a.json()["error"] for a in answers if a.status_code == 403} == {"quota_exceeded"}
     assert await _stored(engine, org.id) == (3, 4000)
+
+
+async def test_concurrent_identical_uploads_store_one_document(database_url, settings, org, engine):
+    """The lookup for a duplicate and the insert are one step under the KB's lock: without it,
+    copies sent together all found none and all got in."""
+    async with served(_app(database_url, settings)) as client:
+        kb = await create_kb(client, org.headers)
+        answers = await asyncio.gather(
+            *(
+                client.post(
+                    f"/api/knowledge/{kb['id']}/documents",
+                    json={"title": f"t{i}", "content": "We open at nine."},
+                    headers=org.headers,
+                )
+                for i in range(8)
+            )
+        )
+    assert sorted(a.status_code for a in answers) == [202] + [409] * 7
+    [kept] = [a.json() for a in answers if a.status_code == 202]
+    assert {a.json()["existing_document"]["id"] for a in answers if a.status_code == 409} == {kept["id"]}
+    assert (await _stored(engine, org.id))[0] == 1
 
 
 async def _chunk_texts(engine, doc_id) -> str:

@@ -82,7 +82,8 @@ async def stored_data(base_url: str, org: Org, app: Litestar, drain_queue) -> di
         spare_kb = await created("/api/knowledge", {"title": "Spare"}, 201)
         documents = f"/api/knowledge/{kb}/documents"
         doc = await created(documents, {"title": "Hours", "content": FAQ}, 202)
-        spare_doc = await created(documents, {"title": "Spare", "content": FAQ}, 202)
+        # Content of its own: the same FAQ again would be refused as a duplicate (409).
+        spare_doc = await created(documents, {"title": "Spare", "content": FAQ + "\nA spare copy.\n"}, 202)
         spare_key = await created("/api/keys", {"role": "query"}, 201)
         r = await http.put(f"/api/knowledge/{kb}/agents", json={"agent_ids": [AGENT]})
         assert r.status_code == 200, r.text

@@ -26,6 +26,7 @@ ERRORS = {
     "PUT /api/knowledge/{kb_id}/documents/{doc_id}": "400 401 403 404 409 413 415 422 429 503",
     "DELETE /api/knowledge/{kb_id}/documents/{doc_id}": "400 401 403 404 409 429 503",
     "POST /api/knowledge/{kb_id}/documents/{doc_id}/sync": "400 401 403 404 409 429 503",
+    "GET /api/knowledge/{kb_id}/documents/{doc_id}/chunks": "400 401 403 404 429 503",
     "GET /api/knowledge-gaps": "400 401 403 404 429 503",
     "GET /api/agents/{agent_id}/knowledge": "400 401 403 404 429 503",
     # A query key may ask (403 only for debug mode); the call is logged after the answer.

@@ -64,8 +64,9 @@ async def test_query_budget_is_separate_from_management(database_url, settings, 
 async def test_documents_per_kb_quota(database_url, settings, org):
     async with AsyncTestClient(app=_app(database_url, settings, documents_per_kb=2)) as c:
         kb = await create_kb(c, org.headers)
-        await create_text_doc(c, org.headers, kb["id"])
-        await create_text_doc(c, org.headers, kb["id"])
+        # Two contents: the same one twice would be refused as a duplicate (409).
+        await create_text_doc(c, org.headers, kb["id"], content="We open at nine.")
+        await create_text_doc(c, org.headers, kb["id"], content="We close at five.")
         r = await c.post(
             f"/api/knowledge/{kb['id']}/documents", json={"title": "t", "content": "x"}, headers=org.headers
         )

@@ -122,7 +122,7 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
     kb_b, _ids_b, _ = await random_kb(client, org, engine, rng, 120, "B")
     # Chunks of another embedding model (a KB being re-embedded): BM25 finds them (chunk_terms
     # knows no model), and both paths must drop them.
-    other = await create_text_doc(client, org.headers, kb_a, title="Other model")
+    other = await create_text_doc(client, org.headers, kb_a, title="Other model", content="Re-embedded.")
     await seed_chunks(
         engine, org.id, kb_a, other["id"], rng.standard_normal((40, 512)),
         [" ".join(rng.choice(WORDS, 12)) for _ in range(40)], model="m2",
@@ -296,7 +296,7 @@ async def test_a_copy_holds_its_versions_chunks_of_the_model_in_use_and_nothing_
 ):
     rng = np.random.default_rng(3)
     kb, ids, vectors = await random_kb(client, org, engine, rng, 20, "A")
-    doc = await create_text_doc(client, org.headers, kb, title="Other model")
+    doc = await create_text_doc(client, org.headers, kb, content="Re-embedded text.", title="Other model")
     # Chunks of another embedding model (a KB being re-embedded) are not searched.
     await seed_chunks(engine, org.id, kb, doc["id"], rng.standard_normal((3, 256)), ["x y z"] * 3, model="m2")
     cache = KBVectorCache(engine, model_key=MODEL, budget_bytes=64 * 1024 * 1024)

@@ -14,11 +14,12 @@ import logging
 import re
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pypdf
 from pypdf import PasswordType
-from pypdf.generic import ArrayObject, NullObject, StreamObject
+from pypdf.generic import ArrayObject, DictionaryObject, NullObject, StreamObject
 
 from app.ingestion.extract_model import (
     DEFAULT_MAX_PAGES,
@@ -49,6 +50,7 @@ _DOCUMENT_FILENAME = re.compile(
     r"\.(?:pdf|docx?|odt|rtf|txt|pptx?|odp|xlsx?|ods|indd|qxd|tex|dvi|ps|eps|html?|md|pages|key)$"
 )
 _FLATE = frozenset({"/FlateDecode", "/Fl"})
+_MAX_TREE_DEPTH = 100  # pypdf's own page_tree_maximum_depth default
 _INFLATE_STEP = 1 << 20  # bytes of output per step when checking a stream; the output is discarded
 _PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "title", "document", "no title", "unknown"})
 _MAX_TITLE_CHARS = 300
@@ -158,6 +160,10 @@ def _read_page(engines: list[_PageSource], index: int) -> tuple[str | None, bool
             # One page that needs too much memory should not cost the whole document.
             out_of_memory = True
             problem = "out of memory"
+        except _PageLost:
+            # Another engine numbers the pages without the lost entry, or with a repaired
+            # one: its page at this index would be some other page.
+            return None, out_of_memory
         except Exception as exc:  # parsers raise arbitrary types on hostile pages
             logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
             problem = type(exc).__name__
@@ -179,22 +185,50 @@ def _ranges(pages: list[int]) -> str:
     return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
+class _PageLost(Exception):
+    """The page tree has an entry here that is no page, so the page's text is lost."""
+
+
 class _PypdfSource:
     def __init__(self, reader: pypdf.PdfReader) -> None:
         self._reader = reader
         self._pages = reader.pages
+        self._slots: list[int | None] | None = None
+
+    def _page_slots(self) -> list[int | None]:
+        """Per page of the document, its index in pypdf's page list, or None for a lost page.
+
+        pypdf leaves page-tree entries that are no page (a missing object, a number, an
+        unknown dictionary) out of its list without a word, which would shift the number of
+        every later page and hide the loss.
+        """
+        if self._slots is None:
+            count = len(self._pages)
+            leaves = _page_tree_leaves(self._reader)
+            if leaves is None or sum(leaves) != count:  # a tree read unlike pypdf: trust pypdf
+                self._slots = list(range(count))
+            else:
+                kept = iter(range(count))
+                self._slots = [next(kept) if leaf else None for leaf in leaves]
+        return self._slots
+
+    def _page(self, index: int) -> pypdf.PageObject:
+        position = self._page_slots()[index]
+        if position is None:
+            raise _PageLost(index)
+        return self._pages[position]
 
     def page_count(self) -> int:
-        return len(self._pages)
+        return len(self._page_slots())
 
     def page_text(self, index: int) -> str:
-        raw = self._pages[index].extract_text()
+        raw = self._page(index).extract_text()
         return clean_page_text(_GLYPH_NAMES.sub(" ", raw))
 
     def why_no_text(self, index: int) -> str | None:
         # pypdf reads what it can of a damaged page and says so only in log lines (a missing
         # object, a stream it could inflate only in part), returning "" as for a blank page.
-        contents = self._pages[index].get("/Contents")
+        contents = self._page(index).get("/Contents")
         if contents is None or isinstance(contents, NullObject):  # a null entry is an absent one
             return None
         resolved = contents.get_object()
@@ -215,6 +249,42 @@ class _PypdfSource:
             return sensible_title(metadata.title if metadata is not None else None)
         except Exception:  # noqa: BLE001 - a broken /Info dictionary must not cost the text
             return None
+
+
+def _page_tree_leaves(reader: pypdf.PdfReader) -> list[bool] | None:
+    """The leaves of the page tree in order, as pypdf walks it: True for a page, False for an
+    entry pypdf drops. None when the tree is not one pypdf would have walked either."""
+    root = reader.root_object.get("/Pages")
+    root = root.get_object() if root is not None else None
+    if not isinstance(root, DictionaryObject):
+        return None
+    leaves: list[bool] = []
+    # The Kids still to walk of each /Pages node on the path down to the current one.
+    path: list[tuple[int, Iterator[Any]]] = [(id(root), iter(_kids(root)))]
+    while path:
+        kid = next(path[-1][1], None)
+        if kid is None:
+            path.pop()
+            continue
+        node = kid.get_object()
+        if not isinstance(node, DictionaryObject) or not node:
+            leaves.append(False)
+            continue
+        kind = node.get("/Type")
+        kind = kind.get_object() if kind is not None else ("/Pages" if "/Kids" in node else "/Page")
+        if kind != "/Pages":
+            leaves.append(kind == "/Page")
+            continue
+        if len(path) >= _MAX_TREE_DEPTH or any(id(node) == seen for seen, _ in path):
+            return None
+        path.append((id(node), iter(_kids(node))))
+    return leaves
+
+
+def _kids(node: DictionaryObject) -> list[Any]:
+    kids = node.get("/Kids")
+    kids = kids.get_object() if kids is not None else None
+    return list(kids) if isinstance(kids, ArrayObject) else []
 
 
 def _open_pypdf(data: bytes) -> tuple[_PypdfSource | None, Exception | None]:

@@ -189,6 +189,10 @@ class _PageLost(Exception):
     """The page tree has an entry here that is no page, so the page's text is lost."""
 
 
+class _NoReadableText(Exception):
+    """The page shows characters, but none of them is readable text."""
+
+
 class _PypdfSource:
     def __init__(self, reader: pypdf.PdfReader) -> None:
         self._reader = reader
@@ -223,7 +227,12 @@ class _PypdfSource:
 
     def page_text(self, index: int) -> str:
         raw = self._page(index).extract_text()
-        return clean_page_text(_GLYPH_NAMES.sub(" ", raw))
+        text = clean_page_text(_GLYPH_NAMES.sub(" ", raw))
+        if not text and raw.strip():
+            # Characters came out but none that reads (control codes, glyph names): fonts that
+            # map their glyphs to no Unicode. The page shows text that was lost; it is not blank.
+            raise _NoReadableText(index)
+        return text
 
     def why_no_text(self, index: int) -> str | None:
         # pypdf reads what it can of a damaged page and says so only in log lines (a missing

@@ -22,6 +22,7 @@ ALLOWED = {
     "/api/knowledge/{kb_id}/agents": "OPTIONS, PUT",
     "/api/knowledge/{kb_id}/documents": "OPTIONS, POST",
     "/api/knowledge/{kb_id}/documents/{doc_id}": "DELETE, GET, OPTIONS, PUT",
+    "/api/knowledge/{kb_id}/documents/{doc_id}/chunks": "GET, OPTIONS",
     "/api/knowledge/{kb_id}/documents/{doc_id}/sync": "OPTIONS, POST",
     "/api/knowledge-gaps": "GET, OPTIONS",
     "/api/agents/{agent_id}/knowledge": "GET, OPTIONS",

@@ -1,0 +1,41 @@
+"""LiveKit Agents: the declaration as a raw-schema function tool on the Agent. LiveKit is
+not a dependency of this project: the pure function below is tested, `knowledge_tool` is
+documentation and imports LiveKit when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from examples.knowledge import KnowledgeService, check_format, query_argument, spoken_output
+
+FORMAT = "openai-realtime"
+
+
+def raw_schema(tool_reply: Mapping[str, Any]) -> dict[str, Any]:
+    """`function_tool(..., raw_schema=...)`: the flat declaration's name, description and
+    JSON-schema parameters (LiveKit converts it for whichever model the session uses)."""
+    check_format(tool_reply, FORMAT)
+    tool = tool_reply["tool"]
+    return {"name": tool["name"], "description": tool["description"], "parameters": tool["parameters"]}
+
+
+def knowledge_tool(service: KnowledgeService, http: httpx.AsyncClient, tool_reply: Mapping[str, Any]) -> Any:
+    """The tool for `Agent(instructions=..., tools=[...])`, or None when `available` is false:
+    then build the Agent with neither the tool nor the agent instructions."""
+    if not tool_reply["available"]:
+        return None
+    # Imported here so the module imports without LiveKit installed.
+    from livekit.agents import function_tool  # noqa: PLC0415
+
+    # `context` is a livekit.agents.RunContext. LiveKit resolves a tool's annotations at run
+    # time against the module's globals, where a locally imported name is missing, so it is
+    # annotated Any (as LiveKit's own client tools are).
+    async def query_knowledge(raw_arguments: dict[str, object], context: Any) -> str:
+        reply = await service.ask(http, query_argument(raw_arguments), call_id=context.function_call.call_id)
+        return spoken_output(reply)
+
+    return function_tool(query_knowledge, raw_schema=raw_schema(tool_reply))

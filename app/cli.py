@@ -193,7 +193,9 @@ def worker(
         engine = make_engine(url, settings)
         client = make_openai_client(settings)
         fetcher = Fetcher(
-            max_bytes=settings.ingestion.fetch_max_bytes, timeout_s=settings.ingestion.fetch_timeout_s
+            max_bytes=settings.ingestion.fetch_max_bytes,
+            timeout_s=settings.ingestion.fetch_timeout_s,
+            intranet=settings.ingestion.intranet,
         )
         ingestor = Ingestor(
             engine,

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.ingestion.fetch import IntranetAccess, parse_allowed_host, parse_allowed_network
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,6 +110,45 @@ class IngestionSettings(BaseModel):
     url_resync_s: int = Field(
         86_400, ge=0, description="Default re-sync interval for URL documents (0 = never)."
     )
+    # NoDecode: the environment gives a comma-separated list, not JSON.
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated internal hosts URL sources may reach, each optionally with "
+        "a port (wiki.corp, docs.corp:8443): they may resolve to private addresses, never to "
+        "loopback or link-local/cloud metadata ones. Empty = none (only public hosts, ports 80/443).",
+    )
+    allowed_networks: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated CIDR networks (10.20.0.0/16) whose addresses URL sources may "
+        "reach. Loopback and link-local/cloud metadata addresses open only to a network inside "
+        "their range (127.0.0.0/8, 169.254.169.254/32), not to a broader one. Empty = none.",
+    )
+
+    @field_validator("allowed_hosts", "allowed_networks", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(entry.strip() for entry in value.split(",") if entry.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            parse_allowed_host(entry)
+        return value
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _check_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            parse_allowed_network(entry)
+        return value
+
+    @property
+    def intranet(self) -> IntranetAccess:
+        """What the fetcher may reach beyond the public web, as the two settings above say."""
+        return IntranetAccess.parse(self.allowed_hosts, self.allowed_networks)
 
 
 class QuerySettings(BaseModel):

@@ -101,6 +101,7 @@ def create_app(
             resolver=resolver,
             max_bytes=settings.ingestion.fetch_max_bytes,
             timeout_s=settings.ingestion.fetch_timeout_s,
+            intranet=settings.ingestion.intranet,
         )
         state.ingestor = Ingestor(
             state.engine,
@@ -164,7 +165,7 @@ def create_app(
         {
             "settings": settings,
             "prompts": prompts,
-            "validate_url": partial(validate_url, resolver=resolver),
+            "validate_url": partial(validate_url, resolver=resolver, intranet=settings.ingestion.intranet),
             "resolver": resolver,
             "wake_workers": lambda: None,
         }

@@ -7,6 +7,11 @@ itself, keeping the hostname only for the Host header and the TLS server name, s
 second DNS answer can be swapped in between check and use. Redirects are followed by hand
 so each Location passes the same checks before any connection is made.
 
+Intranet hosts are refused unless the operator opens them (IntranetAccess, from
+INGESTION__ALLOWED_HOSTS and INGESTION__ALLOWED_NETWORKS): a named host may then resolve to
+private addresses and use the ports named with it. The machine itself and the cloud metadata
+service stay closed unless a network that lies inside their range is named outright.
+
 Bodies are decoded here in bounded steps rather than by httpx: httpx hands a whole network
 chunk to zlib/brotli at once, and 64 KB of Brotli can expand to gigabytes in that one call.
 """
@@ -18,9 +23,9 @@ import re
 import socket
 import ssl
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
@@ -33,9 +38,12 @@ __all__ = [
     "FetchError",
     "FetchResult",
     "Fetcher",
+    "IntranetAccess",
     "Resolver",
     "check_url",
     "github_raw_url",
+    "parse_allowed_host",
+    "parse_allowed_network",
     "validate_url",
 ]
 
@@ -43,6 +51,7 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 """Resolves (host, port) to IP address strings; the default uses the event loop's getaddrinfo."""
 
 _Address = IPv4Address | IPv6Address
+_Network = IPv4Network | IPv6Network
 
 MAX_URL_LENGTH = 2048
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -106,6 +115,28 @@ _NAT64 = IPv6Network("64:ff9b::/96")
 # Only 2000::/3 is allocated for global unicast; anything else cannot be a public web server.
 _GLOBAL_UNICAST_V6 = IPv6Network("2000::/3")
 
+# Naming a host does not open these: it would let one DNS record reach the service's own
+# machine or the cloud metadata service (169.254.169.254, fd00:ec2::254). Only a network in
+# INGESTION__ALLOWED_NETWORKS that lies inside one of them opens it, never a broader one.
+# The first range containing an address is its own, so narrower ranges come first.
+_PROTECTED: tuple[_Network, ...] = tuple(
+    ip_network(network)
+    for network in (
+        "0.0.0.0/8",
+        "127.0.0.0/8",
+        "169.254.169.254/32",
+        "169.254.0.0/16",
+        "224.0.0.0/4",
+        "255.255.255.255/32",
+        "::1/128",
+        "::/96",
+        "fd00:ec2::254/128",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+_HOSTS_HINT = "INGESTION__ALLOWED_HOSTS can allow this host"
+
 _LOCAL_SUFFIXES = ("localhost", "local", "internal", "localdomain", "home.arpa")
 _LABEL = re.compile(r"[a-z0-9_-]{1,63}")
 # inet_aton accepts each part as hex (0x..), octal (leading 0) or decimal.
@@ -140,23 +171,86 @@ class FetchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class IntranetAccess:
+    """The internal hosts, ports and networks the operator opened; empty, the default, opens none.
+
+    ``hosts`` may be reached under their own names and resolve to non-public addresses
+    (but see _PROTECTED); ``ports`` are the extra ``(host, port)`` pairs beside 80 and 443;
+    an address inside one of ``networks`` is allowed whatever host it belongs to.
+    """
+
+    hosts: frozenset[str] = frozenset()
+    ports: frozenset[tuple[str, int]] = frozenset()
+    networks: tuple[_Network, ...] = ()
+
+    @classmethod
+    def parse(cls, hosts: Iterable[str] = (), networks: Iterable[str] = ()) -> IntranetAccess:
+        """Build from setting entries (``wiki.corp``, ``docs.corp:8443``, ``10.20.0.0/16``).
+
+        Raises ValueError naming the entry that is not a host, host:port or CIDR network.
+        """
+        names: set[str] = set()
+        ports: set[tuple[str, int]] = set()
+        for entry in hosts:
+            host, port = parse_allowed_host(entry)
+            names.add(host)
+            if port is not None:
+                ports.add((host, port))
+        return cls(
+            hosts=frozenset(names),
+            ports=frozenset(ports),
+            networks=tuple(parse_allowed_network(entry) for entry in networks),
+        )
+
+
+_CLOSED = IntranetAccess()
+
+
+def parse_allowed_host(entry: str) -> tuple[str, int | None]:
+    """Parse ``host`` or ``host:port`` (IPv6 in brackets) into the normalised host and the port."""
+    text = entry.strip()
+    # A bare IPv6 address has colons but no port.
+    bracketed = f"[{text}]" if text.count(":") > 1 and not text.startswith("[") else text
+    try:
+        parts = urlsplit(f"//{bracketed}")
+        port = parts.port
+        if parts.hostname is None or parts.netloc != bracketed or "@" in bracketed:
+            raise ValueError("expected a host name or address, optionally with :port")
+        if port == 0:
+            raise ValueError("the port must be 1 to 65535")
+        host, _ = _normalise_host(parts.hostname)
+    except (ValueError, BlockedURL) as exc:
+        raise ValueError(f"{entry!r} is not a host or host:port ({exc})") from exc
+    return host, port
+
+
+def parse_allowed_network(entry: str) -> _Network:
+    """Parse a CIDR network such as ``10.20.0.0/16``; a bare address is one host's network."""
+    try:
+        return ip_network(entry.strip(), strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{entry!r} is not a network such as 10.20.0.0/16 ({exc})") from exc
+
+
+@dataclass(frozen=True, slots=True)
 class _Target:
-    url: httpx.URL  # hostname form, without fragment or explicit default port
+    url: httpx.URL  # hostname form, without fragment; the port only when not the default
     scheme: str
     host: str  # ASCII, lower case, no trailing dot, IPv6 without brackets
     port: int
     literal: _Address | None  # set when the host is an IP address in any spelling
 
 
-def check_url(url: str) -> tuple[str, str, int]:
+def check_url(url: str, *, intranet: IntranetAccess | None = None) -> tuple[str, str, int]:
     """Check a URL's syntax and return ``(scheme, host, port)``.
 
-    Only http and https on their default ports, with a host and without user name or
-    password, up to 2048 characters. The host comes back normalised: lower-case ASCII
-    (IDNA), without a trailing dot, IPv4 in any inet_aton spelling as a dotted quad.
+    Only http and https on their default ports (or a port ``intranet`` names), with a host
+    and without user name or password, up to 2048 characters. The host comes back
+    normalised: lower-case ASCII (IDNA), without a trailing dot, IPv4 in any inet_aton
+    spelling as a dotted quad.
     Raises BlockedURL. Addresses are not checked here; see validate_url.
     """
-    target = _parse_url(url)
+    target = _parse_url(url, intranet or _CLOSED)
     return target.scheme, target.host, target.port
 
 
@@ -180,16 +274,19 @@ def github_raw_url(url: str) -> str:
     return f"https://raw.githubusercontent.com/{owner}/{repo}/{rest}"
 
 
-async def validate_url(url: str, *, resolver: Resolver | None = None) -> None:
+async def validate_url(
+    url: str, *, resolver: Resolver | None = None, intranet: IntranetAccess | None = None
+) -> None:
     """Check a URL completely without connecting: syntax, host name, and every resolved address.
 
     Raises only BlockedURL, also when the host does not resolve: a URL that cannot be
     checked now cannot be accepted now, and the caller answers both with a 400.
     """
-    target = _parse_url(url)
+    access = intranet or _CLOSED
+    target = _parse_url(url, access)
     try:
         async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
-            await _checked_addresses(target, resolver or _system_resolver)
+            await _checked_addresses(target, resolver or _system_resolver, access)
     except TimeoutError as exc:
         raise BlockedURL(f"the host {target.host} could not be resolved in time") from exc
     except FetchError as exc:
@@ -213,9 +310,11 @@ class Fetcher:
         max_redirects: int = 3,
         allowed_types: frozenset[str] = DEFAULT_ALLOWED_TYPES,
         user_agent: str = "voice-knowledge-fetcher/1.0",
+        intranet: IntranetAccess | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._resolver = resolver or _system_resolver
+        self._intranet = intranet or _CLOSED
         self._max_bytes = max_bytes
         self._timeout_s = timeout_s
         self._max_redirects = max_redirects
@@ -248,7 +347,7 @@ class Fetcher:
         content (and an empty ``content_type``). Raises BlockedURL for a forbidden URL or
         redirect target, FetchError for everything else that goes wrong.
         """
-        target = _parse_url(github_raw_url(url))
+        target = _parse_url(github_raw_url(url), self._intranet)
         headers: dict[str, str] = {}
         if etag:
             headers["If-None-Match"] = etag
@@ -269,7 +368,7 @@ class Fetcher:
     ) -> FetchResult:
         redirects = 0
         while True:
-            addresses = await _checked_addresses(target, self._resolver)
+            addresses = await _checked_addresses(target, self._resolver, self._intranet)
             try:
                 response = await self._send(target, addresses, headers)
                 try:
@@ -283,7 +382,7 @@ class Fetcher:
             if redirects >= self._max_redirects:
                 raise FetchError(f"too many redirects (more than {self._max_redirects})")
             redirects += 1
-            target = _parse_url(urljoin(str(target.url), location))
+            target = _parse_url(urljoin(str(target.url), location), self._intranet)
 
     async def _send(
         self, target: _Target, addresses: list[_Address], headers: dict[str, str]
@@ -363,7 +462,7 @@ class Fetcher:
 # --- URL parsing and address policy ---------------------------------------------------------
 
 
-def _parse_url(url: str) -> _Target:
+def _parse_url(url: str, intranet: IntranetAccess) -> _Target:
     if len(url) > MAX_URL_LENGTH:
         raise BlockedURL(f"the URL is longer than {MAX_URL_LENGTH} characters")
     try:
@@ -381,19 +480,26 @@ def _parse_url(url: str) -> _Target:
     if not parts.hostname:
         raise BlockedURL("the URL has no host")
     default_port = _DEFAULT_PORTS[scheme]
-    if port is not None and port != default_port:
-        raise BlockedURL(f"the port {port} is not allowed (only {default_port} for {scheme})")
     host, literal = _normalise_host(parts.hostname)
     url_host = f"[{host}]" if ":" in host else host
+    if port is None or port == default_port:
+        port, netloc = default_port, url_host
+    elif (host, port) in intranet.ports:
+        netloc = f"{url_host}:{port}"
+    else:
+        raise BlockedURL(
+            f"the port {port} is not allowed (only {default_port} for {scheme}; "
+            f"INGESTION__ALLOWED_HOSTS can allow {url_host}:{port})"
+        )
     query = f"?{parts.query}" if parts.query else ""
     try:
-        normalised = httpx.URL(f"{scheme}://{url_host}{parts.path or '/'}{query}")
+        normalised = httpx.URL(f"{scheme}://{netloc}{parts.path or '/'}{query}")
     except httpx.InvalidURL as exc:
         raise BlockedURL(f"the URL is not valid ({exc})") from exc
     # The request is built by httpx: it must see exactly the host that was checked.
     if normalised.raw_host.decode("ascii") != host:
         raise BlockedURL("the URL is not valid (ambiguous host)")
-    return _Target(url=normalised, scheme=scheme, host=host, port=default_port, literal=literal)
+    return _Target(url=normalised, scheme=scheme, host=host, port=port, literal=literal)
 
 
 def _normalise_host(hostname: str) -> tuple[str, _Address | None]:
@@ -471,16 +577,45 @@ def _address_reason(address: _Address) -> str | None:
     return reason
 
 
-async def _checked_addresses(target: _Target, resolver: Resolver) -> list[_Address]:
+def _refusal(address: _Address, intranet: IntranetAccess, *, host_allowed: bool) -> str | None:
+    """Why the operator's settings leave an address closed, or None when it may be contacted."""
+    reason = _address_reason(address)
+    if reason is None:
+        return None
+    # A mapped or NAT64 address reaches its embedded IPv4 address: that one is judged.
+    reached: _Address = address
+    if isinstance(address, IPv6Address) and (address in _IPV4_MAPPED or address in _NAT64):
+        reached = IPv4Address(int(address) & 0xFFFFFFFF)
+    protected = next((network for network in _PROTECTED if reached in network), None)
+    for network in intranet.networks:
+        if reached in network and (protected is None or _within(network, protected)):
+            return None
+    if protected is not None:
+        return reason
+    return None if host_allowed else f"{reason}; {_HOSTS_HINT}"
+
+
+def _within(inner: _Network, outer: _Network) -> bool:
+    return (
+        inner.version == outer.version
+        and int(outer.network_address) <= int(inner.network_address)
+        and int(inner.broadcast_address) <= int(outer.broadcast_address)
+    )
+
+
+async def _checked_addresses(target: _Target, resolver: Resolver, intranet: IntranetAccess) -> list[_Address]:
     """Resolve the target's host once and return its addresses, all of them checked."""
+    host_allowed = target.host in intranet.hosts
     if target.literal is not None:
-        reason = _address_reason(target.literal)
+        reason = _refusal(target.literal, intranet, host_allowed=host_allowed)
         if reason is not None:
             raise BlockedURL(f"the address {target.literal} is not allowed ({reason})")
         return [target.literal]
-    reason = _host_reason(target.host)
+    reason = None if host_allowed else _host_reason(target.host)
     if reason is not None:
-        raise BlockedURL(f"the host {target.host} is not allowed ({reason})")
+        # localhost names the service's own machine: no setting of hosts opens that.
+        hint = "" if reason == "local name" and target.host.endswith("localhost") else f"; {_HOSTS_HINT}"
+        raise BlockedURL(f"the host {target.host} is not allowed ({reason}{hint})")
     try:
         answers = await resolver(target.host, target.port)
     except OSError as exc:
@@ -493,7 +628,7 @@ async def _checked_addresses(target: _Target, resolver: Resolver) -> list[_Addre
         except ValueError as exc:
             raise BlockedURL(f"the host {target.host} resolves to an invalid address {answer!r}") from exc
         # One bad answer blocks the host: DNS rebinding mixes public and private answers.
-        reason = _address_reason(address)
+        reason = _refusal(address, intranet, host_allowed=host_allowed)
         if reason is not None:
             raise BlockedURL(f"the host {target.host} resolves to {address}, which is not allowed ({reason})")
         addresses.append(address)

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.respx(assert_all_called=False)
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"
 HTML = {"Content-Type": "text/html; charset=UTF-8"}
+HINT = "INGESTION__ALLOWED_HOSTS can allow this host"
 
 
 class FakeResolver:
@@ -101,8 +102,14 @@ def test_check_url_returns_normalised_parts(url: str, expected: tuple[str, str, 
         ("ftp://example.com/file.txt", "the scheme ftp is not allowed (only http and https)"),
         ("gopher://example.com:70/_GET", "the scheme gopher is not allowed (only http and https)"),
         ("example.com/page", "the URL must start with http:// or https://"),
-        ("http://example.com:8080/", "the port 8080 is not allowed (only 80 for http)"),
-        ("https://example.com:80/", "the port 80 is not allowed (only 443 for https)"),
+        (
+            "http://example.com:8080/",
+            "the port 8080 is not allowed (only 80 for http; INGESTION__ALLOWED_HOSTS can allow example.com:8080)",
+        ),
+        (
+            "https://example.com:80/",
+            "the port 80 is not allowed (only 443 for https; INGESTION__ALLOWED_HOSTS can allow example.com:80)",
+        ),
         ("http://user:secret@example.com/", "the URL must not contain a user name or password"),
         ("http://example.com\\@127.0.0.1/", "the URL must not contain a user name or password"),
         ("http:///path", "the URL has no host"),
@@ -175,13 +182,19 @@ def test_github_raw_url(url: str, expected: str) -> None:
         ("http://localhost/", "the host localhost is not allowed (local name)"),
         ("http://LOCALHOST./admin", "the host localhost is not allowed (local name)"),
         ("http://api.localhost/", "the host api.localhost is not allowed (local name)"),
-        ("http://printer.local/", "the host printer.local is not allowed (local name)"),
-        ("http://metadata.google.internal/", "the host metadata.google.internal is not allowed (local name)"),
-        ("http://intranet/", "the host intranet is not allowed (a name without a dot is local)"),
+        ("http://printer.local/", f"the host printer.local is not allowed (local name; {HINT})"),
+        (
+            "http://metadata.google.internal/",
+            f"the host metadata.google.internal is not allowed (local name; {HINT})",
+        ),
+        ("http://intranet/", f"the host intranet is not allowed (a name without a dot is local; {HINT})"),
         ("file:///etc/passwd", "the scheme file is not allowed (only http and https)"),
         ("ftp://example.com/", "the scheme ftp is not allowed (only http and https)"),
         ("gopher://example.com/", "the scheme gopher is not allowed (only http and https)"),
-        ("http://example.com:8080/", "the port 8080 is not allowed (only 80 for http)"),
+        (
+            "http://example.com:8080/",
+            "the port 8080 is not allowed (only 80 for http; INGESTION__ALLOWED_HOSTS can allow example.com:8080)",
+        ),
         ("http://admin:admin@example.com/", "the URL must not contain a user name or password"),
     ],
 )
@@ -204,7 +217,7 @@ async def test_fetch_blocks_without_resolving_or_connecting(
 @pytest.mark.parametrize(
     ("answers", "message"),
     [
-        (["10.1.2.3"], "resolves to 10.1.2.3, which is not allowed (private network)"),
+        (["10.1.2.3"], f"resolves to 10.1.2.3, which is not allowed (private network; {HINT})"),
         ([PUBLIC_V4, "127.0.0.1"], "resolves to 127.0.0.1, which is not allowed (loopback)"),
         (
             [PUBLIC_V6, "fd00:ec2::254"],
@@ -230,14 +243,15 @@ async def test_fetch_blocks_host_with_any_private_answer(
 @pytest.mark.parametrize(
     ("location", "message"),
     [
-        ("http://10.0.0.1/admin", "the address 10.0.0.1 is not allowed (private network)"),
+        ("http://10.0.0.1/admin", f"the address 10.0.0.1 is not allowed (private network; {HINT})"),
         (
             "http://169.254.169.254/latest/meta-data/",
             "the address 169.254.169.254 is not allowed (link-local, cloud metadata)",
         ),
         (
             "https://internal.example.com/",
-            "the host internal.example.com resolves to 192.168.1.5, which is not allowed (private network)",
+            "the host internal.example.com resolves to 192.168.1.5, which is not allowed "
+            f"(private network; {HINT})",
         ),
         ("file:///etc/passwd", "the scheme file is not allowed (only http and https)"),
     ],
@@ -263,30 +277,30 @@ async def test_redirect_to_forbidden_target_is_blocked_before_connecting(
     ("address", "reason"),
     [
         ("0.1.2.3", "this network"),
-        ("100.64.0.1", "carrier-grade NAT"),
-        ("172.16.5.4", "private network"),
-        ("192.0.0.8", "IETF protocol assignments"),
-        ("192.0.2.1", "documentation"),
-        ("192.88.99.1", "6to4 relay"),
-        ("198.18.0.1", "benchmarking"),
-        ("198.51.100.7", "documentation"),
-        ("203.0.113.9", "documentation"),
+        ("100.64.0.1", f"carrier-grade NAT; {HINT}"),
+        ("172.16.5.4", f"private network; {HINT}"),
+        ("192.0.0.8", f"IETF protocol assignments; {HINT}"),
+        ("192.0.2.1", f"documentation; {HINT}"),
+        ("192.88.99.1", f"6to4 relay; {HINT}"),
+        ("198.18.0.1", f"benchmarking; {HINT}"),
+        ("198.51.100.7", f"documentation; {HINT}"),
+        ("203.0.113.9", f"documentation; {HINT}"),
         ("224.0.0.251", "multicast"),
-        ("240.0.0.1", "reserved"),
+        ("240.0.0.1", f"reserved; {HINT}"),
         ("255.255.255.255", "broadcast"),
         ("::", "unspecified"),
         ("::7f00:1", "IPv4-compatible, deprecated"),
-        ("::ffff:10.0.0.1", "private network, embedded 10.0.0.1"),
+        ("::ffff:10.0.0.1", f"private network, embedded 10.0.0.1; {HINT}"),
         ("64:ff9b::a9fe:a9fe", "link-local, cloud metadata, embedded 169.254.169.254"),
-        ("100::1", "discard-only"),
-        ("2001::1", "Teredo"),
-        ("2001:db8::1", "documentation"),
-        ("2001:2::1", "IETF protocol assignments"),
-        ("2002:7f00:1::1", "6to4"),
+        ("100::1", f"discard-only; {HINT}"),
+        ("2001::1", f"Teredo; {HINT}"),
+        ("2001:db8::1", f"documentation; {HINT}"),
+        ("2001:2::1", f"IETF protocol assignments; {HINT}"),
+        ("2002:7f00:1::1", f"6to4; {HINT}"),
         ("fe80::1%eth0", "link-local"),
-        ("fec0::1", "site-local, deprecated"),
+        ("fec0::1", f"site-local, deprecated; {HINT}"),
         ("ff02::1", "multicast"),
-        ("4000::1", "not a global unicast address"),
+        ("4000::1", f"not a global unicast address; {HINT}"),
     ],
 )
 async def test_validate_url_blocks_special_addresses(address: str, reason: str) -> None:

@@ -8,10 +8,14 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.escalation import OnNotFound
+
 
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
     prompt_variant: str | None
+    on_not_found: OnNotFound
+    topics: list[str]
 
 
 class AgentRepository:
@@ -44,11 +48,20 @@ class AgentRepository:
         """The agent's settings in this organisation; None when it is not known here."""
         row = (
             await self.session.execute(
-                text("SELECT prompt_variant FROM agents WHERE org_id = :org AND agent_id = :agent"),
+                text(
+                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics FROM agents"
+                    " WHERE org_id = :org AND agent_id = :agent"
+                ),
                 {"org": self.org_id, "agent": agent_id},
             )
         ).first()
-        return None if row is None else AgentRecord(prompt_variant=row.prompt_variant)
+        if row is None:
+            return None
+        return AgentRecord(
+            prompt_variant=row.prompt_variant,
+            on_not_found=row.escalation_on_not_found,
+            topics=list(row.escalation_topics),
+        )
 
     async def set_prompt_variant(self, agent_id: uuid.UUID, variant: str | None) -> None:
         await self.session.execute(
@@ -58,4 +71,14 @@ class AgentRepository:
                 " updated_at = now()"
             ),
             {"org": self.org_id, "agent": agent_id, "variant": variant},
+        )
+
+    async def set_escalation(self, agent_id: uuid.UUID, on_not_found: OnNotFound, topics: list[str]) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE agents SET escalation_on_not_found = :on_not_found,"
+                " escalation_topics = CAST(:topics AS text[]), updated_at = now()"
+                " WHERE org_id = :org AND agent_id = :agent"
+            ),
+            {"org": self.org_id, "agent": agent_id, "on_not_found": on_not_found, "topics": topics},
         )

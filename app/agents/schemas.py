@@ -3,16 +3,65 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from pydantic import BaseModel, StringConstraints
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
-from app.schemas import Input
+from app.agents.escalation import OnNotFound, phrase_words
+from app.schemas import Input, NoNul, StrippedRequired
+
+MAX_TOPICS = 20
+MAX_TOPIC_LENGTH = 100
+
+
+def has_words(value: str) -> str:
+    """A topic is matched by its words: one without any would never match."""
+    if not phrase_words(value):
+        raise PydanticCustomError("no_words", "a topic needs a letter or a digit")
+    return value
+
+
+# The pattern says what has_words checks (a word character, as Python's re has it, which
+# is what Schemathesis generates and checks with).
+Topic = Annotated[
+    str,
+    StringConstraints(max_length=MAX_TOPIC_LENGTH),
+    NoNul,
+    StrippedRequired,
+    AfterValidator(has_words),
+    WithJsonSchema({"type": "string", "maxLength": MAX_TOPIC_LENGTH, "pattern": r"^[^\x00]*\w[^\x00]*$"}),
+]
+
+
+class EscalationSettings(Input):
+    on_not_found: OnNotFound = Field(
+        "say",
+        description="`say`: the not-found line is spoken (`action: say_not_found`); `transfer`: the runtime "
+        "is told to hand the caller to a human (`action: transfer`, `transfer_reason: not_found`).",
+    )
+    topics: list[Topic] = Field(
+        default_factory=list,
+        max_length=MAX_TOPICS,
+        description="Phrases that transfer the caller even when the knowledge answers: a question whose "
+        "words contain a topic's words, in order and next to each other (case, accents' forms and "
+        "punctuation aside), gets `action: transfer`, `transfer_reason: topic:<phrase>`. Topics saying the "
+        "same words are kept once.",
+    )
 
 
 class AgentSettingsUpdate(Input):
     prompt_variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None
+    escalation: EscalationSettings | None = Field(
+        None, description="Left out: the agent's escalation policy stays as it is."
+    )
+
+
+class EscalationRead(BaseModel):
+    on_not_found: OnNotFound
+    topics: list[str] = Field(description="As matched: lower case, words separated by one space.")
 
 
 class AgentSettingsRead(BaseModel):
     agent_id: uuid.UUID
     prompt_variant: str | None
     available_variants: list[str]
+    escalation: EscalationRead

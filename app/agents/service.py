@@ -1,4 +1,5 @@
-"""Per-agent settings: which prompt variant answers for the agent (A/B comparison)."""
+"""Per-agent settings: which prompt variant answers for the agent (A/B comparison), and when
+the caller is handed to a human (escalation)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.agents.repository import AgentRepository
-from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate
+from app.agents.escalation import phrase_words
+from app.agents.repository import AgentRecord, AgentRepository
+from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate, EscalationRead, EscalationSettings
 from app.errors import NotFound, ValidationFailed
 
 AGENT_NOT_FOUND = "agent not found: no knowledge base of this organisation is assigned to it"
@@ -30,9 +32,7 @@ class AgentService:
         agent = await self.repo.find(agent_id)
         if agent is None:
             raise NotFound(AGENT_NOT_FOUND)
-        return AgentSettingsRead(
-            agent_id=agent_id, prompt_variant=agent.prompt_variant, available_variants=self.variants
-        )
+        return self._read(agent_id, agent)
 
     async def update(self, agent_id: uuid.UUID, data: AgentSettingsUpdate) -> AgentSettingsRead:
         await require_known_agent(self.repo, agent_id)
@@ -42,7 +42,26 @@ class AgentService:
                 extra=[{"field": "prompt_variant", "message": f"one of: {', '.join(self.variants)}"}],
             )
         await self.repo.set_prompt_variant(agent_id, data.prompt_variant)
+        # Left out, the policy stays as it is.
+        if data.escalation is not None:
+            await self.repo.set_escalation(
+                agent_id, data.escalation.on_not_found, escalation_topics(data.escalation)
+            )
+        agent = await self.repo.find(agent_id)
+        assert agent is not None  # known above, in this transaction
         await self.session.commit()
+        return self._read(agent_id, agent)
+
+    def _read(self, agent_id: uuid.UUID, agent: AgentRecord) -> AgentSettingsRead:
         return AgentSettingsRead(
-            agent_id=agent_id, prompt_variant=data.prompt_variant, available_variants=self.variants
+            agent_id=agent_id,
+            prompt_variant=agent.prompt_variant,
+            available_variants=self.variants,
+            escalation=EscalationRead(on_not_found=agent.on_not_found, topics=agent.topics),
         )
+
+
+def escalation_topics(escalation: EscalationSettings) -> list[str]:
+    """The topics as stored and matched (app/agents/escalation.py), each once, in the order
+    given: "Complaint" and "complaint!" say the same words."""
+    return list(dict.fromkeys(phrase_words(topic) for topic in escalation.topics))

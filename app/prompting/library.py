@@ -92,6 +92,7 @@ _FILES: tuple[_FileSpec, ...] = (
     _spec("agent.instructions", "knowledge_summary"),
     _spec("reply.not_found"),
     _spec("reply.unavailable"),
+    _spec("reply.transfer"),
 )
 _SPECS = {spec.filename: spec for spec in _FILES}
 _BASE_KEYS = ("version",)
@@ -150,6 +151,7 @@ class PromptSet:
     model: ModelSettings
     not_found_reply: str
     unavailable_reply: str
+    transfer_reply: str
     query_parameter_description: str
     _system: Template = field(repr=False)
     _user: Template = field(repr=False)
@@ -267,6 +269,7 @@ def _build(
         model=system.settings,
         not_found_reply=files["reply.not_found.md"].template.substitute(),
         unavailable_reply=files["reply.unavailable.md"].template.substitute(),
+        transfer_reply=files["reply.transfer.md"].template.substitute(),
         query_parameter_description=files["tool.query_parameter.md"].template.substitute(),
         _system=system.template,
         _user=files["grounding.user.md"].template,

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJs
 from app.schemas import SPACE, Input, StrippedRequired
 
 Status = Literal["answered", "not_found", "unavailable"]
+Action = Literal["answer", "say_not_found", "say_unavailable", "transfer"]
 
 # C0 control characters but tab and newline: NUL cannot be stored (the query log would
 # lose the call) and none of them means anything in a spoken question.
@@ -77,6 +78,16 @@ class QueryResponse(BaseModel):
         "candidate's score (and above 0); at least the best candidate. not_found and unavailable: none. "
         "`debug=true` lists every candidate."
     )
+    action: Action = Field(
+        description="What the runtime does: `answer` (say `answer`), `say_not_found` and `say_unavailable` "
+        "(say `answer`, an apology), `transfer` (say `answer`, the transfer line, then hand the caller to a "
+        "human). Set by the agent's escalation policy (`/api/agents/{agent_id}/settings`)."
+    )
+    transfer_reason: str | None = Field(
+        description="With `transfer`: `not_found` (nothing known, and the agent transfers then) or "
+        "`topic:<phrase>` (the question names one of the agent's escalation topics). Otherwise null.",
+        pattern=r"^(not_found|topic:.+)$",
+    )
     query_id: uuid.UUID
     cached: bool
     degraded: bool
@@ -98,6 +109,8 @@ class QueryLogRead(BaseModel):
     timings: dict[str, float]
     cached: bool
     degraded: bool
+    action: str | None = Field(description="The reply's `action`; null for calls logged before it existed.")
+    transfer_reason: str | None
     evaluation: bool = Field(
         description="Asked by an evaluation (`X-Evaluation: true`: vk eval, vk replay), not by a caller."
     )

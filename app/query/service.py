@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agents.escalation import matched_topic
 from app.agents.service import AGENT_NOT_FOUND
 from app.answering.extractive import (
     ExtractiveAnswer,
@@ -64,6 +65,10 @@ _WHOLE_TURN_WEIGHT = 0.4
 # fusion scored at least this share of the best one's score (README, "sources"). With two
 # lists of equal say, a chunk only one list ranks first scores half of one both rank first.
 SOURCE_SCORE_FLOOR = 0.5
+# What the runtime does with a reply that hands nobody over, by status.
+_ACTIONS = {"answered": "answer", "not_found": "say_not_found", "unavailable": "say_unavailable"}
+# A reply's fields the answer cache stores.
+_CACHED_FIELDS = ("answer", "status", "confidence", "sources", "degraded")
 
 
 def normalise_question(text: str) -> str:
@@ -236,11 +241,15 @@ class QueryService:
             # Database errors and anything unforeseen: a spoken apology, never a 500.
             log.exception("query %s failed", query_id, exc_info=exc)
             response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
+        prompt = state["prompt"]
+        # The cache keeps what the knowledge gave; the agent's policy is applied on top of
+        # every reply, cached or not, so a change to it is heard on the next call.
+        state["knowledge_reply"] = {k: response[k] for k in _CACHED_FIELDS}
+        self._escalate(response, question, prompt, state)
         response["query_id"] = str(query_id)
         response["timings_ms"] = trace.timings()
         if debug:
             response["debug"] = state["debug"]
-        prompt = state["prompt"]
         model = self.answerer_name(prompt)
         return QueryOutcome(
             response,
@@ -403,6 +412,7 @@ class QueryService:
         """From the agent's context row: the reply when no retrieval is needed (nothing to
         search, or a cached answer), None to go on; raises NotFound for an unknown agent."""
         state["cache_key"] = ctx["cache_key"]
+        state["escalation"] = (ctx["on_not_found"], ctx["topics"])
         prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
         if not ctx["kb_ids"] and not ctx["known"]:
             # An agent becomes known to an organisation when a KB of it is first assigned
@@ -597,6 +607,34 @@ class QueryService:
         return reply
 
     @staticmethod
+    def _escalate(response: dict[str, Any], question: str, prompt: PromptSet, state: dict[str, Any]) -> None:
+        """Set the reply's ``action`` by the agent's escalation policy (README): a topic the
+        question names, or not_found under ``transfer``, replaces the answer by the
+        transfer line, which rests on no chunk. Before the agent's context is read (an
+        early failure) no policy is known: the reply is spoken as it is."""
+        on_not_found, topics = state.get("escalation") or ("say", [])
+        topic = matched_topic(question, topics)
+        if topic is not None:
+            reason: str | None = f"topic:{topic}"
+        elif response["status"] == "not_found" and on_not_found == "transfer":
+            reason = "not_found"
+        else:
+            reason = None
+        if reason is None:
+            response.update(action=_ACTIONS[response["status"]], transfer_reason=None)
+        else:
+            response.update(
+                answer=prompt.transfer_reply, sources=[], action="transfer", transfer_reason=reason
+            )
+        if state["debug"] is not None:
+            state["debug"]["escalation"] = {
+                "on_not_found": on_not_found,
+                "topics": list(topics),
+                "matched_topic": topic,
+                "knowledge_reply": state["knowledge_reply"] if reason is not None else None,
+            }
+
+    @staticmethod
     def _reply(status: str, answer: str, confidence: float, sources: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "answer": answer,
@@ -628,11 +666,7 @@ class QueryService:
             and state["cache_key"] is not None
             and self.settings.answer_cache_ttl_s > 0
         )
-        stored = (
-            json.dumps({k: response[k] for k in ("answer", "status", "confidence", "sources", "degraded")})
-            if cacheable
-            else None
-        )
+        stored = json.dumps(state["knowledge_reply"]) if cacheable else None
         try:
             async with raw_connection(self.engine) as conn:
                 await conn.execute(
@@ -656,6 +690,8 @@ class QueryService:
                     stored,
                     self.settings.answer_cache_ttl_s,
                     evaluation,
+                    response["action"],
+                    response["transfer_reason"],
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

@@ -138,6 +138,7 @@ def test_variant_overrides_only_its_files(library: PromptLibrary) -> None:
     )
     assert concise.not_found_reply == default.not_found_reply
     assert concise.unavailable_reply == default.unavailable_reply
+    assert concise.transfer_reply == default.transfer_reply
     assert concise.query_parameter_description == default.query_parameter_description
     default_versions = dict(e.split("=") for e in default.version.split(":", 1)[1].split(","))
     concise_versions = dict(e.split("=") for e in concise.version.split(":", 1)[1].split(","))
@@ -149,6 +150,7 @@ def test_variant_overrides_only_its_files(library: PromptLibrary) -> None:
         "agent.instructions",
         "reply.not_found",
         "reply.unavailable",
+        "reply.transfer",
     ]
     assert concise_versions["grounding.system"] != default_versions["grounding.system"]
     assert {k: v for k, v in concise_versions.items() if k != "grounding.system"} == {

@@ -40,7 +40,14 @@ async def test_a_first_run_says_what_it_runs_and_stops_its_database_on_sigterm(t
         text=True,
     )
     try:
-        await wait_until_up(f"http://127.0.0.1:{port}", "/ready")
+        try:
+            # A liveness bound (a fresh PostgreSQL is initialised first), generous for a
+            # loaded 2-core machine; a server that never comes up says why.
+            await wait_until_up(f"http://127.0.0.1:{port}", "/ready", attempts=900)
+        except AssertionError:
+            server.kill()
+            out, err = server.communicate(timeout=60)
+            raise AssertionError(f"vk serve never became ready:\n{out[-2000:]}\n{err[-4000:]}") from None
         postmaster = psutil.Process(embedded_status(folder).pid)
         server.send_signal(signal.SIGTERM)
         out, err = server.communicate(timeout=60)

@@ -137,6 +137,8 @@ PAGES_SQL = """
 SELECT id, source_url, etag, last_modified, content_hash FROM documents WHERE crawl_id = $1
 """
 
+ORIGINAL_SQL = "SELECT original FROM documents WHERE id = $1"
+
 # Pages no longer on the site (gone, or not reached by this run) are deleted with their chunks.
 RETIRE_SQL = """
 DELETE FROM documents WHERE crawl_id = $1 AND NOT (source_url = ANY($2::text[]))

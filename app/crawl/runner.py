@@ -118,6 +118,8 @@ class _Run:
     frontier: deque[tuple[str, int]] = field(default_factory=deque)
     seen: set[str] = field(default_factory=set)
     kept: set[str] = field(default_factory=set)  # page URLs whose documents stay
+    gone: set[str] = field(default_factory=set)  # known pages that answered 404 or 410
+    interrupted: bool = False  # a page failed for a passing reason: what it links to is unknown
     hashes: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(("found", "read", "unchanged", "failed", "skipped"), 0)
@@ -257,20 +259,38 @@ class CrawlRunner:
             run.counts["skipped"] += 1
             return
         except BlockedURL as exc:
+            if url == start:
+                raise CrawlFailed(f"the start page cannot be fetched: {exc}") from exc
             run.counts["failed"] += 1
             run.problem(url, f"refused: {exc}")
             return
         except FetchError as exc:
+            if url == start:
+                # Without it nothing tells which pages are still on the site.
+                raise CrawlFailed(f"the start page could not be read: {exc}") from exc
             if exc.status in GONE and known is not None:
-                return  # not kept: retired at the end of the run
+                run.gone.add(url)
+                return
             run.counts["failed"] += 1
             run.problem(url, str(exc))
-            if known is not None and exc.status not in GONE:
-                run.kept.add(url)  # a passing failure does not take the page away
+            if exc.status not in GONE:
+                run.interrupted = True
+                if known is not None:
+                    run.kept.add(url)  # a passing failure does not take the page away
             return
-        if result.status == 304:
+        if result.status == 304 and known is not None:
             run.counts["unchanged"] += 1
             run.kept.add(url)
+            if known.content_hash:
+                run.hashes.add(known.content_hash)
+            if depth < run.crawl.max_depth:
+                # The links are in the bytes an earlier run stored: read them there.
+                async with raw_connection(self.engine) as conn:
+                    stored = await conn.fetchval(sql.ORIGINAL_SQL, known.id)
+                if stored:
+                    page = await asyncio.to_thread(parse_page, stored, None, url, self.intranet)
+                    for link in page.links:
+                        self._add(run, link, depth + 1, start=start)
             return
         page_url = normalise_url(result.url, intranet=self.intranet) or url
         if page_url != url:
@@ -502,7 +522,10 @@ class CrawlRunner:
                 return "lost"
             retired = 0
             if status == "completed":
-                deleted = await conn.execute(sql.RETIRE_SQL, crawl.id, sorted(run.kept))
+                # Pages that are gone always go; pages merely not reached only when no page
+                # failed on the way (the links of a page that failed are unknown).
+                keep = set(run.known) - run.gone if run.interrupted else run.kept
+                deleted = await conn.execute(sql.RETIRE_SQL, crawl.id, sorted(keep))
                 retired = int(deleted.split()[-1])
             await conn.execute(
                 sql.PROGRESS_SQL,

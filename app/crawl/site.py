@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -191,13 +190,3 @@ def parse_sitemap(content: bytes, *, max_urls: int) -> Sitemap:
 
 def _local(tag: str | Element) -> str:
     return str(tag).rsplit("}", 1)[-1]
-
-
-def robots_sitemaps(lines: Iterable[str]) -> list[str]:
-    """The ``Sitemap:`` lines of a robots.txt, in order."""
-    found: list[str] = []
-    for line in lines:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "sitemap" and value.strip():
-            found.append(value.strip())
-    return found

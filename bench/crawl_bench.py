@@ -49,14 +49,18 @@ def build_site(pages: int, seed: int = 7) -> dict[str, bytes]:
             {(i + 1) % pages, (i * 7 + 3) % pages, (i * 13 + 5) % pages, (i + pages // 2) % pages}
         )
         links = "".join(
-            f'<li><a href="/page/{t}">{maker.title(t)}</a></li>' for t in targets[:LINKS_PER_PAGE]
+            f'<li><a href="{page_path(t)}">{maker.title(t)}</a></li>' for t in targets[:LINKS_PER_PAGE]
         )
         body = (
             f"<html><head><title>{title}</title></head><body><nav><ul>{links}</ul></nav>"
             f"<main><h1>{title}</h1>{paragraphs}</main></body></html>"
         )
-        site["/" if i == 0 else f"/page/{i}"] = body.encode()
+        site[page_path(i)] = body.encode()
     return site
+
+
+def page_path(index: int) -> str:
+    return "/" if index == 0 else f"/page/{index}"
 
 
 class Site:

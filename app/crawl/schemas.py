@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from app.schemas import Input, JsonInteger, NoNul, Url
@@ -12,6 +12,7 @@ from app.schemas import Input, JsonInteger, NoNul, Url
 MAX_DEPTH = 10
 MAX_PATTERNS = 20
 MIN_SYNC_INTERVAL_S = 300
+MAX_SYNC_INTERVAL_S = 30 * 86_400
 
 
 def _path_glob(value: str) -> str:
@@ -24,6 +25,31 @@ def _path_glob(value: str) -> str:
 
 # A glob on the URL's path (fnmatch: * also crosses /), so it starts where a path starts.
 Pattern = Annotated[str, StringConstraints(min_length=1, max_length=300), NoNul, AfterValidator(_path_glob)]
+
+
+def _sync_interval(value: int) -> int:
+    if 0 < value < MIN_SYNC_INTERVAL_S:
+        raise PydanticCustomError(
+            "sync_interval", "at least {minimum} s, or 0 for never", {"minimum": MIN_SYNC_INTERVAL_S}
+        )
+    return value
+
+
+# 0 (never) or MIN_SYNC_INTERVAL_S to MAX_SYNC_INTERVAL_S: a re-crawl walks a whole site.
+SyncInterval = Annotated[
+    int,
+    Field(ge=0, le=MAX_SYNC_INTERVAL_S),
+    JsonInteger,
+    AfterValidator(_sync_interval),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "const": 0},
+                {"type": "integer", "minimum": MIN_SYNC_INTERVAL_S, "maximum": MAX_SYNC_INTERVAL_S},
+            ]
+        }
+    ),
+]
 
 
 class CrawlCreate(Input):
@@ -48,7 +74,7 @@ class CrawlCreate(Input):
         description="Globs on the URL path (`/blog/*`); matching pages are neither fetched nor kept.",
     )
     use_sitemap: bool = Field(True, description="Read robots.txt Sitemap: lines, else /sitemap.xml.")
-    sync_interval_s: Annotated[int, Field(ge=0, le=30 * 86_400), JsonInteger] | None = Field(
+    sync_interval_s: SyncInterval | None = Field(
         None, description=f"Re-crawl this often (at least {MIN_SYNC_INTERVAL_S} s); 0 or absent = never."
     )
 

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import CrawlSettings
 from app.crawl.models import ACTIVE, Crawl
 from app.crawl.repository import CrawlRepository
-from app.crawl.schemas import MIN_SYNC_INTERVAL_S, CrawlCreate, CrawlProblem, CrawlProgress, CrawlRead
+from app.crawl.schemas import CrawlCreate, CrawlProblem, CrawlProgress, CrawlRead
 from app.crawl.site import normalise_url
 from app.db.base import utcnow
 from app.errors import BadRequest, Conflict, NotFound, ValidationFailed
@@ -97,8 +97,6 @@ class CrawlService:
                 "max_pages", f"at most {self.settings.max_pages_limit} pages (CRAWL__MAX_PAGES_LIMIT)"
             )
         interval = data.sync_interval_s or None
-        if interval is not None and interval < MIN_SYNC_INTERVAL_S:
-            raise _invalid("sync_interval_s", f"at least {MIN_SYNC_INTERVAL_S} s, or 0 for never")
         try:
             await self.validate_url(data.url)
         except BlockedURL as exc:

@@ -322,3 +322,31 @@ async def test_pause_between_requests_to_one_host(client, org, engine, crawl_set
     # less the moment the previous request took.
     assert len(pauses) == 2
     assert all(6.0 < p <= 7.0 for p in pauses)
+
+
+async def test_the_knowledge_base_document_limit_fails_the_run_keeping_what_fits(
+    client, org, engine, crawl_settings, site
+):
+    from app.crawl.runner import CrawlRunner, drain_crawls
+    from tests.conftest import fake_resolver
+
+    limited = crawl_settings.model_copy(
+        update={"limits": crawl_settings.limits.model_copy(update={"documents_per_kb": 3})}
+    )
+    site.html("/", "Home", "Home page.", links=("/a", "/b", "/c"))
+    for name in "abc":
+        site.html(f"/{name}", name.upper(), f"Page {name}.")
+    kb = await create_kb(client, org.headers)
+    await client.post(
+        f"/api/knowledge/{kb['id']}/documents", json={"title": "Own", "content": "Mine."}, headers=org.headers
+    )
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    crawler = CrawlRunner(engine, limited, "limited", resolver=fake_resolver)
+    try:
+        assert await drain_crawls(crawler) == {"failed": 1}
+    finally:
+        await crawler.aclose()
+    got = await get_crawl(client, org, kb["id"], crawl["id"])
+    assert got["error"] == "the knowledge base holds the maximum of 3 documents"
+    assert (got["documents"], got["progress"]["read"]) == (2, 2)
+    assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/a"}

@@ -591,7 +591,11 @@ class CrawlLoop:
             if crawl is None:
                 await asyncio.sleep(self.poll_interval_s)
                 continue
-            await self.runner.run(crawl)
+            try:
+                await self.runner.run(crawl)
+            except Exception:
+                # The database failed us mid-run: the lease expires and the crawl is retaken.
+                log.warning("crawl %s stopped by an error; it will be retried", crawl.id, exc_info=True)
 
 
 def start_crawls(

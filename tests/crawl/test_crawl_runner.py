@@ -350,3 +350,22 @@ async def test_the_knowledge_base_document_limit_fails_the_run_keeping_what_fits
     assert got["error"] == "the knowledge base holds the maximum of 3 documents"
     assert (got["documents"], got["progress"]["read"]) == (2, 2)
     assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/a"}
+
+
+async def test_a_stopping_worker_hands_its_crawl_back_to_the_queue(
+    client, org, engine, crawl_settings, site, run_crawls
+):
+    from app.crawl.runner import CrawlLoop, CrawlRunner
+    from tests.conftest import fake_resolver
+
+    site.html("/", "Home", "Home page.")
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    crawler = CrawlRunner(engine, crawl_settings, "stopping", resolver=fake_resolver)
+    assert await crawler.claim() is not None
+    assert (await get_crawl(client, org, kb["id"], crawl["id"]))["status"] == "running"
+    await CrawlLoop(crawler, concurrency=1, poll_interval_s=0.1).stop()
+    # Queued again at once, not after the lease expires: another worker takes it now.
+    assert (await get_crawl(client, org, kb["id"], crawl["id"]))["status"] == "queued"
+    assert await run_crawls() == {"completed": 1}
+    assert site.paths() == ["/robots.txt", "/"]

@@ -175,6 +175,7 @@ def worker(
     """
     import signal
 
+    from app.crawl.runner import start_crawls
     from app.db.engine import make_engine
     from app.embeddings.factory import build_embedder
     from app.ingestion.fetch import Fetcher
@@ -221,9 +222,15 @@ def worker(
             if parent_pid is not None:
                 orphaned = asyncio.create_task(_stop_when_orphaned(parent_pid, stop))
             await pool.start()
+            # Site crawls run in the worker process too, leased from the same database.
+            crawls = start_crawls(engine, settings, ingestor.owner)
+            if crawls is not None:
+                await crawls.start()
             if parent_pid is None:
                 typer.echo(f"worker {ingestor.owner} running with {concurrency} slots; Ctrl-C to stop")
             await stop.wait()
+            if crawls is not None:
+                await crawls.stop()
             await pool.stop()
             if orphaned is not None:
                 orphaned.cancel()

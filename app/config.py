@@ -151,6 +151,25 @@ class IngestionSettings(BaseModel):
         return IntranetAccess.parse(self.allowed_hosts, self.allowed_networks)
 
 
+class CrawlSettings(BaseModel):
+    delay_s: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="Pause between two requests of a crawl to the same host (a robots.txt "
+        "Crawl-delay, up to 60 s, lengthens it).",
+    )
+    max_pages_default: int = Field(200, ge=1, description="Pages a crawl keeps when it names no max_pages.")
+    max_pages_limit: int = Field(
+        2000, ge=1, description="Hard upper cap on a crawl's max_pages; larger requests are refused (422)."
+    )
+    max_sitemaps: int = Field(
+        20, ge=0, le=1000, description="Sitemap files (sitemap indexes included) read per crawl run."
+    )
+    workers: int = Field(1, ge=0, le=16, description="Crawls run at once by each worker process (0 = none).")
+    poll_interval_s: float = Field(2.0, gt=0, description="How often an idle crawl loop looks for work.")
+
+
 class QuerySettings(BaseModel):
     deadline_s: float = Field(2.5, gt=0, description="Whole-request budget: embed + search + LLM.")
     top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
@@ -243,6 +262,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     ingestion: IngestionSettings = IngestionSettings()
+    crawl: CrawlSettings = CrawlSettings()
     query: QuerySettings = QuerySettings()
 
     @property

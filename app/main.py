@@ -27,6 +27,8 @@ from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
 from app.auth import ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
+from app.crawl.endpoints import CrawlController
+from app.crawl.runner import start_crawls
 from app.db.embedded import resolve_database_url
 from app.db.engine import make_engine, make_sessionmaker
 from app.documents.endpoints import DocumentController
@@ -137,7 +139,7 @@ def create_app(
             embed_timeout_s=settings.embedding.query_timeout_s,
             prompt_fingerprint=files_fingerprint(settings.prompts_dir),
         )
-        pool = None
+        pool = crawls = None
         inline = settings.ingestion.workers > 0 and settings.ingestion.isolation == "inline"
         if run_workers if run_workers is not None else inline:
             pool = WorkerPool(
@@ -147,12 +149,17 @@ def create_app(
             )
             await pool.start()
             state.wake_workers = pool.wake
+            crawls = start_crawls(state.engine, settings, state.ingestor.owner, resolver=resolver)
+            if crawls is not None:
+                await crawls.start()
         try:
             yield
         finally:
             index_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await index_task
+            if crawls is not None:
+                await crawls.stop()
             if pool is not None:
                 await pool.stop()
             await state.query_service.close()
@@ -176,6 +183,7 @@ def create_app(
             ready,
             KnowledgeController,
             DocumentController,
+            CrawlController,
             AgentKnowledgeController,
             ApiKeyController,
             QueryController,

@@ -40,6 +40,7 @@ __all__ = [
     "Fetcher",
     "IntranetAccess",
     "Resolver",
+    "UnsupportedContentType",
     "check_url",
     "github_raw_url",
     "parse_allowed_host",
@@ -150,11 +151,17 @@ class BlockedURL(Exception):
 
 
 class FetchError(Exception):
-    """The fetch failed; ``retryable`` tells whether trying again later may succeed."""
+    """The fetch failed; ``retryable`` tells whether trying again later may succeed, ``status``
+    is the HTTP status of an error answer (a crawl retires a page that answers 404 or 410)."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.status = status
+
+
+class UnsupportedContentType(FetchError):
+    """The page is of a media type the fetcher was not asked for; its body was not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +431,7 @@ class Fetcher:
             )
         media_type, charset = _parse_content_type(response.headers.get("content-type", ""))
         if media_type not in self._allowed_types:
-            raise FetchError(f"the content type {media_type or '(none)'} is not supported")
+            raise UnsupportedContentType(f"the content type {media_type or '(none)'} is not supported")
         decoder = _decoder_for(response.headers.get("content-encoding", ""))
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self._max_bytes:
@@ -651,7 +658,7 @@ def _redirect_location(response: httpx.Response) -> str | None:
     status = response.status_code
     if status >= 400:
         retryable = status == 429 or status >= 500
-        raise FetchError(f"the server answered HTTP {status}", retryable=retryable)
+        raise FetchError(f"the server answered HTTP {status}", retryable=retryable, status=status)
     if status in _REDIRECT_STATUSES:
         location: str | None = response.headers.get("location")
         if not location:

@@ -22,6 +22,7 @@ EXPECTED = {
     "chunk_terms",
     "query_log",
     "answer_cache",
+    "crawls",
     "alembic_version",
 }
 

@@ -1,0 +1,192 @@
+"""What belongs to a crawled site, and what its pages, sitemaps and robots.txt say.
+
+Pure functions: no I/O here, so each rule is tested on its own. The runner fetches, these
+decide.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlsplit, urlunsplit
+from xml.etree.ElementTree import Element
+
+# defusedxml ships no type stubs (and the project adds no stub packages).
+from defusedxml import ElementTree  # type: ignore[import-untyped]
+from defusedxml.common import DefusedXmlException  # type: ignore[import-untyped]
+
+from app.ingestion.fetch import BlockedURL, IntranetAccess, check_url
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+SITEMAP_TYPES = frozenset({"application/xml", "text/xml"})
+ROBOTS_TYPES = frozenset({"text/plain"})
+CRAWL_TYPES = HTML_TYPES | SITEMAP_TYPES | ROBOTS_TYPES
+# The token a robots.txt group names to address this crawler.
+ROBOTS_AGENT = "voice-knowledge-fetcher"
+MAX_TITLE = 300
+_SPACES = re.compile(r"\s+")
+
+
+def normalise_url(url: str, *, base: str | None = None, intranet: IntranetAccess | None = None) -> str | None:
+    """The canonical form of a link, or None when it cannot be a page of a site.
+
+    Resolved against ``base``; scheme and host lower case (IDNA), default port dropped, the
+    fragment dropped, an empty path made ``/``. Only http(s) URLs the fetcher would accept
+    (``check_url``) come back; addresses are checked when the page is fetched.
+    """
+    try:
+        absolute = urljoin(base, url.strip()) if base else url.strip()
+        parts = urlsplit(absolute)
+        scheme, host, port = check_url(absolute, intranet=intranet)
+    except (ValueError, BlockedURL):
+        return None
+    netloc = f"[{host}]" if ":" in host else host
+    if port != (443 if scheme == "https" else 80):
+        netloc = f"{netloc}:{port}"
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+
+
+def site_key(url: str) -> tuple[str, int]:
+    """The site a URL belongs to: its host without a leading ``www.``, and its port.
+
+    http and https of one host are one site (sites move to https and link both ways);
+    ``www.example.com`` and ``example.com`` are one site. Other subdomains are other
+    sites: without the public suffix list, ``a.co.uk`` and ``b.co.uk`` cannot be told
+    apart from ``a.example.com`` and ``b.example.com``.
+    """
+    parts = urlsplit(url)
+    host = (parts.hostname or "").removeprefix("www.")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    # One site over both schemes: the default ports count as one.
+    return host, 0 if port in (80, 443) else port
+
+
+def same_site(url: str, start_url: str) -> bool:
+    return site_key(url) == site_key(start_url)
+
+
+@dataclass(frozen=True, slots=True)
+class PathFilter:
+    """Include/exclude glob patterns on a URL's path (the query is not matched).
+
+    ``*`` matches any characters, ``/`` included; ``?`` one character; ``[abc]`` one of
+    them; matching is case-sensitive, as paths are. No include patterns: every path is
+    included. Exclude wins over include.
+    """
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def allows(self, url: str) -> bool:
+        path = urlsplit(url).path or "/"
+        if any(fnmatch.fnmatchcase(path, pattern) for pattern in self.exclude):
+            return False
+        return not self.include or any(fnmatch.fnmatchcase(path, pattern) for pattern in self.include)
+
+
+@dataclass(slots=True)
+class ParsedPage:
+    title: str | None
+    links: list[str] = field(default_factory=list)
+    nofollow: bool = False
+
+
+class _LinkParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.base: str | None = None
+        self.hrefs: list[str] = []
+        self.title_parts: list[str] = []
+        self.in_title = False
+        self.seen_title = False
+        self.nofollow = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        if tag in ("a", "area") and values.get("href"):
+            if "nofollow" not in values.get("rel", "").lower().split():
+                self.hrefs.append(values["href"])
+        elif tag == "base" and values.get("href") and self.base is None:
+            self.base = values["href"]
+        elif tag == "title" and not self.seen_title:
+            self.in_title = True
+        elif tag == "meta" and values.get("name", "").lower() == "robots":
+            directives = {d.strip() for d in values.get("content", "").lower().split(",")}
+            self.nofollow = self.nofollow or bool(directives & {"nofollow", "none"})
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title" and self.in_title:
+            self.in_title = False
+            self.seen_title = True
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title_parts.append(data)
+
+
+def parse_page(
+    content: bytes, charset: str | None, page_url: str, intranet: IntranetAccess | None
+) -> ParsedPage:
+    """The page's title and its links, normalised, in document order, each once."""
+    text = content.decode(_codec(charset), errors="replace")
+    parser = _LinkParser()
+    parser.feed(text)
+    parser.close()
+    base = urljoin(page_url, parser.base) if parser.base else page_url
+    links: dict[str, None] = {}
+    if not parser.nofollow:
+        for href in parser.hrefs:
+            link = normalise_url(href, base=base, intranet=intranet)
+            if link is not None:
+                links[link] = None
+    title = _SPACES.sub(" ", "".join(parser.title_parts)).strip()[:MAX_TITLE] or None
+    return ParsedPage(title=title, links=list(links), nofollow=parser.nofollow)
+
+
+def _codec(charset: str | None) -> str:
+    if charset:
+        try:
+            "".encode(charset)
+        except LookupError:
+            return "utf-8"
+        return charset
+    return "utf-8"
+
+
+@dataclass(slots=True)
+class Sitemap:
+    pages: list[str] = field(default_factory=list)
+    sitemaps: list[str] = field(default_factory=list)  # a sitemap index names further sitemaps
+
+
+class SitemapError(Exception):
+    """The file is not a sitemap this crawler can read."""
+
+
+def parse_sitemap(content: bytes, *, max_urls: int) -> Sitemap:
+    """The ``<loc>`` entries of a sitemap (``urlset``) or sitemap index (``sitemapindex``).
+
+    defusedxml refuses entity expansion and external entities, so a hostile file cannot
+    grow in memory or reach other files; at most ``max_urls`` entries are taken.
+    """
+    try:
+        root = ElementTree.fromstring(content)
+    except (ElementTree.ParseError, DefusedXmlException, ValueError) as exc:
+        raise SitemapError(f"the sitemap is not valid XML ({type(exc).__name__})") from exc
+    kind = _local(root.tag)
+    if kind not in ("urlset", "sitemapindex"):
+        raise SitemapError(f"the XML root is <{kind}>, not <urlset> or <sitemapindex>")
+    found: list[str] = []
+    for entry in root:
+        if len(found) >= max_urls:
+            break
+        loc = next((child for child in entry if _local(child.tag) == "loc"), None)
+        if loc is not None and loc.text and loc.text.strip():
+            found.append(loc.text.strip())
+    return Sitemap(pages=found) if kind == "urlset" else Sitemap(sitemaps=found)
+
+
+def _local(tag: str | Element) -> str:
+    return str(tag).rsplit("}", 1)[-1]

@@ -1,0 +1,103 @@
+"""The crawl's pure rules: URL normalisation, what one site is, path patterns, links and
+titles, sitemaps (hostile XML included)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.crawl.site import PathFilter, SitemapError, normalise_url, parse_page, parse_sitemap, same_site
+from app.ingestion.fetch import IntranetAccess
+
+
+@pytest.mark.parametrize(
+    ("link", "expected"),
+    [
+        ("HTTPS://Docs.Example.COM", "https://docs.example.com/"),
+        ("https://docs.example.com:443/a#part", "https://docs.example.com/a"),
+        ("http://docs.example.com:80/a?x=1", "http://docs.example.com/a?x=1"),
+        ("../b/./c", "https://docs.example.com/b/c"),
+        ("/x y", "https://docs.example.com/x y"),
+        ("mailto:help@example.com", None),
+        ("javascript:alert(1)", None),
+        ("https://docs.example.com:8443/a", None),  # a port nobody allowed
+        ("https://user:pw@docs.example.com/", None),
+    ],
+)
+def test_links_are_normalised_against_the_page(link, expected):
+    assert normalise_url(link, base="https://docs.example.com/guide/page") == expected
+
+
+def test_an_allowed_port_is_kept():
+    intranet = IntranetAccess.parse(["wiki.corp:8443"])
+    assert normalise_url("https://wiki.corp:8443/a", intranet=intranet) == "https://wiki.corp:8443/a"
+
+
+def test_one_site_is_one_host_with_or_without_www_over_either_scheme():
+    start = "https://example.com/"
+    assert same_site("http://www.example.com/a", start)
+    assert not same_site("https://docs.example.com/a", start)
+    assert not same_site("https://example.com.evil.org/a", start)
+    assert not same_site("https://example.com:8443/a", start)
+
+
+def test_patterns_match_the_path_and_exclude_wins():
+    paths = PathFilter(include=("/docs/*", "/faq"), exclude=("*/internal/*",))
+    assert paths.allows("https://e.com/docs/a/b?x=1")
+    assert paths.allows("https://e.com/faq")
+    assert not paths.allows("https://e.com/faq/more")
+    assert not paths.allows("https://e.com/docs/internal/keys")
+    assert not paths.allows("https://e.com/Docs/a")
+    assert PathFilter().allows("https://e.com/anything")
+
+
+def test_page_links_title_base_and_nofollow():
+    html = (
+        b"<html><head><title> Parking \n guide </title><base href='/base/'></head><body>"
+        b"<a href='a'>a</a><a href='a#x'>again</a><a rel='nofollow' href='/secret'>no</a>"
+        b"<area href='/map'><a href='tel:123'>call</a></body></html>"
+    )
+    page = parse_page(html, "utf-8", "https://e.com/dir/page", None)
+    assert page.title == "Parking guide"
+    assert page.links == ["https://e.com/base/a", "https://e.com/map"]
+    robots = parse_page(
+        b'<meta name="robots" content="noindex, nofollow"><a href="/x">x</a>', None, "https://e.com/", None
+    )
+    assert robots.links == []
+
+
+def test_sitemaps_and_indexes_are_read_up_to_a_cap():
+    urlset = (
+        b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        b"<url><loc> https://e.com/a </loc></url><url><loc>https://e.com/b</loc></url>"
+        b"<url><loc>https://e.com/c</loc></url></urlset>"
+    )
+    assert parse_sitemap(urlset, max_urls=2).pages == ["https://e.com/a", "https://e.com/b"]
+    index = b"<sitemapindex><sitemap><loc>https://e.com/s1.xml</loc></sitemap></sitemapindex>"
+    parsed = parse_sitemap(index, max_urls=10)
+    assert (parsed.pages, parsed.sitemaps) == ([], ["https://e.com/s1.xml"])
+
+
+@pytest.mark.parametrize(
+    ("xml", "reason"),
+    [
+        (
+            b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>'
+            b"<urlset><url><loc>&b;</loc></url></urlset>",
+            "the sitemap is not valid XML (EntitiesForbidden)",
+        ),
+        (
+            b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+            b"<urlset><url><loc>&x;</loc></url></urlset>",
+            "the sitemap is not valid XML (EntitiesForbidden)",
+        ),
+        (
+            b"<html><body>not a sitemap</body></html>",
+            "the XML root is <html>, not <urlset> or <sitemapindex>",
+        ),
+        (b"<urlset><url>", "the sitemap is not valid XML (ParseError)"),
+    ],
+)
+def test_hostile_or_broken_sitemaps_are_refused(xml, reason):
+    with pytest.raises(SitemapError) as caught:
+        parse_sitemap(xml, max_urls=10)
+    assert str(caught.value) == reason

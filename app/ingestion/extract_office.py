@@ -66,6 +66,9 @@ _MAIN_PARTS: tuple[tuple[str, SourceKind], ...] = (
 _EOCD = b"PK\x05\x06"
 _EOCD_SIZE = 22
 _EOCD_WINDOW = _EOCD_SIZE + 0xFFFF  # the record, and a comment of at most 64 KiB
+_CENTRAL_RECORD = b"PK\x01\x02"
+_CENTRAL_RECORD_SIZE = 46
+_UTF8_NAMES = 0x800
 _READ_BLOCK = 64 * 1024
 _DOCTYPES = tuple("<!DOCTYPE".encode(codec) for codec in ("utf-8", "utf-16-le", "utf-16-be"))
 _DOCTYPE_OVERLAP = max(len(pattern) for pattern in _DOCTYPES) - 1
@@ -97,38 +100,49 @@ class DamagedArchive(Exception):
     """The bytes start like a zip but are not a readable one."""
 
 
+class TooManyMembers(DamagedArchive):
+    """The zip lists more than MAX_MEMBERS members."""
+
+
 def ooxml_kind(data: bytes) -> SourceKind | None:
     """What Office file a zip is, told by its members; None for a zip that is none of them.
 
-    Raises DamagedArchive for a zip that cannot be listed (cut short, corrupt, or with more
-    members than MAX_MEMBERS, which is not listed at all).
+    Runs where uploads are received, so it reads only the zip's central directory, itself
+    and by its own bounds: zipfile would build an object for every entry of a directory that
+    claims a few and holds hundreds of thousands. Raises DamagedArchive for a zip that cannot
+    be listed (cut short, corrupt) and TooManyMembers past MAX_MEMBERS.
     """
-    names = set(_open_zip(data).namelist())
+    names = set(_member_names(data))
     if _CONTENT_TYPES not in names:
         return None
     return next((kind for part, kind in _MAIN_PARTS if part in names), None)
 
 
-def _open_zip(data: bytes) -> zipfile.ZipFile:
-    declared = _declared_member_count(data)
-    if declared is not None and declared > MAX_MEMBERS:
-        # Counted from the end record: listing a zip of millions of entries is itself the attack.
-        raise DamagedArchive(f"more than {MAX_MEMBERS} members")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-        raise DamagedArchive(str(exc)) from exc
-    if len(archive.infolist()) > MAX_MEMBERS:
-        raise DamagedArchive(f"more than {MAX_MEMBERS} members")
-    return archive
-
-
-def _declared_member_count(data: bytes) -> int | None:
+def _member_names(data: bytes) -> list[str]:
+    """The names in the zip's central directory, read record by record up to MAX_MEMBERS."""
     end = data.rfind(_EOCD, max(0, len(data) - _EOCD_WINDOW))
     if end < 0 or end + _EOCD_SIZE > len(data):
-        return None
-    (count,) = struct.unpack_from("<H", data, end + 10)
-    return int(count)
+        raise DamagedArchive("no end of central directory record")
+    count, directory_size = struct.unpack_from("<HI", data, end + 10)
+    if count > MAX_MEMBERS:
+        raise TooManyMembers(count)
+    # Measured back from the end record, as zipfile does: data prepended to the zip (a
+    # self-extracting stub) shifts the stored offset, not this.
+    position = end - directory_size
+    if position < 0:
+        raise DamagedArchive("the central directory lies before the file")
+    names: list[str] = []
+    while position < end:
+        if data[position : position + 4] != _CENTRAL_RECORD or position + _CENTRAL_RECORD_SIZE > end:
+            raise DamagedArchive("a central directory record is broken")
+        if len(names) == MAX_MEMBERS:
+            raise TooManyMembers(len(names) + 1)
+        flags = struct.unpack_from("<H", data, position + 8)[0]
+        name_length, extra_length, comment_length = struct.unpack_from("<HHH", data, position + 28)
+        raw = data[position + _CENTRAL_RECORD_SIZE : position + _CENTRAL_RECORD_SIZE + name_length]
+        names.append(raw.decode("utf-8" if flags & _UTF8_NAMES else "cp437", errors="replace"))
+        position += _CENTRAL_RECORD_SIZE + name_length + extra_length + comment_length
+    return names
 
 
 def checked_package(data: bytes, kind: SourceKind) -> bytes:
@@ -139,13 +153,16 @@ def checked_package(data: bytes, kind: SourceKind) -> bytes:
     """
     noun = OFFICE_NOUNS[kind]
     try:
-        archive = _open_zip(data)
-    except DamagedArchive as exc:
-        if str(exc).startswith("more than"):
-            raise ExtractionError(TOO_MANY_MEMBERS.format(noun=noun, limit=MAX_MEMBERS)) from exc
+        _member_names(data)
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except TooManyMembers as exc:
+        raise ExtractionError(TOO_MANY_MEMBERS.format(noun=noun, limit=MAX_MEMBERS)) from exc
+    except (DamagedArchive, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
         raise ExtractionError(OFFICE_DAMAGED.format(noun=noun)) from exc
     with archive:
         members = archive.infolist()
+        if len(members) > MAX_MEMBERS:  # zipfile may read a directory differently from us
+            raise ExtractionError(TOO_MANY_MEMBERS.format(noun=noun, limit=MAX_MEMBERS))
         _check_sizes(members, noun)
         main = next(part for part, main_kind in _MAIN_PARTS if main_kind == kind)
         names = {member.filename for member in members}
@@ -342,22 +359,24 @@ def _read_pptx(package: io.BytesIO, budget: TextBudget) -> Extracted:
 
 def _shapes(shapes: Any) -> Iterator[Any]:
     """Shapes in order, the members of groups in their place (nesting bounded by the XML)."""
+    from pptx.shapes.group import GroupShape  # noqa: PLC0415
+
     stack: list[Iterator[Any]] = [iter(shapes)]
     while stack:
         shape = next(stack[-1], None)
         if shape is None:
             stack.pop()
-        elif shape.shape_type is not None and getattr(shape, "shapes", None) is not None:
+        elif isinstance(shape, GroupShape):
             stack.append(iter(shape.shapes))
         else:
             yield shape
 
 
 def _shape_texts(shape: Any) -> Iterator[str]:
-    if getattr(shape, "has_table", False) and shape.has_table:
+    if shape.has_table:
         rows = ([clean_cell(cell.text) for cell in row.cells] for row in shape.table.rows)
         yield from table_statements(rows)
-    elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+    elif shape.has_text_frame:
         yield tidy_lines(strip_invisible(normalise_newlines(shape.text_frame.text)))
 
 

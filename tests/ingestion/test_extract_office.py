@@ -6,12 +6,15 @@ from __future__ import annotations
 import codecs
 import datetime as dt
 import io
+import struct
 import zipfile
 
 import docx
 import lxml.etree
 import openpyxl
+import pptx
 import pytest
+from pptx.util import Inches
 
 from app.ingestion import extract_office, extract_table
 from app.ingestion.extract import extract, extract_isolated
@@ -125,6 +128,20 @@ def test_pptx_one_section_per_slide_with_notes_and_tables_hidden_slides_left_out
             heading="Slide 2",
             page=2,
         ),
+    ]
+
+
+def test_pptx_grouped_text_is_read_in_its_place():
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "Directions"
+    group = slide.shapes.add_group_shape()
+    group.shapes.add_textbox(Inches(1), Inches(2), Inches(4), Inches(1)).text_frame.text = "Take the A4."
+    slide.shapes.add_textbox(Inches(1), Inches(4), Inches(4), Inches(1)).text_frame.text = "Park behind."
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+    assert extract("pptx", buffer.getvalue()).sections == [
+        Section(text="Take the A4.\n\nPark behind.", heading="Directions", page=1)
     ]
 
 
@@ -405,6 +422,16 @@ def test_a_member_that_unpacks_to_more_than_it_declares_is_damaged():
 def test_too_many_members_are_refused_unlisted():
     data = rezip(make_docx(), add={f"customXml/extra{n}.xml": b"" for n in range(10_001)})
     assert _reason("docx", data) == TOO_MANY_MEMBERS.format(noun="Word document", limit=10_000)
+
+
+def test_a_directory_that_understates_its_member_count_is_still_bounded():
+    data = bytearray(rezip(make_docx(), add={f"customXml/extra{n}.xml": b"" for n in range(10_001)}))
+    end = data.rindex(b"PK\x05\x06")
+    struct.pack_into("<HH", data, end + 8, 5, 5)  # entries on this disk, entries in all
+    assert _reason("docx", bytes(data)) == TOO_MANY_MEMBERS.format(noun="Word document", limit=10_000)
+    with pytest.raises(UnsupportedType) as caught:
+        sniff_kind("notes.txt", None, bytes(data))
+    assert str(caught.value) == f"the file is binary, not text; {SUPPORTED}"
 
 
 def test_encrypted_members_are_refused():

@@ -400,7 +400,7 @@ def _read_xlsx(package: io.BytesIO, budget: TextBudget) -> Extracted:
                 continue
             # The stored dimension may claim A1:XFD1048576; only the rows present are read.
             sheet.reset_dimensions()
-            statements = [budget.spend(s) for s in table_statements(_sheet_rows(sheet))]
+            statements = [budget.spend(s) for s in table_statements(_sheet_rows(sheet), lone_row=False)]
             if statements:
                 heading = clean_cell(sheet.title) or None
                 sections.append(Section(text="\n\n".join(statements), heading=heading, page=None))

@@ -54,9 +54,11 @@ def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
     return " ".join(parts)
 
 
-def table_statements(rows: Iterable[Sequence[str]]) -> Iterator[str]:
+def table_statements(rows: Iterable[Sequence[str]], *, lone_row: bool = True) -> Iterator[str]:
     """The statements of a table given as rows of cleaned cells: the first non-empty row is the
-    header, each later non-empty row one statement. A table of only a header row says its cells."""
+    header, each later non-empty row one statement. A table of one row says its cells when
+    `lone_row` (a table in a Word file or on a slide); a sheet or a CSV file of only a header
+    holds no data and says nothing."""
     header: Sequence[str] | None = None
     said_any = False
     for cells in rows:
@@ -69,7 +71,7 @@ def table_statements(rows: Iterable[Sequence[str]]) -> Iterator[str]:
         if statement:
             said_any = True
             yield statement
-    if header is not None and not said_any:
+    if lone_row and header is not None and not said_any:
         # A one-row table (a caption row, a row of options) is still text worth keeping.
         yield row_statement((), header)
 
@@ -175,7 +177,7 @@ def extract_csv(data: bytes, charset: str | None = None) -> Extracted:
     budget = TextBudget("CSV file")
     try:
         rows = shape.watch(csv.reader(io.StringIO(text), dialect))
-        statements = [budget.spend(s) for s in table_statements(rows)]
+        statements = [budget.spend(s) for s in table_statements(rows, lone_row=False)]
     except csv.Error as exc:
         raise ExtractionError(CSV_NOT_TABULAR.format(why=exc)) from exc
     if shape.too_wide * _RAGGED_SHARE > shape.rows:

@@ -189,3 +189,17 @@ async def test_hostile_files_fail_with_reasons_and_the_rest_still_ingests(client
         doc = await _document(client, org, kb, ids[name])
         assert (name, doc["status"], doc["error"], doc["chunk_count"]) == (name, "failed", reason, 0)
     assert (await _document(client, org, kb, good["id"]))["status"] == "ready"
+
+
+async def test_new_json_content_for_a_word_document_is_read_as_text(client, org, kb, drain_queue):
+    doc = await _uploaded(client, org, kb, "guide.docx", make_docx())
+    assert await drain_queue() == {"ready": 1}
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"content": "We now open at eight."},
+        headers=org.headers,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["source_kind"] == "text"
+    assert await drain_queue() == {"ready": 1}
+    assert await _chunks(client, org, kb, doc["id"]) == [(None, None, "We now open at eight.")]

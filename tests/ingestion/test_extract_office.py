@@ -240,6 +240,19 @@ def test_csv_rows_become_statements_with_the_sniffed_delimiter():
     ]
 
 
+def test_csv_of_only_a_header_fails_with_no_text():
+    assert _reason("csv", b"Service,Price\n,\n") == NO_TEXT
+
+
+def test_a_one_row_word_table_says_its_cells():
+    def build(document: docx.document.Document) -> None:
+        table = document.add_table(rows=1, cols=2)
+        table.cell(0, 0).text = "Cash"
+        table.cell(0, 1).text = "Card"
+
+    assert _text(extract("docx", make_docx(build)).sections) == "Cash. Card."
+
+
 def test_csv_in_a_legacy_encoding_is_decoded():
     rows = ["Leistung,Preis,Hinweis"] + [
         f"Zahnreinigung {n},80 €,Für Kinder unter zwölf Jahren kostenlos" for n in range(20)

@@ -56,7 +56,8 @@ XML_DOCTYPE = (
 NO_MAIN_PART = "the {noun} has no main part ({part}); it is not a complete Office file"
 SHEET_TOO_LONG = "the sheet '{sheet}' has more than {limit:,} rows; split it into smaller files"
 
-# The part that says what an OOXML package is; the brief list of a zip is enough to tell.
+# An OOXML package lists its content types and main part by these names: the list of a
+# zip's members is enough to tell which kind of file it is.
 _CONTENT_TYPES = "[Content_Types].xml"
 _MAIN_PARTS: tuple[tuple[str, SourceKind], ...] = (
     ("word/document.xml", "docx"),
@@ -272,9 +273,9 @@ def _read_docx(package: io.BytesIO, budget: TextBudget) -> Extracted:
             continue
         level, is_title = _heading_level(block)
         if is_title and title is None:
-            title = text
+            title = clean_cell(text)
         elif level:
-            writer.heading(level, text)
+            writer.heading(level, clean_cell(text))  # a line break in a heading is a space
         else:
             writer.paragraph(text)
     if title is None:

@@ -42,13 +42,14 @@ def clean_cell(raw: str) -> str:
 
 
 def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
-    """ "Column: value." for each non-empty cell, in column order; a cell without a column name
-    is said on its own. Empty when every cell is empty."""
+    """One row said as "Column: value." for each non-empty cell, in column order; a cell
+    without a column name is said on its own. Empty when every cell is empty."""
     parts: list[str] = []
     for index, value in enumerate(cells):
         if not value:
             continue
-        name = header[index] if index < len(header) else ""
+        # A header written as a label ("Price:") must not say "Price:: 350".
+        name = header[index].rstrip(":").rstrip() if index < len(header) else ""
         said = f"{name}: {value}" if name else value
         parts.append(said if _SENTENCE_END.search(said) else f"{said}.")
     return " ".join(parts)

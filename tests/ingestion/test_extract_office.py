@@ -228,6 +228,7 @@ def test_row_statement_names_columns_and_skips_empty_cells():
         "Service: whitening. new. extra."
     )
     assert row_statement(["Question"], ["Do you open on Sunday?"]) == "Question: Do you open on Sunday?"
+    assert row_statement(["Price:"], ["350"]) == "Price: 350."
 
 
 # --- CSV -----------------------------------------------------------------------------------

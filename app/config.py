@@ -102,9 +102,15 @@ class IngestionSettings(BaseModel):
     max_attempts: int = Field(3, ge=1, le=20, description="Tries per document before it fails.")
     chunk_tokens: int = Field(500, ge=64, le=2000, description="Default chunk size for new KBs (tokens).")
     chunk_overlap_tokens: int = Field(60, ge=0, le=1000, description="Default chunk overlap for new KBs.")
-    parse_timeout_s: float = Field(60.0, gt=0, description="Wall-clock bound on parsing one PDF.")
-    parse_memory_mb: int = Field(1024, ge=128, description="Address-space cap of the PDF parser process.")
-    parse_concurrency: int = Field(2, ge=1, le=32, description="PDF parser processes at once per process.")
+    parse_timeout_s: float = Field(
+        60.0, gt=0, description="Wall-clock bound on parsing one PDF or Office file."
+    )
+    parse_memory_mb: int = Field(
+        1024, ge=128, description="Address-space cap of the PDF and Office parser process."
+    )
+    parse_concurrency: int = Field(
+        2, ge=1, le=32, description="PDF and Office parser processes at once per process."
+    )
     fetch_timeout_s: float = Field(15.0, gt=0, description="Total deadline for fetching one URL.")
     fetch_max_bytes: int = Field(10_000_000, ge=1024, description="Largest fetched page.")
     url_resync_s: int = Field(

@@ -79,8 +79,8 @@ class DocumentController(Controller):
         description=(
             "Three forms: JSON `{title, description?, content, content_type?: text|markdown|html}`; "
             "JSON `{url, title?, description?, sync_interval_s?}`; or multipart/form-data with a `file` "
-            "(.txt .md .html .pdf) and optional `title`, `description`. Answers 202 with the document "
-            "in status `pending`; ingestion runs in the background.\n\n"
+            "(.txt .md .html .pdf .docx .pptx .xlsx .csv) and optional `title`, `description`. "
+            "Answers 202 with the document in status `pending`; ingestion runs in the background.\n\n"
             "Content the knowledge base already holds (the same bytes; for a URL, the same URL) is "
             "refused with a 409 whose `error` is `duplicate_document` and whose "
             "`existing_document` is `{id, title, status}` of the document holding it, unless "

@@ -48,8 +48,10 @@ class DocumentUploadForm(DocumentUploadMeta):
                 "format": "binary",
                 "contentMediaType": "application/octet-stream",
                 "minLength": 1,
-                "description": "A .txt, .md, .html or .pdf file; its type is told by its name's "
-                "extension, else by the part's Content-Type, and checked against its bytes.",
+                "description": "A .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv file (and the "
+                "macro-enabled .docm, .pptm, .xlsm, read for their text only); its type is told by its "
+                "name's extension, else by the part's Content-Type, and checked against its bytes "
+                "(an Office file is what its zip members say). See docs/FORMATS.md.",
             }
         ),
     ]

@@ -32,6 +32,7 @@ from app.knowledge.repository import KnowledgeRepository
 from app.schemas import Page
 
 DOC_NOT_FOUND = "document not found"
+_TEXT_KINDS = frozenset({"text", "markdown", "html", "csv"})
 UrlValidator = Callable[[str], Awaitable[None]]
 
 
@@ -260,7 +261,8 @@ class DocumentService:
             if doc.source_kind == "url":
                 raise Conflict("the content of a URL document comes from its page; use .../sync instead")
             raw = data.content.encode()
-            kind = data.content_type or (doc.source_kind if doc.source_kind != "pdf" else "text")
+            # JSON content is text: a PDF's or an Office file's replacement is read as plain text.
+            kind = data.content_type or (doc.source_kind if doc.source_kind in _TEXT_KINDS else "text")
             if content_hash(raw) != doc.content_hash or kind != doc.source_kind:
                 await self._check_quota(kb_id, max(0, len(raw) - doc.size_bytes), new_document=False)
                 doc.original, doc.content_hash, doc.source_kind = raw, content_hash(raw), kind

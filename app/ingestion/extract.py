@@ -1,8 +1,9 @@
 """Turn uploaded bytes into text sections for chunking.
 
 `sniff_kind` (app.ingestion.sniff) decides what an upload is, `extract` reads it in-process,
-and `extract_isolated` is what the service should call: it reads PDFs in a separate,
-resource-limited process, because a hostile PDF can make a parser spin or allocate without bound.
+and `extract_isolated` is what the service should call: it reads PDFs and Office files in a
+separate, resource-limited process, because a hostile PDF can make a parser spin or allocate
+without bound, and a hostile Office file (a zip of XML) can try the same.
 """
 
 from __future__ import annotations
@@ -15,12 +16,18 @@ import math
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.ingestion.extract_markup import extract_html, extract_markdown
 from app.ingestion.extract_model import (
     DEFAULT_MAX_PAGES,
+    ISOLATED_KINDS,
     NO_TEXT,
+    OFFICE_CRASHED,
+    OFFICE_NOUNS,
+    OFFICE_TOO_BIG,
+    OFFICE_TOO_SLOW,
     PDF_CRASHED,
     PDF_TOO_BIG,
     PDF_TOO_SLOW,
@@ -31,6 +38,7 @@ from app.ingestion.extract_model import (
     UnsupportedType,
 )
 from app.ingestion.extract_plain import extract_plain_text
+from app.ingestion.extract_table import extract_csv
 from app.ingestion.sniff import SUPPORTED, content_kind, sniff_kind
 
 __all__ = [
@@ -52,7 +60,17 @@ logger = logging.getLogger(__name__)
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]
 _WORKER_MODULE = "app.ingestion.extract_worker"
 _STDERR_TAIL = 2000
-_KINDS: dict[str, SourceKind] = {"text": "text", "markdown": "markdown", "html": "html", "pdf": "pdf"}
+_SECTION_FIELDS = 3  # [heading, page, text]
+_KINDS: dict[str, SourceKind] = {
+    "text": "text",
+    "markdown": "markdown",
+    "html": "html",
+    "pdf": "pdf",
+    "docx": "docx",
+    "pptx": "pptx",
+    "xlsx": "xlsx",
+    "csv": "csv",
+}
 
 
 def kind_of_bytes(kind: str, data: bytes) -> SourceKind:
@@ -87,6 +105,12 @@ def extract(
         from app.ingestion.extract_pdf import extract_pdf  # noqa: PLC0415 - pypdf only when needed
 
         result = extract_pdf(data, max_pages=max_pages)
+    elif kind in OFFICE_NOUNS:
+        from app.ingestion.extract_office import extract_office  # noqa: PLC0415 - as pypdf
+
+        result = extract_office(kind, data)
+    elif kind == "csv":
+        result = extract_csv(data, charset)
     else:
         raise UnsupportedType(f"unsupported file type '{kind}'; {SUPPORTED}")
     if not result.sections:
@@ -102,19 +126,22 @@ async def extract_isolated(
     memory_mb: int = 1024,
     max_pages: int = DEFAULT_MAX_PAGES,
 ) -> Extracted:
-    """Extract without risking the service: PDFs run in a child process with hard limits.
+    """Extract without risking the service: PDFs and Office files run in a child process with
+    hard limits.
 
     The child gets `memory_mb` of address space and a CPU-time limit, and is killed once
     `timeout_s` of wall-clock time has passed; it is always reaped, also when this coroutine
-    is cancelled. Text, markdown and HTML are parsed in a thread, as they cannot blow up the
-    same way. The bytes decide the kind: a PDF is read as one, in the child, whatever it was called.
+    is cancelled. Text, markdown, HTML and CSV are parsed in a thread, as they cannot blow up
+    the same way. The bytes decide the kind: a PDF or a Word file is read as one, in the child,
+    whatever it was called.
     """
     kind = kind_of_bytes(kind, data)
-    if kind != "pdf":
+    if kind not in ISOLATED_KINDS:
         return await asyncio.to_thread(extract, kind, data, max_pages=max_pages)
+    reasons = _Reasons.of(kind)
     cpu_seconds = math.ceil(timeout_s) + 1
     process = await asyncio.create_subprocess_exec(
-        *_worker_command(memory_mb, cpu_seconds, max_pages),
+        *_worker_command(kind, memory_mb, cpu_seconds, max_pages),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -137,15 +164,36 @@ async def extract_isolated(
             # Shielded: even if this task is cancelled again, the wait completes and reaps the child.
             await asyncio.shield(process.wait())
     if timed_out:
-        raise ExtractionError(PDF_TOO_SLOW.format(seconds=timeout_s))
-    return _read_answer(process.returncode, stdout, stderr, timeout_s=timeout_s)
+        raise ExtractionError(reasons.too_slow.format(seconds=timeout_s))
+    return _read_answer(process.returncode, stdout, stderr, reasons=reasons, timeout_s=timeout_s)
 
 
-def _worker_command(memory_mb: int, cpu_seconds: int, max_pages: int) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class _Reasons:
+    """What a failed child says, in the words of the kind of file it was reading."""
+
+    too_slow: str
+    too_big: str
+    crashed: str
+
+    @classmethod
+    def of(cls, kind: SourceKind) -> _Reasons:
+        if kind == "pdf":
+            return cls(PDF_TOO_SLOW, PDF_TOO_BIG, PDF_CRASHED)
+        noun = OFFICE_NOUNS[kind]
+        return cls(
+            OFFICE_TOO_SLOW.replace("{noun}", noun),
+            OFFICE_TOO_BIG.format(noun=noun),
+            OFFICE_CRASHED.format(noun=noun),
+        )
+
+
+def _worker_command(kind: SourceKind, memory_mb: int, cpu_seconds: int, max_pages: int) -> list[str]:
     return [
         sys.executable,
         "-m",
         _WORKER_MODULE,
+        kind,
         str(memory_mb),
         str(cpu_seconds),
         str(max_pages),
@@ -153,22 +201,24 @@ def _worker_command(memory_mb: int, cpu_seconds: int, max_pages: int) -> list[st
     ]
 
 
-def _read_answer(returncode: int | None, stdout: bytes, stderr: bytes, *, timeout_s: float) -> Extracted:
+def _read_answer(
+    returncode: int | None, stdout: bytes, stderr: bytes, *, reasons: _Reasons, timeout_s: float
+) -> Extracted:
     if returncode == -signal.SIGXCPU:
         # The CPU-time limit is a backstop just above the wall-clock one.
-        raise ExtractionError(PDF_TOO_SLOW.format(seconds=timeout_s))
+        raise ExtractionError(reasons.too_slow.format(seconds=timeout_s))
     if returncode != 0:
         tail = stderr[-_STDERR_TAIL:].decode("utf-8", errors="replace")
-        logger.warning("PDF worker ended with status %s: %s", returncode, tail)
+        logger.warning("extraction worker ended with status %s: %s", returncode, tail)
         if returncode == -signal.SIGKILL:
             # Not killed by us (that is the timeout path): the kernel's out-of-memory killer.
-            raise ExtractionError(PDF_TOO_BIG)
-        raise ExtractionError(PDF_CRASHED)
+            raise ExtractionError(reasons.too_big)
+        raise ExtractionError(reasons.crashed)
     try:
         return _decode_answer(json.loads(stdout))
     except (ValueError, TypeError, KeyError) as exc:
-        logger.warning("PDF worker wrote an unreadable answer: %r", stdout[:200])
-        raise ExtractionError(PDF_CRASHED) from exc
+        logger.warning("extraction worker wrote an unreadable answer: %r", stdout[:200])
+        raise ExtractionError(reasons.crashed) from exc
 
 
 def _decode_answer(payload: object) -> Extracted:
@@ -186,19 +236,24 @@ def _decode_answer(payload: object) -> Extracted:
     raw_sections = payload["sections"]
     if not (
         (title is None or isinstance(title, str))
-        and isinstance(pages_total, int)
+        and (pages_total is None or isinstance(pages_total, int))
         and isinstance(pages_skipped, int)
         and isinstance(raw_sections, list)
     ):
         raise TypeError("malformed answer")
     sections: list[Section] = []
     for item in raw_sections:
-        if not (isinstance(item, list) and len(item) == 2):
+        if not (isinstance(item, list) and len(item) == _SECTION_FIELDS):
             raise TypeError("malformed section")
-        page, text = item
-        if not (isinstance(page, int) and isinstance(text, str) and text):
+        heading, page, text = item
+        if not (
+            (heading is None or isinstance(heading, str))
+            and (page is None or isinstance(page, int))
+            and isinstance(text, str)
+            and text
+        ):
             raise TypeError("malformed section")
-        sections.append(Section(text=text, heading=None, page=page))
+        sections.append(Section(text=text, heading=heading, page=page))
     if not sections:
         raise ExtractionError(NO_TEXT)
     return Extracted(title=title, sections=sections, pages_total=pages_total, pages_skipped=pages_skipped)

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SourceKind = Literal["text", "markdown", "html", "pdf"]
+SourceKind = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "csv"]
+# Parsed in a child process with hard limits (see extract.extract_isolated).
+ISOLATED_KINDS: frozenset[str] = frozenset({"pdf", "docx", "pptx", "xlsx"})
 
 # User-facing reasons. Tests and callers compare against these exact strings.
 NO_TEXT = "no text found"
@@ -19,13 +21,20 @@ PDF_NO_TEXT_LAYER = "the PDF has no text layer; scanned documents are not suppor
 PDF_TOO_SLOW = "the PDF could not be processed within {seconds:g} s"
 PDF_TOO_BIG = "the PDF needs more memory than allowed"
 PDF_CRASHED = "the PDF could not be processed; the PDF reader stopped unexpectedly"
+# Office files: {noun} is the kind of file in words, see OFFICE_NOUNS.
+OFFICE_NOUNS = {"docx": "Word document", "pptx": "presentation", "xlsx": "spreadsheet"}
+OFFICE_DAMAGED = "the {noun} is damaged and could not be read"
+OFFICE_TOO_SLOW = "the {noun} could not be processed within {seconds:g} s"
+OFFICE_TOO_BIG = "the {noun} needs more memory than allowed"
+OFFICE_CRASHED = "the {noun} could not be processed; the reader stopped unexpectedly"
 
 DEFAULT_MAX_PAGES = 2000
 
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """A run of text under one heading (markdown, HTML) or on one page (PDF)."""
+    """A run of text under one heading (markdown, HTML, Word), on one page (PDF), on one slide
+    (PowerPoint) or in one sheet (spreadsheet, CSV)."""
 
     text: str  # plain text, paragraphs separated by "\n\n"
     heading: str | None  # heading path such as "Installation > Linux"; None before the first heading

@@ -1,12 +1,12 @@
-"""Child process that extracts one PDF under hard resource limits.
+"""Child process that extracts one PDF or Office file under hard resource limits.
 
 Started by extract.extract_isolated as
-``python -m app.ingestion.extract_worker MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID``
-with the PDF on stdin. Writes one JSON object to stdout:
-``{"ok": true, "title": ..., "pages_total": ..., "pages_skipped": ..., "sections": [[page, text], ...]}``
-or ``{"ok": false, "reason": "..."}``.
+``python -m app.ingestion.extract_worker KIND MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID``
+(KIND: pdf, docx, pptx or xlsx) with the file on stdin. Writes one JSON object to stdout:
+``{"ok": true, "title": ..., "pages_total": ..., "pages_skipped": ...,
+"sections": [[heading, page, text], ...]}`` or ``{"ok": false, "reason": "..."}``.
 
-JSON rather than pickle: a child that a hostile PDF managed to subvert must not be able to
+JSON rather than pickle: a child that a hostile file managed to subvert must not be able to
 run code in the parent by what it writes back.
 """
 
@@ -17,44 +17,63 @@ import os
 import resource
 import signal
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
-from app.ingestion.extract_model import PDF_TOO_BIG, ExtractionError
+from app.ingestion.extract_model import (
+    ISOLATED_KINDS,
+    OFFICE_NOUNS,
+    OFFICE_TOO_BIG,
+    PDF_TOO_BIG,
+    ExtractionError,
+    SourceKind,
+)
 
 _PR_SET_PDEATHSIG = 1
-_ARGUMENT_COUNT = 4
+_ARGUMENT_COUNT = 5
 
 
 def main(argv: list[str]) -> int:
     """Run one extraction; the exit status is 0 whenever a JSON answer was written."""
-    if len(argv) != _ARGUMENT_COUNT:
-        sys.stderr.write("usage: extract_worker MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID\n")
+    if len(argv) != _ARGUMENT_COUNT or argv[0] not in ISOLATED_KINDS:
+        sys.stderr.write(
+            "usage: extract_worker pdf|docx|pptx|xlsx MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID\n"
+        )
         return 2
-    memory_mb, cpu_seconds, max_pages, parent_pid = (int(value) for value in argv)
+    kind = cast("SourceKind", argv[0])
+    memory_mb, cpu_seconds, max_pages, parent_pid = (int(value) for value in argv[1:])
     _die_with_parent(parent_pid)
     _limit_resources(memory_mb, cpu_seconds)
     answer = _private_stdout()
     data = sys.stdin.buffer.read()
     try:
-        body = json.dumps(_extract(data, max_pages)).encode("ascii")
+        body = json.dumps(_extract(kind, data, max_pages)).encode("ascii")
     except MemoryError:
-        body = json.dumps({"ok": False, "reason": PDF_TOO_BIG}).encode("ascii")
+        too_big = PDF_TOO_BIG if kind == "pdf" else OFFICE_TOO_BIG.format(noun=OFFICE_NOUNS[kind])
+        body = json.dumps({"ok": False, "reason": too_big}).encode("ascii")
     answer.write(body)
     answer.flush()
     return 0
 
 
-def _extract(data: bytes, max_pages: int) -> dict[str, object]:
+def _extract(kind: SourceKind, data: bytes, max_pages: int) -> dict[str, object]:
     # Imported after the limits are set so that even import-time allocation is bounded.
     import logging  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
 
-    from app.ingestion.extract_pdf import extract_pdf  # noqa: PLC0415
-
-    # pypdf logs (with whole font dictionaries) for every oddity of a file; the parent buffers
-    # stderr only to report crashes, so a hostile file must not be able to fill it.
+    # pypdf logs (with whole font dictionaries) for every oddity of a file, openpyxl warns of
+    # every extension it does not know; the parent buffers stderr only to report crashes, so
+    # a hostile file must not be able to fill it.
     logging.basicConfig(level=logging.CRITICAL)
+    warnings.simplefilter("ignore")
     try:
-        result = extract_pdf(data, max_pages=max_pages)
+        if kind == "pdf":
+            from app.ingestion.extract_pdf import extract_pdf  # noqa: PLC0415
+
+            result = extract_pdf(data, max_pages=max_pages)
+        else:
+            from app.ingestion.extract_office import extract_office  # noqa: PLC0415
+
+            result = extract_office(kind, data)
     except ExtractionError as exc:
         return {"ok": False, "reason": str(exc)}
     return {
@@ -62,7 +81,7 @@ def _extract(data: bytes, max_pages: int) -> dict[str, object]:
         "title": result.title,
         "pages_total": result.pages_total,
         "pages_skipped": result.pages_skipped,
-        "sections": [[section.page, section.text] for section in result.sections],
+        "sections": [[section.heading, section.page, section.text] for section in result.sections],
     }
 
 

@@ -22,6 +22,7 @@ from app.embeddings.base import Embedder, EmbeddingError
 from app.ingestion import repository as sql
 from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
 from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated, kind_of_bytes
+from app.ingestion.extract_model import ISOLATED_KINDS
 from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
@@ -86,9 +87,9 @@ class Ingestor:
         self.settings = settings
         self.owner = owner
         self.encoding = get_encoding("cl100k_base")
-        # Each PDF parse is a child process allowed parse_memory_mb; bound how many run at
-        # once so a burst of uploads cannot exhaust the machine.
-        self._pdf_slots = asyncio.Semaphore(max(1, settings.parse_concurrency))
+        # Each PDF or Office parse is a child process allowed parse_memory_mb; bound how many
+        # run at once so a burst of uploads cannot exhaust the machine.
+        self._parse_slots = asyncio.Semaphore(max(1, settings.parse_concurrency))
 
     async def claim(self, limit: int = 1) -> list[ClaimedDocument]:
         # Each claim gets its own lease token: the loops of one pool share ``owner``, and a
@@ -234,10 +235,10 @@ class Ingestor:
 
     async def _extract(self, stored_kind: str, data: bytes, charset: str | None = None) -> Extracted:
         kind = kind_of_bytes(stored_kind, data)  # a PDF called text is read as a PDF, isolated
-        if kind == "pdf":
-            async with self._pdf_slots:
+        if kind in ISOLATED_KINDS:
+            async with self._parse_slots:
                 return await extract_isolated(
-                    "pdf",
+                    kind,
                     data,
                     timeout_s=self.settings.parse_timeout_s,
                     memory_mb=self.settings.parse_memory_mb,

@@ -74,7 +74,7 @@ async def test_pdf_upload(client, org, kb):
 async def test_unsupported_upload_is_415(client, org, kb):
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",
-        files={"file": ("report.docx", b"PK\x03\x04binary", "application/octet-stream")},
+        files={"file": ("report.odt", b"PK\x03\x04binary", "application/octet-stream")},
         headers=org.headers,
     )
     assert r.status_code == 415

@@ -721,29 +721,34 @@ def test_sniff_kind_accepts_utf16_text_with_its_nul_bytes() -> None:
             "report.pdf",
             "application/pdf",
             b"<html>not a pdf</html>",
-            "the file is not a PDF (it has no PDF header); upload .txt, .md, .html or .pdf",
+            "the file is not a PDF (it has no PDF header); upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
         ),
         (
-            "report.docx",
-            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            "report.odt",
+            "application/vnd.oasis.opendocument.text",
             b"PK\x03\x04\x14\x00",
-            "unsupported file type '.docx'; upload .txt, .md, .html or .pdf",
+            "unsupported file type '.odt'; upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
         ),
         (
             "notes.txt",
             "text/plain",
             b"\x7fELF\x02\x01\x01\x00\x00\x00",
-            "the file is binary, not text; upload .txt, .md, .html or .pdf",
+            "the file is binary, not text; upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
         ),
         (
             None,
             "image/png",
             b"\x89PNG\r\n\x1a\n",
-            "unsupported file type 'image/png'; upload .txt, .md, .html or .pdf",
+            "unsupported file type 'image/png'; upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
         ),
-        (None, None, b"hello", "the file type could not be recognised; upload .txt, .md, .html or .pdf"),
+        (
+            None,
+            None,
+            b"hello",
+            "the file type could not be recognised; upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
+        ),
     ],
-    ids=["pdf-without-header", "docx", "binary-junk-as-text", "png-by-content-type", "nothing-known"],
+    ids=["pdf-without-header", "odt", "binary-junk-as-text", "png-by-content-type", "nothing-known"],
 )
 def test_sniff_kind_rejects(
     filename: str | None, content_type: str | None, data: bytes, message: str

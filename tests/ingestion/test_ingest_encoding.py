@@ -93,5 +93,5 @@ async def test_unreadable_upload_is_refused(client, app, org):
     )
     assert (r.status_code, r.json()["detail"]) == (
         415,
-        "the file is binary, not html; upload .txt, .md, .html or .pdf",
+        "the file is binary, not html; upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
     )

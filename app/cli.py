@@ -182,6 +182,7 @@ def worker(
     from app.ingestion.supervisor import lower_priority
     from app.ingestion.worker import WorkerPool, drain, worker_id
     from app.main import make_openai_client
+    from app.webhooks.dispatcher import WebhookDispatcher
 
     settings = get_settings()
     configure_logging(settings.log_level)
@@ -221,9 +222,18 @@ def worker(
             if parent_pid is not None:
                 orphaned = asyncio.create_task(_stop_when_orphaned(parent_pid, stop))
             await pool.start()
+            # Webhook events are delivered by the same process (app/webhooks/dispatcher.py).
+            dispatcher = None
+            if settings.webhooks.concurrency > 0:
+                dispatcher = WebhookDispatcher(
+                    engine, settings.webhooks, ingestor.owner, intranet=settings.ingestion.intranet
+                )
+                await dispatcher.start()
             if parent_pid is None:
                 typer.echo(f"worker {ingestor.owner} running with {concurrency} slots; Ctrl-C to stop")
             await stop.wait()
+            if dispatcher is not None:
+                await dispatcher.stop()
             await pool.stop()
             if orphaned is not None:
                 orphaned.cancel()

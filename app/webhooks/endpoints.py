@@ -7,7 +7,7 @@ from litestar import Controller, delete, get, patch, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody, QueryParameter
-from litestar.status_codes import HTTP_202_ACCEPTED
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
@@ -76,6 +76,7 @@ class WebhookController(Controller):
 
     @post(
         "/{webhook_id:str}/rotate-secret",
+        status_code=HTTP_200_OK,
         summary="Replace the signing secret; the new one is in this response only",
     )
     async def rotate_secret(

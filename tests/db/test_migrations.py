@@ -22,6 +22,9 @@ EXPECTED = {
     "chunk_terms",
     "query_log",
     "answer_cache",
+    "webhook_endpoints",
+    "webhook_events",
+    "webhook_deliveries",
     "alembic_version",
 }
 

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
+import re
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -466,3 +470,36 @@ async def test_the_running_dispatcher_wakes_when_an_event_is_queued(
         await asyncio.wait_for(dispatcher.stop(grace_s=30), timeout=60)
     body = received(route.calls.last.request, hook["secret"])
     assert (body["type"], body["data"]) == ("crawl.completed", {"crawl_id": "c1"})
+
+
+def _documented_verify():
+    """The verification snippet of docs/WEBHOOKS.md, run as a receiver would copy it."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "WEBHOOKS.md").read_text()
+    (snippet,) = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+    namespace: dict[str, object] = {}
+    exec(snippet, namespace)
+    return namespace["verify"]
+
+
+async def test_the_documented_verification_accepts_a_delivery_and_nothing_else(
+    client, org, dispatcher, respx_mock
+):
+    verify = _documented_verify()
+    hook = await register(client, org.headers)
+    await _ping(client, org, hook)
+    route = respx_mock.post(RECEIVER_ADDRESS_URL).mock(return_value=httpx.Response(200))
+    await dispatcher.deliver_due()
+    request = route.calls.last.request
+    timestamp, signature = request.headers["vk-timestamp"], request.headers["vk-signature"]
+
+    assert verify(hook["secret"], timestamp, signature, request.content) is True
+    assert verify(hook["secret"], timestamp, signature, request.content.replace(b"ping", b"pong")) is False
+    assert verify("whsec_another", timestamp, signature, request.content) is False
+    stale = str(int(timestamp) - 301)
+    resigned = (
+        "v1="
+        + hmac.new(
+            hook["secret"].encode(), f"{stale}.".encode() + request.content, hashlib.sha256
+        ).hexdigest()
+    )
+    assert verify(hook["secret"], stale, resigned, request.content) is False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
 
@@ -61,8 +61,12 @@ class WebhookRepository:
         await self.session.execute(
             update(WebhookDelivery)
             .where(DELIVERY.c.org_id == self.org_id, DELIVERY.c.endpoint_id == endpoint_id)
-            .where(DELIVERY.c.status == "pending")
-            .values(status="failed", last_error=reason, finished_at=func.now())
+            # Attempts under way are the worker's to record; one whose worker vanished is not.
+            .where(
+                (DELIVERY.c.status == "pending")
+                | ((DELIVERY.c.status == "delivering") & (DELIVERY.c.lease_expires_at < func.now()))
+            )
+            .values(status="failed", last_error=reason, finished_at=func.now(), lease_owner=None)
         )
 
     async def delivery_page(
@@ -90,19 +94,23 @@ class WebhookRepository:
         result: WebhookDelivery | None = await self.session.scalar(stmt)
         return result
 
-    async def add_event(self, event_type: str, data: dict[str, Any]) -> WebhookEvent:
-        event = WebhookEvent(org_id=self.org_id, type=event_type, data=data)
-        self.session.add(event)
-        await self.session.flush()
-        return event
+    async def add_event(self, event_type: str, data: dict[str, Any]) -> uuid.UUID:
+        # Times come from the database, as for the events its trigger writes.
+        event_id: uuid.UUID = await self.session.scalar(
+            insert(EVENT).values(org_id=self.org_id, type=event_type, data=data).returning(EVENT.c.id)
+        )
+        return event_id
 
-    async def add_delivery(self, endpoint_id: uuid.UUID, event_id: uuid.UUID) -> WebhookDelivery:
-        """Queue one delivery and wake the workers when the transaction commits."""
-        delivery = WebhookDelivery(org_id=self.org_id, endpoint_id=endpoint_id, event_id=event_id)
-        self.session.add(delivery)
-        await self.session.flush()
+    async def add_delivery(self, endpoint_id: uuid.UUID, event_id: uuid.UUID) -> dict[str, Any]:
+        """Queue one delivery, due now, and wake the workers when the transaction commits."""
+        result = await self.session.execute(
+            insert(DELIVERY)
+            .values(org_id=self.org_id, endpoint_id=endpoint_id, event_id=event_id)
+            .returning(*DELIVERY.c)
+        )
+        row = dict(result.mappings().one())
         await self.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": WEBHOOK_CHANNEL})
-        return delivery
+        return row
 
     async def event_type(self, event_id: uuid.UUID) -> str:
         result = await self.session.execute(

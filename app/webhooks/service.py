@@ -18,7 +18,7 @@ from app.db.base import utcnow
 from app.errors import BadRequest, Conflict, NotFound, QuotaExceeded
 from app.ingestion.fetch import BlockedURL
 from app.schemas import Page
-from app.webhooks.models import PING, WebhookDelivery, WebhookEndpoint
+from app.webhooks.models import PING, WebhookEndpoint
 from app.webhooks.repository import WebhookRepository
 from app.webhooks.schemas import (
     DeliveryRead,
@@ -100,6 +100,8 @@ class WebhookService:
         return to_read(await self._require(endpoint_id))
 
     async def update(self, endpoint_id: uuid.UUID, data: WebhookUpdate) -> WebhookRead:
+        await self._require(endpoint_id)  # another organisation's id is a 404 before any URL check
+        # Resolved before the row is locked: a slow DNS answer must not hold the lock.
         url = await self._checked_url(data.url) if data.url is not None else None
         endpoint = await self._require(endpoint_id, for_update=True)
         if url is not None:
@@ -138,8 +140,8 @@ class WebhookService:
     async def ping(self, endpoint_id: uuid.UUID) -> DeliveryRead:
         """Queue a ``ping`` event to this endpoint alone, whatever it subscribed to."""
         endpoint = await self._require_active(endpoint_id)
-        event = await self.repo.add_event(PING, {"webhook_id": str(endpoint.id)})
-        return await self._queued(endpoint, event.id, PING)
+        event_id = await self.repo.add_event(PING, {"webhook_id": str(endpoint.id)})
+        return await self._queued(endpoint, event_id, PING)
 
     async def redeliver(self, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> DeliveryRead:
         """Send a delivery's event again, as a new delivery with its own attempts.
@@ -159,12 +161,6 @@ class WebhookService:
         return endpoint
 
     async def _queued(self, endpoint: WebhookEndpoint, event_id: uuid.UUID, event_type: str) -> DeliveryRead:
-        delivery = await self.repo.add_delivery(endpoint.id, event_id)
+        row = await self.repo.add_delivery(endpoint.id, event_id)
         await self.session.commit()
-        return _read(delivery, event_type)
-
-
-def _read(delivery: WebhookDelivery, event_type: str) -> DeliveryRead:
-    row = delivery.model_dump()
-    row["event_type"] = event_type
-    return delivery_read(row)
+        return delivery_read({**row, "event_type": event_type})

@@ -346,6 +346,15 @@ async def test_redeliver_sends_the_same_event_again(client, org, engine, dispatc
 async def test_a_disabled_webhook_gets_nothing(client, org, engine, drain_queue, dispatcher, respx_mock):
     hook = await register(client, org.headers)
     queued = await _ping(client, org, hook)
+    abandoned = await _ping(client, org, hook)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE webhook_deliveries SET status = 'delivering', attempts = 1, lease_owner = 'gone/1',"
+                " lease_expires_at = now() - interval '1 second' WHERE id = :i"
+            ),
+            {"i": abandoned["id"]},
+        )
     route = respx_mock.route()
 
     r = await client.patch(f"/api/webhooks/{hook['id']}", json={"active": False}, headers=org.headers)
@@ -357,14 +366,13 @@ async def test_a_disabled_webhook_gets_nothing(client, org, engine, drain_queue,
     assert await dispatcher.deliver_due() == []
     assert not route.called
     # What was waiting says why it was not sent; the document's events were never queued.
-    (row,) = await delivery_rows(engine, hook["id"])
-    assert (str(row["id"]), row["status"], row["attempts"], row["last_error"]) == (
-        queued["id"],
-        "failed",
-        0,
-        "the webhook was disabled before this delivery was made",
-    )
-    assert [e["type"] for e in await _events(engine, org.id)] == ["ping"]
+    reason = "the webhook was disabled before this delivery was made"
+    rows = await delivery_rows(engine, hook["id"])
+    assert [(str(r["id"]), r["status"], r["attempts"], r["last_error"], r["lease_owner"]) for r in rows] == [
+        (queued["id"], "failed", 0, reason, None),
+        (abandoned["id"], "failed", 1, reason, None),
+    ]
+    assert [e["type"] for e in await _events(engine, org.id)] == ["ping", "ping"]
 
 
 async def test_a_host_that_now_resolves_privately_is_not_sent_to(

@@ -137,6 +137,7 @@ async def test_another_organisations_webhook_is_404_everywhere(client, org, othe
     attempts = [
         ("GET", path, None),
         ("PATCH", path, {"active": False, "url": "https://evil.example.com/"}),
+        ("PATCH", path, {"url": "http://10.0.0.1/"}),  # 404 first, not the URL's 400
         ("DELETE", path, None),
         ("POST", f"{path}/rotate-secret", None),
         ("GET", f"{path}/deliveries", None),

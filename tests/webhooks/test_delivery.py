@@ -16,10 +16,13 @@ import pytest
 from sqlalchemy import text
 
 from app.ingestion.fetch import IntranetAccess
+from app.main import create_app
 from app.webhooks.dispatcher import WebhookDispatcher
-from tests.helpers import create_kb, create_text_doc
+from tests.conftest import fake_resolver
+from tests.helpers import create_kb, create_text_doc, served
 from tests.webhooks.conftest import (
     RECEIVER_ADDRESS_URL,
+    RECEIVER_URL,
     SETTINGS,
     delivery_rows,
     make_due,
@@ -511,3 +514,35 @@ async def test_the_documented_verification_accepts_a_delivery_and_nothing_else(
         ).hexdigest()
     )
     assert verify(hook["secret"], stale, resigned, request.content) is False
+
+
+async def test_the_service_with_inline_workers_delivers_a_processed_documents_events(
+    database_url, settings, org, respx_mock
+):
+    """INGESTION__ISOLATION=inline: the service's own lifespan runs the dispatcher beside the
+    ingestion workers, with the same address checks (the app's resolver)."""
+    app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=True)
+    bodies: list[dict] = []
+    all_three = asyncio.Event()  # pending, processing, ready
+    secret: list[str] = []
+
+    def answer(request):
+        bodies.append(received(request, secret[0]))
+        if len(bodies) == 3:
+            all_three.set()
+        return httpx.Response(200)
+
+    respx_mock.post(RECEIVER_ADDRESS_URL).mock(side_effect=answer)
+    async with served(app) as http:
+        r = await http.post(
+            "/api/webhooks",
+            json={"url": RECEIVER_URL, "events": ["document.status_changed"]},
+            headers=org.headers,
+        )
+        assert r.status_code == 201, r.text
+        secret.append(r.json()["secret"])
+        kb = await create_kb(http, org.headers)
+        doc = await create_text_doc(http, org.headers, kb["id"])
+        await asyncio.wait_for(all_three.wait(), timeout=60)
+    assert sorted(b["data"]["status"] for b in bodies) == ["pending", "processing", "ready"]
+    assert {b["data"]["document_id"] for b in bodies} == {doc["id"]}

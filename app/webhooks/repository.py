@@ -11,6 +11,7 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
 
+from app.organisations.models import Organisation
 from app.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 ENDPOINT = WebhookEndpoint.__table__  # type: ignore[attr-defined]
@@ -48,6 +49,15 @@ class WebhookRepository:
             stmt = stmt.with_for_update()
         result: WebhookEndpoint | None = await self.session.scalar(stmt)
         return result
+
+    async def lock_organisation(self) -> None:
+        """Lock the organisation's row until commit, so concurrent registrations count the
+        endpoints one after another (NO KEY UPDATE, as for the storage quota of documents)."""
+        await self.session.execute(
+            select(Organisation.id)  # type: ignore[call-overload]
+            .where(Organisation.id == self.org_id)
+            .with_for_update(key_share=True)
+        )
 
     def add(self, endpoint: WebhookEndpoint) -> None:
         endpoint.org_id = self.org_id

@@ -81,6 +81,7 @@ class WebhookService:
 
     async def create(self, data: WebhookCreate) -> WebhookWithSecret:
         url = await self._checked_url(data.url)
+        await self.repo.lock_organisation()
         _, total = await self.repo.page(limit=1, offset=0)
         if total >= MAX_ENDPOINTS:
             raise QuotaExceeded(f"an organisation may register at most {MAX_ENDPOINTS} webhooks")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 from sqlalchemy import text
 
-from tests.helpers import bearer, create_key
+from app.main import create_app
+from tests.conftest import fake_resolver
+from tests.helpers import bearer, create_key, served
 from tests.webhooks.conftest import RECEIVER_URL, register
 
 
@@ -194,3 +197,26 @@ async def test_the_delivery_log_is_paginated_newest_first(client, org):
     assert (delivered["total"], delivered["items"]) == (0, [])
     bad = await client.get(path, params={"status": "lost"}, headers=org.headers)
     assert bad.status_code == 400
+
+
+async def test_an_organisation_may_register_twenty_webhooks(client, org, other_org):
+    for _ in range(20):
+        await register(client, org.headers)
+    r = await client.post("/api/webhooks", json={"url": RECEIVER_URL}, headers=org.headers)
+    assert (r.status_code, r.json()["error"]) == (403, "quota_exceeded")
+    assert r.json()["detail"] == "an organisation may register at most 20 webhooks"
+    assert (await client.get("/api/webhooks", headers=org.headers)).json()["total"] == 20
+    # The limit is the organisation's own.
+    await register(client, other_org.headers)
+
+
+async def test_concurrent_registrations_stop_at_twenty(database_url, settings, org, engine):
+    # In the test's own loop behind an ASGI transport, so the requests really overlap.
+    app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with served(app) as http:
+        answers = await asyncio.gather(
+            *(http.post("/api/webhooks", json={"url": RECEIVER_URL}, headers=org.headers) for _ in range(24))
+        )
+    assert sorted(r.status_code for r in answers) == [201] * 20 + [403] * 4
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM webhook_endpoints"))).scalar_one() == 20

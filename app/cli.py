@@ -183,6 +183,7 @@ def worker(
     from app.ingestion.supervisor import lower_priority
     from app.ingestion.worker import WorkerPool, drain, worker_id
     from app.main import make_openai_client
+    from app.webhooks.dispatcher import WebhookDispatcher
 
     settings = get_settings()
     configure_logging(settings.log_level)
@@ -226,9 +227,18 @@ def worker(
             crawls = start_crawls(engine, settings, ingestor.owner)
             if crawls is not None:
                 await crawls.start()
+            # Webhook events are delivered by the same process (app/webhooks/dispatcher.py).
+            dispatcher = None
+            if settings.webhooks.concurrency > 0:
+                dispatcher = WebhookDispatcher(
+                    engine, settings.webhooks, ingestor.owner, intranet=settings.ingestion.intranet
+                )
+                await dispatcher.start()
             if parent_pid is None:
                 typer.echo(f"worker {ingestor.owner} running with {concurrency} slots; Ctrl-C to stop")
             await stop.wait()
+            if dispatcher is not None:
+                await dispatcher.stop()
             if crawls is not None:
                 await crawls.stop()
             await pool.stop()

@@ -176,6 +176,28 @@ class CrawlSettings(BaseModel):
     poll_interval_s: float = Field(2.0, gt=0, description="How often an idle crawl loop looks for work.")
 
 
+class WebhookSettings(BaseModel):
+    # Deliveries run in the ingestion worker process (`vk worker`, or the service itself with
+    # INGESTION__ISOLATION=inline). Their URLs pass the same checks as URL documents, at
+    # registration and before every delivery: INGESTION__ALLOWED_HOSTS/NETWORKS open intranet hosts.
+    concurrency: int = Field(
+        4, ge=0, le=64, description="Deliveries in flight at once per worker process (0 = none here)."
+    )
+    timeout_s: float = Field(10.0, gt=0, le=60, description="Deadline for one delivery attempt.")
+    max_attempts: int = Field(8, ge=1, le=30, description="Attempts per delivery before it is marked failed.")
+    backoff_base_s: float = Field(
+        15.0, gt=0, description="Delay before the second attempt; each further one doubles it."
+    )
+    backoff_max_s: float = Field(3600.0, gt=0, description="Longest delay between two attempts.")
+    lease_s: float = Field(60.0, ge=5, description="An attempt whose worker vanished is retried after this.")
+    poll_interval_s: float = Field(
+        2.0, gt=0, description="How often an idle dispatcher looks for due deliveries."
+    )
+    retention_days: int = Field(
+        30, ge=1, description="Events and their delivery log are deleted after this many days."
+    )
+
+
 class QuerySettings(BaseModel):
     deadline_s: float = Field(2.5, gt=0, description="Whole-request budget: embed + search + LLM.")
     top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
@@ -270,6 +292,7 @@ class Settings(BaseSettings):
     ingestion: IngestionSettings = IngestionSettings()
     crawl: CrawlSettings = CrawlSettings()
     query: QuerySettings = QuerySettings()
+    webhooks: WebhookSettings = WebhookSettings()
 
     @property
     def embedding_provider(self) -> Literal["minilm", "lexical", "openai", "local"]:

@@ -57,6 +57,8 @@ from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.retrieval import Retriever, default_rrf_k, default_vector_weight
 from app.query.service import QueryService
 from app.query.tool_service import check_tool_prompts
+from app.webhooks.dispatcher import WebhookDispatcher
+from app.webhooks.endpoints import WebhookController
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +154,24 @@ def create_app(
             crawls = start_crawls(state.engine, settings, state.ingestor.owner, resolver=resolver)
             if crawls is not None:
                 await crawls.start()
+        dispatcher = None
+        if pool is not None and settings.webhooks.concurrency > 0:
+            dispatcher = WebhookDispatcher(
+                state.engine,
+                settings.webhooks,
+                state.ingestor.owner,
+                resolver=resolver,
+                intranet=settings.ingestion.intranet,
+            )
+            await dispatcher.start()
         try:
             yield
         finally:
             index_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await index_task
+            if dispatcher is not None:
+                await dispatcher.stop()
             if crawls is not None:
                 await crawls.stop()
             if pool is not None:
@@ -189,6 +203,7 @@ def create_app(
             QueryController,
             AgentSettingsController,
             KnowledgeGapController,
+            WebhookController,
             MetricsController,
         ],
         # Handlers are given what they use, never read app.state: here the session and the

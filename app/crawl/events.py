@@ -7,6 +7,7 @@ called once per run, whichever way the run ended (completed, failed or cancelled
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,5 +41,24 @@ class FinishedCrawl:
 async def crawl_finished(conn: asyncpg.Connection, crawl: FinishedCrawl) -> None:
     """A crawl run has ended; its pages are queued for indexing (not necessarily indexed yet).
 
-    Nothing happens here yet: this is where a ``crawl.completed`` event is to be emitted.
+    Subscribed webhook endpoints get a ``crawl.completed`` event, written to the outbox in
+    this transaction (migration 0014), so the event exists exactly when the status does.
     """
+    data = {
+        "crawl_id": str(crawl.id),
+        "kb_id": str(crawl.kb_id),
+        "start_url": crawl.start_url,
+        "status": crawl.status,
+        "error": crawl.error,
+        "pages_found": crawl.pages_found,
+        "pages_read": crawl.pages_read,
+        "pages_unchanged": crawl.pages_unchanged,
+        "pages_failed": crawl.pages_failed,
+        "pages_skipped": crawl.pages_skipped,
+        "pages_retired": crawl.pages_retired,
+        "started_at": crawl.started_at.isoformat() if crawl.started_at else None,
+        "finished_at": crawl.finished_at.isoformat(),
+    }
+    await conn.execute(
+        "SELECT enqueue_webhook_event($1, 'crawl.completed', $2::jsonb)", crawl.org_id, json.dumps(data)
+    )

@@ -39,12 +39,14 @@ __all__ = [
     "FetchResult",
     "Fetcher",
     "IntranetAccess",
+    "PinnedURL",
     "Resolver",
     "UnsupportedContentType",
     "check_url",
     "github_raw_url",
     "parse_allowed_host",
     "parse_allowed_network",
+    "pinned_urls",
     "validate_url",
 ]
 
@@ -298,6 +300,39 @@ async def validate_url(
         raise BlockedURL(f"the host {target.host} could not be resolved in time") from exc
     except FetchError as exc:
         raise BlockedURL(str(exc)) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedURL:
+    """A request target whose host was checked and resolved: send to ``url`` (the checked
+    address in place of the host) with ``host_header``, and ``sni_hostname`` as the TLS
+    server name, so no second DNS answer is used between the check and the connection."""
+
+    url: httpx.URL
+    host_header: str
+    sni_hostname: str | None
+
+
+async def pinned_urls(
+    url: str, *, resolver: Resolver | None = None, intranet: IntranetAccess | None = None
+) -> list[PinnedURL]:
+    """Check a URL as ``validate_url`` does and return one target per checked address.
+
+    For callers that send their own requests (webhook deliveries). Raises BlockedURL when
+    the URL may not be reached, FetchError (retryable) when its host does not resolve now.
+    """
+    access = intranet or _CLOSED
+    target = _parse_url(url, access)
+    try:
+        async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
+            addresses = await _checked_addresses(target, resolver or _system_resolver, access)
+    except TimeoutError as exc:
+        raise FetchError(f"the host {target.host} could not be resolved in time", retryable=True) from exc
+    sni = target.host if target.scheme == "https" and target.literal is None else None
+    return [
+        PinnedURL(target.url.copy_with(host=str(address)), target.url.netloc.decode("ascii"), sni)
+        for address in addresses
+    ]
 
 
 class Fetcher:

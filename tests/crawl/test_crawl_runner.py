@@ -296,6 +296,42 @@ async def test_crawl_finished_hook_sees_each_run_once(client, org, site, run_cra
     ]
 
 
+async def test_a_finished_run_is_a_crawl_completed_webhook_event(client, org, engine, site, run_crawls):
+    r = await client.post(
+        "/api/webhooks",
+        json={"url": "https://hooks.example.com/vk", "events": ["crawl.completed"]},
+        headers=org.headers,
+    )
+    assert r.status_code == 201, r.text
+    site.html("/", "Home", "Home page.", links=("/a",))
+    site.html("/a", "A", "Page a.")
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    assert await run_crawls() == {"completed": 1}
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT e.type, e.data, d.status FROM webhook_events e"
+                    " JOIN webhook_deliveries d ON d.event_id = e.id WHERE e.org_id = :o"
+                ),
+                {"o": org.id},
+            )
+        ).all()
+    assert len(rows) == 1
+    event_type, data, delivery_status = rows[0]
+    assert (event_type, delivery_status) == ("crawl.completed", "pending")
+    assert {k: data[k] for k in ("crawl_id", "kb_id", "status", "error", "pages_read", "pages_failed")} == {
+        "crawl_id": crawl["id"],
+        "kb_id": kb["id"],
+        "status": "completed",
+        "error": None,
+        "pages_read": 2,
+        "pages_failed": 0,
+    }
+    assert data["start_url"] == crawl["start_url"]
+
+
 async def test_pause_between_requests_to_one_host(client, org, engine, crawl_settings, site):
     from app.crawl.runner import CrawlRunner, drain_crawls
     from tests.conftest import fake_resolver

@@ -23,6 +23,9 @@ EXPECTED = {
     "query_log",
     "answer_cache",
     "crawls",
+    "webhook_endpoints",
+    "webhook_events",
+    "webhook_deliveries",
     "alembic_version",
 }
 

@@ -41,6 +41,15 @@ ERRORS = {
     "GET /api/agents/{agent_id}/settings": "400 401 403 404 429 503",
     "PUT /api/agents/{agent_id}/settings": "400 401 403 404 409 413 415 422 429 503",
     "GET /api/agents/{agent_id}/queries": "400 401 403 404 429 503",
+    "GET /api/webhooks": "400 401 403 429 503",
+    "POST /api/webhooks": "400 401 403 409 413 415 422 429 503",
+    "GET /api/webhooks/{webhook_id}": "400 401 403 404 429 503",
+    "PATCH /api/webhooks/{webhook_id}": "400 401 403 404 409 413 415 422 429 503",
+    "DELETE /api/webhooks/{webhook_id}": "400 401 403 404 409 429 503",
+    "POST /api/webhooks/{webhook_id}/rotate-secret": "400 401 403 404 409 429 503",
+    "GET /api/webhooks/{webhook_id}/deliveries": "400 401 403 404 429 503",
+    "POST /api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver": "400 401 403 404 409 429 503",
+    "POST /api/webhooks/{webhook_id}/ping": "400 401 403 404 409 429 503",
 }
 
 
@@ -144,6 +153,8 @@ async def test_request_bodies_refuse_unknown_fields_and_keep_their_constraints(s
         "KnowledgeBaseCreate",
         "KnowledgeBaseUpdate",
         "QueryRequest",
+        "WebhookCreate",
+        "WebhookUpdate",
     }
     assert {name: components[name]["additionalProperties"] for name in bodies} == dict.fromkeys(bodies, False)
     kb = components["KnowledgeBaseCreate"]["properties"]

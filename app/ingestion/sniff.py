@@ -31,6 +31,8 @@ _CONTENT_TYPES: dict[str, SourceKind] = {
     "application/xhtml+xml": "html",
     "application/pdf": "pdf",
 }
+# What `vk sync` picks up from a folder: the files an upload can be by their name alone.
+SUPPORTED_EXTENSIONS = frozenset(_EXTENSIONS)
 SUPPORTED = "upload .txt, .md, .html or .pdf"
 _PDF_MAGIC_WINDOW = 1024  # PDF readers accept the header anywhere in the first KiB
 # A file that does not claim to be a PDF is one only if it starts like one.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ import httpx
 from app.sync.planner import LocalFile, RemoteDocument
 
 PAGE = 200  # the most a listing gives at once
+RATE_LIMIT_RETRIES = 10
 
 
 class ServiceError(Exception):
@@ -28,13 +30,13 @@ class SyncClient:
         self.base = f"/api/knowledge/{kb_id}/documents"
 
     async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = await self.http.request(method, url, **kwargs)
-        except httpx.TransportError as exc:
-            raise ServiceError(
-                f"cannot reach the service at {self.http.base_url} ({type(exc).__name__}: {exc}); "
-                "is it running? Set --url or VK_URL"
-            ) from exc
+        for _ in range(RATE_LIMIT_RETRIES):
+            response = await self._request(method, url, **kwargs)
+            if response.status_code != 429:
+                break
+            # The organisation's management budget (LIMITS__MANAGE_PER_MINUTE) is spent: a
+            # large sync waits for the next window rather than failing half done.
+            await asyncio.sleep(_retry_after(response))
         if response.status_code == 401:
             raise ServiceError(
                 f"the API key was refused: {_detail(response)}; set VK_API_KEY to an admin key"
@@ -49,6 +51,15 @@ class SyncClient:
         if response.status_code >= 400:
             raise BatchRefused(f"HTTP {response.status_code} {_code(response)}: {_detail(response)}")
         return response
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self.http.request(method, url, **kwargs)
+        except httpx.TransportError as exc:
+            raise ServiceError(
+                f"cannot reach the service at {self.http.base_url} ({type(exc).__name__}: {exc}); "
+                "is it running? Set --url or VK_URL"
+            ) from exc
 
     async def documents(self) -> list[RemoteDocument]:
         """The KB's documents that have a path."""
@@ -83,6 +94,13 @@ class SyncClient:
         response = await self._send("POST", f"{self.base}/bulk-delete", json={"ids": list(ids)})
         items: list[dict[str, Any]] = response.json()["items"]
         return items
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return min(60.0, max(1.0, float(response.headers.get("retry-after", ""))))
+    except ValueError:
+        return 5.0
 
 
 def _body(response: httpx.Response) -> dict[str, Any]:

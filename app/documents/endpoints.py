@@ -330,6 +330,5 @@ async def _bulk_files(request: Request[Any, Any, Any], max_files: int) -> list[U
                 "every 'file' part must be a file (with a file name)",
                 extra=[{"field": "file", "message": "not a file"}],
             )
-        # PostgreSQL text cannot hold NUL: such a name fails its file as an invalid path.
         files.append(UploadedFile(part.filename, part.content_type, await part.read()))
     return files

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -24,6 +25,7 @@ from app.documents.schemas import (
     BulkDelete,
     BulkDeleteItem,
     BulkDeleteResult,
+    BulkStatus,
     BulkUploadItem,
     BulkUploadResult,
     ChunkRead,
@@ -365,25 +367,26 @@ class DocumentService:
         already holds is that document, updated or left unchanged."""
         await self._require_kb(kb_id)
         items: list[BulkUploadItem] = []
-        counts = BulkCounts()
         for index, file in enumerate(files):
             path: str | None = None
+            status: BulkStatus
             try:
+                if file.filename and "\x00" in file.filename:
+                    # The name is stored: PostgreSQL text cannot hold NUL.
+                    raise ValidationFailed("the file name must not contain NUL characters")
                 if use_paths:
                     path = _path_of(file.filename)
                     status, read = await self._upsert_path(kb_id, path, file, allow_duplicate=allow_duplicate)
                 else:
-                    status, read = (
-                        "created",
-                        await self.create_upload(
-                            kb_id,
-                            filename=file.filename,
-                            content_type=file.content_type,
-                            data=file.data,
-                            title=None,
-                            description="",
-                            allow_duplicate=allow_duplicate,
-                        ),
+                    status = "created"
+                    read = await self.create_upload(
+                        kb_id,
+                        filename=file.filename,
+                        content_type=file.content_type,
+                        data=file.data,
+                        title=None,
+                        description="",
+                        allow_duplicate=allow_duplicate,
                     )
                 item = BulkUploadItem(
                     index=index, path=path, status=status, document=read, error=None, detail=None
@@ -394,9 +397,9 @@ class DocumentService:
                 item = BulkUploadItem(
                     index=index, path=path, status="failed", document=None, error=exc.code, detail=exc.detail
                 )
-            setattr(counts, item.status, getattr(counts, item.status) + 1)
             items.append(item)
-        return BulkUploadResult(items=items, counts=counts)
+        counts: Counter[str] = Counter(i.status for i in items)
+        return BulkUploadResult(items=items, counts=BulkCounts(**counts))
 
     async def _upsert_path(
         self, kb_id: uuid.UUID, path: str, file: UploadedFile, *, allow_duplicate: bool

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
@@ -9,8 +10,9 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.documents.service import content_hash
 from app.main import create_app
+from app.sync.client import SyncClient
 from app.sync.command import SyncOptions, batches, run_sync, sync_command
-from app.sync.planner import LocalFile, Selection
+from app.sync.planner import LocalFile, RemoteDocument, Selection
 from tests.conftest import fake_resolver
 from tests.helpers import CountingEmbedder, free_port, served
 
@@ -251,3 +253,37 @@ def test_batches_hold_to_files_and_bytes():
         ["3.txt"],
         ["4.txt", "5.txt", "6.txt"],
     ]
+
+
+async def test_a_rate_limited_request_waits_and_is_sent_again(respx_mock):
+    listing = respx_mock.get(
+        "http://vk.test/api/knowledge/kb-1/documents", params={"limit": "200", "offset": "0"}
+    ).mock(
+        side_effect=[
+            httpx.Response(
+                429, headers={"Retry-After": "1"}, json={"error": "rate_limited", "detail": "slow down"}
+            ),
+            httpx.Response(
+                200,
+                json={
+                    "items": [
+                        {
+                            "id": "d1",
+                            "source_path": "a.md",
+                            "content_hash": "h",
+                            "status": "ready",
+                            "error": None,
+                        }
+                    ],
+                    "total": 1,
+                    "limit": 200,
+                    "offset": 0,
+                },
+            ),
+        ]
+    )
+    async with httpx.AsyncClient(base_url="http://vk.test", headers={"Authorization": "Bearer vk_k"}) as http:
+        assert await SyncClient(http, "kb-1").documents() == [RemoteDocument("d1", "a.md", "h", "ready")]
+    assert [
+        (c.request.method, str(c.request.url), c.request.headers["Authorization"]) for c in listing.calls
+    ] == [("GET", "http://vk.test/api/knowledge/kb-1/documents?limit=200&offset=0", "Bearer vk_k")] * 2

@@ -1,4 +1,4 @@
-"""Command line: ``vk serve | migrate | downgrade | create-org | worker | db | eval | replay``."""
+"""Command line: ``vk serve | migrate | downgrade | create-org | worker | db | eval | replay | sync``."""
 
 from __future__ import annotations
 
@@ -330,6 +330,63 @@ def replay(
         out=Path(out) if out else None,
         concurrency=concurrency,
     )
+
+
+@cli.command("sync")
+def sync(
+    folder: Annotated[str, typer.Argument(help="The folder to mirror (a git checkout, say).")],
+    kb: Annotated[str, typer.Option("--kb", help="Id of the knowledge base to keep equal to it.")],
+    url: Annotated[
+        str | None,
+        typer.Option(envvar="VK_URL", help="The service (default: the address vk serve prints)."),
+    ] = None,
+    include: Annotated[
+        list[str] | None, typer.Option(help="Only files matching this glob (repeatable).")
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option(help="Skip files matching this glob (repeatable).")
+    ] = None,
+    delete_missing: Annotated[
+        bool, typer.Option(help="Delete the documents whose file is gone from the folder.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan and change nothing.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait until every sent file is indexed or failed.")] = False,
+    wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds --wait waits at most.")] = 1800,
+    batch_size: Annotated[int, typer.Option(min=1, max=1000, help="Files per bulk request.")] = 50,
+    allow_duplicates: Annotated[
+        bool, typer.Option(help="Add a file even if another document holds the same bytes.")
+    ] = False,
+) -> None:
+    """Make a knowledge base equal to a folder: upload new and changed files, optionally
+    delete the documents of removed ones. The admin key comes from VK_API_KEY.
+
+    Exit codes: 0 done, 1 some files failed, 2 wrong usage, 3 service unusable (docs/SYNC.md).
+    """
+    from pathlib import Path
+
+    from app.startup import service_url
+    from app.sync.command import SyncOptions, sync_command
+    from app.sync.planner import Selection
+
+    settings = get_settings()
+    options = SyncOptions(
+        folder=Path(folder),
+        kb_id=kb,
+        selection=Selection(tuple(include or ()), tuple(exclude or ())),
+        delete_missing=delete_missing,
+        dry_run=dry_run,
+        wait=wait,
+        wait_timeout_s=wait_timeout,
+        batch_files=batch_size,
+        allow_duplicates=allow_duplicates,
+    )
+    code = sync_command(
+        options,
+        url=url or service_url(settings.host, settings.port),
+        api_key=os.environ.get("VK_API_KEY"),
+        say=typer.echo,
+    )
+    raise typer.Exit(code)
 
 
 db_cli = typer.Typer(

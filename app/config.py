@@ -52,6 +52,13 @@ class LimitSettings(BaseModel):
     max_upload_bytes: int = Field(
         20 * 1024 * 1024, ge=1024, description="Largest document (upload or JSON body); 413 beyond."
     )
+    bulk_max_files: int = Field(
+        100,
+        ge=1,
+        le=1000,
+        description="Most files in one bulk upload, and most ids plus paths in one bulk delete "
+        "(a bulk upload's whole body is also held to max_upload_bytes).",
+    )
 
 
 class EmbeddingSettings(BaseModel):

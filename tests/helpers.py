@@ -114,3 +114,31 @@ def sample(body: str, name: str, labels: str = "") -> float:
         if line.startswith(prefix):
             return float(line[len(prefix) :])
     raise AssertionError(f"no sample {prefix.strip()}")
+
+
+class CountingEmbedder:
+    """Wraps an embedder and counts the document texts it embeds: what a re-sync of unchanged
+    files must not spend. Set as ``app.state.embedder`` before ``drain_queue()``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.texts = 0
+
+    @property
+    def model_key(self) -> str:
+        key: str = self.inner.model_key
+        return key
+
+    @property
+    def dimensions(self) -> int:
+        dims: int = self.inner.dimensions
+        return dims
+
+    async def embed_documents(self, texts: Any) -> list[list[float]]:
+        self.texts += len(texts)
+        vectors: list[list[float]] = await self.inner.embed_documents(texts)
+        return vectors
+
+    async def embed_query(self, text: str, *, timeout: float) -> list[float]:
+        vector: list[float] = await self.inner.embed_query(text, timeout=timeout)
+        return vector

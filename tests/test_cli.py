@@ -39,6 +39,7 @@ def test_every_command_is_checked():
         "migrate",
         "replay",
         "serve",
+        "sync",
         "worker",
     ]
 

@@ -7,11 +7,16 @@ from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody, QueryParameter
-from litestar.status_codes import HTTP_202_ACCEPTED
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
+from app.documents.paths import MAX_PATH_CHARS
 from app.documents.schemas import (
+    BulkDelete,
+    BulkDeleteResult,
+    BulkUploadForm,
+    BulkUploadResult,
     ChunkRead,
     DocumentCreateText,
     DocumentCreateUrl,
@@ -20,7 +25,7 @@ from app.documents.schemas import (
     DocumentUploadForm,
     DocumentUploadMeta,
 )
-from app.documents.service import DocumentService, DuplicateDocument
+from app.documents.service import DocumentService, DuplicateDocument, UploadedFile
 from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from app.exception_handlers import app_error
 from app.http import Limit, Offset, parse_json, validate_obj
@@ -36,6 +41,32 @@ AllowDuplicate = Annotated[
         "(or, for a URL, the same URL); otherwise that is a 409 `duplicate_document`."
     ),
 ]
+
+
+UsePaths = Annotated[
+    bool,
+    QueryParameter(
+        description="Take each file part's file name as its path in the synced folder (its "
+        "`source_path`), so that a path the knowledge base holds is updated rather than added. "
+        "false = plain uploads, as one by one."
+    ),
+]
+
+BULK_DESCRIPTION = """multipart/form-data with one `file` part per file (up to `limits.bulk_max_files`,
+100 by default; the whole body within `limits.max_upload_bytes`, 20 MB by default). Each part's
+**file name is the file's relative path** in the folder being mirrored, as browsers send a folder
+upload: `Content-Disposition: form-data; name="file"; filename="guides/setup.md"`. The path is
+normalised (forward slashes, no `.` segments; `..` and absolute paths fail the file) and becomes
+the document's `source_path`, unique within the knowledge base.
+
+Each file is handled on its own and reported in `items`, in the order sent:
+`created` (a new path), `updated` (the path's document gets the new bytes and is indexed again),
+`unchanged` (the path's document already holds these bytes: nothing is indexed again; a `failed`
+document is tried again instead), or `failed` with the `error` code and `detail` a single upload
+would have answered (type, size, quota, `duplicate_document` when another document already holds
+the same bytes unless `allow_duplicate=true`). One failed file leaves the others as they are.
+
+With `use_paths=false` the file names are only names and every file is a new document."""
 
 
 def duplicate_document(request: Request[Any, Any, Any], exc: DuplicateDocument) -> Response[Any]:
@@ -112,6 +143,62 @@ class DocumentController(Controller):
         return await document_service.create_text(
             kb_id, validate_obj(DocumentCreateText, obj), allow_duplicate=allow_duplicate
         )
+
+    @get("/", summary="List a knowledge base's documents (paginated, oldest first)")
+    async def list_documents(
+        self,
+        kb_id: FromPath[uuid.UUID],
+        document_service: NamedDependency[DocumentService],
+        limit: Limit = 50,
+        offset: Offset = 0,
+        source_path: Annotated[
+            str | None,
+            QueryParameter(
+                description="Only the document at this path, normalised as stored (a path no "
+                "document can have, such as `../x`, finds none).",
+                max_length=MAX_PATH_CHARS,
+            ),
+        ] = None,
+    ) -> Page[DocumentRead]:
+        return await document_service.page(kb_id, limit=limit, offset=offset, source_path=source_path)
+
+    @post(
+        "/bulk",
+        status_code=HTTP_200_OK,
+        summary="Add or update many files in one request, with a result per file",
+        opt={"request_body": {"multipart/form-data": (BulkUploadForm,)}},
+        description=BULK_DESCRIPTION,
+    )
+    async def bulk_upload(
+        self,
+        request: Request[Any, Any, Any],
+        kb_id: FromPath[uuid.UUID],
+        document_service: NamedDependency[DocumentService],
+        use_paths: UsePaths = True,
+        allow_duplicate: AllowDuplicate = False,
+    ) -> BulkUploadResult:
+        if request.content_type[0] != "multipart/form-data":
+            raise UnsupportedMediaType("send multipart/form-data with one 'file' part per file")
+        files = await _bulk_files(request, document_service.limits.bulk_max_files)
+        return await document_service.bulk_upload(
+            kb_id, files, use_paths=use_paths, allow_duplicate=allow_duplicate
+        )
+
+    @post(
+        "/bulk-delete",
+        status_code=HTTP_200_OK,
+        summary="Delete many documents by id and/or path, with a result per id and path",
+        description="JSON `{ids?: [uuid], paths?: [string]}`, at most `limits.bulk_max_files` in all. "
+        "Each is `deleted` or `not_found` (ids of other knowledge bases and organisations included); "
+        "all are deleted in one transaction.",
+    )
+    async def bulk_delete(
+        self,
+        kb_id: FromPath[uuid.UUID],
+        data: JSONBody[BulkDelete],
+        document_service: NamedDependency[DocumentService],
+    ) -> BulkDeleteResult:
+        return await document_service.bulk_delete(kb_id, data)
 
     @get("/{doc_id:str}", summary="One document with status, error, progress and chunk count")
     async def get_document(
@@ -200,11 +287,7 @@ async def _upload(
         )
     meta = validate_obj(
         DocumentUploadMeta,
-        {
-            k: v
-            for k, v in (("title", form.get("title")), ("description", form.get("description")))
-            if v is not None
-        },
+        {k: v for k in ("title", "description", "source_path") if (v := form.get(k)) is not None},
     )
     data = await upload.read()
     if len(data) > limit:
@@ -216,5 +299,36 @@ async def _upload(
         data=data,
         title=meta.title,
         description=meta.description,
+        source_path=meta.source_path,
         allow_duplicate=allow_duplicate,
     )
+
+
+async def _bulk_files(request: Request[Any, Any, Any], max_files: int) -> list[UploadedFile]:
+    """The request's files, read; the body as a whole is held to the request size limit."""
+    form = await request.form()
+    unknown = set(form.keys()) - {"file"}
+    if unknown:
+        raise ValidationFailed(
+            f"unknown form fields: {', '.join(sorted(unknown))}",
+            extra=[{"field": f, "message": "not allowed"} for f in sorted(unknown)],
+        )
+    parts = form.getall("file") if "file" in form else []
+    if not parts:
+        raise ValidationFailed(
+            "a bulk upload needs at least one 'file' part", extra=[{"field": "file", "message": "required"}]
+        )
+    if len(parts) > max_files:
+        raise ValidationFailed(
+            f"at most {max_files} files in one bulk upload; {len(parts)} were sent",
+            extra=[{"field": "file", "message": f"at most {max_files} files"}],
+        )
+    files = []
+    for part in parts:
+        if not isinstance(part, UploadFile):
+            raise ValidationFailed(
+                "every 'file' part must be a file (with a file name)",
+                extra=[{"field": "file", "message": "not a file"}],
+            )
+        files.append(UploadedFile(part.filename, part.content_type, await part.read()))
+    return files

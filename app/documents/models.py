@@ -27,6 +27,8 @@ class Document(SQLModel, table=True):
     source_kind: str = Field(max_length=16)
     source_url: str | None = Field(default=None, max_length=2048)
     file_name: str | None = Field(default=None, max_length=255)
+    # Where a synced file lives in its folder (normalised, unique per KB): app/documents/paths.py.
+    source_path: str | None = Field(default=None, max_length=1024)
     # What was uploaded, posted or fetched, kept so a document can be re-processed.
     original: bytes | None = Field(default=None, sa_column=deferred(Column(LargeBinary, nullable=True)))  # type: ignore[call-overload]
     text: str | None = Field(default=None, sa_column=deferred(Column(Text, nullable=True)))  # type: ignore[call-overload]

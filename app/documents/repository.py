@@ -31,6 +31,35 @@ class DocumentRepository:
         )
         return list(rows)
 
+    async def page(
+        self, kb_id: uuid.UUID, *, limit: int, offset: int, source_path: str | None = None
+    ) -> tuple[list[Document], int]:
+        """A page of the KB's documents, oldest first, and how many there are in all."""
+        stmt = self._scoped(select(Document), kb_id)
+        count = self._scoped(select(func.count()).select_from(Document), kb_id)
+        if source_path is not None:
+            stmt = stmt.where(DOC.c.source_path == source_path)
+            count = count.where(DOC.c.source_path == source_path)
+        rows = await self.session.scalars(
+            stmt.order_by(DOC.c.created_at, DOC.c.id).limit(limit).offset(offset)
+        )
+        return list(rows), int(await self.session.scalar(count) or 0)
+
+    async def get_by_path(
+        self, kb_id: uuid.UUID, source_path: str, *, for_update: bool = False
+    ) -> Document | None:
+        stmt = self._scoped(select(Document), kb_id).where(DOC.c.source_path == source_path)
+        if for_update:
+            stmt = stmt.with_for_update()
+        result: Document | None = await self.session.scalar(stmt)
+        return result
+
+    async def ids_by_path(self, kb_id: uuid.UUID, paths: list[str]) -> dict[str, uuid.UUID]:
+        rows = await self.session.execute(
+            self._scoped(select(DOC.c.source_path, DOC.c.id), kb_id).where(DOC.c.source_path.in_(paths))
+        )
+        return {r.source_path: r.id for r in rows}
+
     async def get(
         self, kb_id: uuid.UUID, doc_id: uuid.UUID, *, for_update: bool = False, with_content: bool = False
     ) -> Document | None:
@@ -106,3 +135,12 @@ class DocumentRepository:
             )
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def delete_many(self, kb_id: uuid.UUID, doc_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+        """Delete those of the ids that are the KB's documents; the ids deleted."""
+        result = await self.session.execute(
+            delete(DOC)
+            .where(DOC.c.org_id == self.org_id, DOC.c.kb_id == kb_id, DOC.c.id.in_(doc_ids))
+            .returning(DOC.c.id)
+        )
+        return set(result.scalars())

@@ -4,9 +4,18 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from app.documents.paths import MAX_PATH_CHARS, PATH_PATTERN, InvalidPath, normalise_path
 from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 
 # Content is stored as bytes and cleaned by extraction, so NUL is accepted here (unlike
@@ -14,11 +23,37 @@ from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 Content = Annotated[str, StringConstraints(min_length=1)]
 
 
+def _valid_path(value: str) -> str:
+    try:
+        return normalise_path(value)
+    except InvalidPath as exc:
+        raise PydanticCustomError("invalid_path", str(exc)) from None
+
+
+SourcePath = Annotated[
+    str,
+    AfterValidator(_valid_path),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_PATH_CHARS,
+            "pattern": PATH_PATTERN,
+            "description": "A relative path such as `guides/setup.md`: stored with forward "
+            "slashes and without `.` segments; `..` and absolute paths are refused. Unique "
+            "within a knowledge base.",
+        }
+    ),
+]
+SOURCE_PATH_FIELD = "Where the document's file lives in a synced folder (unique per knowledge base)."
+
+
 class DocumentCreateText(Input):
     title: LongTitle
     description: Description = ""
     content: Content
     content_type: Literal["text", "markdown", "html"] = "text"
+    source_path: SourcePath | None = Field(None, description=SOURCE_PATH_FIELD)
 
 
 class DocumentCreateUrl(Input):
@@ -35,6 +70,7 @@ class DocumentUploadMeta(Input):
 
     title: LongTitle | None = Field(None, description="Default: the file's name without its extension.")
     description: Description = ""
+    source_path: SourcePath | None = Field(None, description=SOURCE_PATH_FIELD)
 
 
 class DocumentUploadForm(DocumentUploadMeta):
@@ -57,6 +93,27 @@ class DocumentUploadForm(DocumentUploadMeta):
     ]
 
 
+class BulkUploadForm(Input):
+    """A bulk upload, as the OpenAPI schema describes it (the handler reads the form)."""
+
+    file: Annotated[
+        list[bytes],
+        WithJsonSchema(
+            {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "string",
+                    "format": "binary",
+                    "contentMediaType": "application/octet-stream",
+                },
+                "description": "One part per file, its file name being its relative path "
+                '(`filename="guides/setup.md"`).',
+            }
+        ),
+    ]
+
+
 class DocumentUpdate(Input):
     # The schema says the rule of _type_with_content: with a content_type, a content.
     model_config = ConfigDict(
@@ -71,6 +128,9 @@ class DocumentUpdate(Input):
     content: Content | None = None
     content_type: Literal["text", "markdown", "html"] | None = Field(
         None, description="How to read the new content; only together with content."
+    )
+    source_path: SourcePath | None = Field(
+        None, description="Move the document to this path (a 409 if another document holds it)."
     )
 
     @model_validator(mode="after")
@@ -92,6 +152,7 @@ class DocumentSummary(BaseModel):
     title: str
     description: str
     source_kind: str
+    source_path: str | None = Field(description=SOURCE_PATH_FIELD)
     status: str
     chunk_count: int
     # Why the document failed (or why its last try did): the KB view is where admins watch.
@@ -128,3 +189,50 @@ class ChunkRead(BaseModel):
     section: str | None = Field(description="The heading the chunk falls under, if any.")
     page: int | None = Field(description="The page it starts on, for paged formats (PDF).")
     token_count: int
+
+
+BulkStatus = Literal["created", "updated", "unchanged", "failed"]
+
+
+class BulkUploadItem(BaseModel):
+    """What became of one file of a bulk upload."""
+
+    index: int = Field(description="Position of the file among the request's `file` parts, from 0.")
+    path: str | None = Field(description="The file's path as stored (normalised), or None.")
+    status: BulkStatus = Field(
+        description="created: a new document; updated: the document at this path got the new "
+        "content (queued to be indexed again); unchanged: the document at this path already "
+        "holds these bytes (nothing is indexed again); failed: see `error`."
+    )
+    document: DocumentRead | None = Field(description="The document, unless the file failed.")
+    error: str | None = Field(description="Why the file failed: the error code of a single upload.")
+    detail: str | None = Field(description="Why the file failed, in a sentence.")
+
+
+class BulkCounts(BaseModel):
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    failed: int = 0
+
+
+class BulkUploadResult(BaseModel):
+    items: list[BulkUploadItem]
+    counts: BulkCounts
+
+
+class BulkDelete(Input):
+    ids: list[uuid.UUID] = Field(default_factory=list, description="Documents to delete, by id.")
+    paths: list[SourcePath] = Field(default_factory=list, description="Documents to delete, by source_path.")
+
+
+class BulkDeleteItem(BaseModel):
+    id: uuid.UUID | None = Field(description="The id asked for, or the id of the document at `path`.")
+    path: str | None = Field(description="The path asked for (normalised), if asked by path.")
+    status: Literal["deleted", "not_found"]
+
+
+class BulkDeleteResult(BaseModel):
+    items: list[BulkDeleteItem]
+    deleted: int
+    not_found: int

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import LimitSettings
 from app.db.base import utcnow
 from app.documents.models import Document
+from app.documents.paths import InvalidPath, normalise_path
 from app.documents.repository import DocumentRepository
 from app.documents.schemas import (
+    BulkCounts,
+    BulkDelete,
+    BulkDeleteItem,
+    BulkDeleteResult,
+    BulkStatus,
+    BulkUploadItem,
+    BulkUploadResult,
     ChunkRead,
     DocumentCreateText,
     DocumentCreateUrl,
@@ -25,7 +36,16 @@ from app.documents.schemas import (
     ExistingDocument,
     Progress,
 )
-from app.errors import BadRequest, Conflict, NotFound, QuotaExceeded, UnsupportedMediaType
+from app.errors import (
+    AppError,
+    BadRequest,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from app.ingestion.extract import UnsupportedType, sniff_kind
 from app.ingestion.fetch import BlockedURL, github_raw_url
 from app.knowledge.repository import KnowledgeRepository
@@ -42,17 +62,32 @@ class DuplicateDocument(Conflict):
 
     code = "duplicate_document"
 
-    def __init__(self, existing: Document, *, same_url: bool) -> None:
-        what = "from this URL" if same_url else "with this content"
+    def __init__(self, existing: Document, *, same: Literal["content", "url", "path"]) -> None:
+        what = {"content": "with this content", "url": "from this URL", "path": "at this path"}[same]
+        # One path is one document (a unique index): allow_duplicate cannot add a second.
+        remedy = (
+            "upload it in a bulk upload to replace that document's content"
+            if same == "path"
+            else "send allow_duplicate=true to add it anyway"
+        )
         super().__init__(
             f"this knowledge base already holds a document {what}: {existing.id} "
-            f"('{existing.title}', {existing.status}); send allow_duplicate=true to add it anyway"
+            f"('{existing.title}', {existing.status}); {remedy}"
         )
         self.existing = ExistingDocument(id=existing.id, title=existing.title, status=existing.status)
 
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class UploadedFile:
+    """One file of a bulk upload, as the HTTP layer read it."""
+
+    filename: str | None
+    content_type: str | None
+    data: bytes
 
 
 def to_read(doc: Document) -> DocumentRead:
@@ -62,6 +97,7 @@ def to_read(doc: Document) -> DocumentRead:
         title=doc.title,
         description=doc.description,
         source_kind=doc.source_kind,
+        source_path=doc.source_path,
         source_url=doc.source_url,
         file_name=doc.file_name,
         content_hash=doc.content_hash,
@@ -142,7 +178,11 @@ class DocumentService:
                 doc.kb_id, content_hash=doc.content_hash, source_url=doc.source_url
             )
             if existing is not None:
-                raise DuplicateDocument(existing, same_url=doc.source_url is not None)
+                raise DuplicateDocument(existing, same="url" if doc.source_url is not None else "content")
+        if doc.source_path is not None:
+            existing = await self.repo.get_by_path(doc.kb_id, doc.source_path)
+            if existing is not None:
+                raise DuplicateDocument(existing, same="path")
         self.repo.add(doc)
         await self.session.commit()
         if self.on_enqueued:
@@ -161,6 +201,7 @@ class DocumentService:
                 title=data.title,
                 description=data.description,
                 source_kind=data.content_type,
+                source_path=data.source_path,
                 original=raw,
                 content_hash=content_hash(raw),
             ),
@@ -176,24 +217,20 @@ class DocumentService:
         data: bytes,
         title: str | None,
         description: str,
+        source_path: str | None = None,
         allow_duplicate: bool = False,
     ) -> DocumentRead:
         await self._require_kb(kb_id)
-        # Before the type is sniffed: an empty .pdf is empty, not "not a PDF".
-        if not data:
-            raise BadRequest("the uploaded file is empty")
-        try:
-            kind = sniff_kind(filename, content_type, data)
-        except UnsupportedType as exc:
-            raise UnsupportedMediaType(str(exc)) from exc
-        name = (filename or "").rsplit("/", 1)[-1][:255] or None
+        kind = _file_kind(filename, content_type, data)
+        name = _base_name(filename)
         return await self._queued(
             Document(
                 org_id=self.repo.org_id,
                 kb_id=kb_id,
-                title=(title or (name.rsplit(".", 1)[0] if name else "") or "Untitled")[:300],
+                title=(title or _title_from(name))[:300],
                 description=description,
                 source_kind=kind,
+                source_path=source_path,
                 file_name=name,
                 original=data,
                 content_hash=content_hash(data),
@@ -225,6 +262,21 @@ class DocumentService:
             allow_duplicate=allow_duplicate,
         )
 
+    async def page(
+        self, kb_id: uuid.UUID, *, limit: int, offset: int, source_path: str | None = None
+    ) -> Page[DocumentRead]:
+        """A page of the KB's documents; with ``source_path``, the one at that path (as
+        normalised), and none for a path no document can have."""
+        await self._require_kb(kb_id)
+        path = None
+        if source_path is not None:
+            try:
+                path = normalise_path(source_path)
+            except InvalidPath:
+                return Page(items=[], total=0, limit=limit, offset=offset)
+        docs, total = await self.repo.page(kb_id, limit=limit, offset=offset, source_path=path)
+        return Page(items=[to_read(d) for d in docs], total=total, limit=limit, offset=offset)
+
     async def get(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> DocumentRead:
         doc = await self.repo.get(kb_id, doc_id)
         if doc is None:
@@ -247,9 +299,19 @@ class DocumentService:
             # New content may need more storage. Locks go organisation first, then KB or
             # document, so the quota lock is taken before the document's row lock.
             await self.repo.lock_storage()
+        if data.source_path is not None:
+            # The KB's lock orders this move with bulk uploads of the same path.
+            await self.kbs.lock(kb_id)
         doc = await self.repo.get(kb_id, doc_id, for_update=True)
         if doc is None:
             raise NotFound(DOC_NOT_FOUND)
+        if data.source_path is not None and data.source_path != doc.source_path:
+            if doc.source_kind == "url":
+                raise Conflict("a URL document comes from its URL, not from a file: it takes no path")
+            holder = await self.repo.get_by_path(kb_id, data.source_path)
+            if holder is not None:
+                raise DuplicateDocument(holder, same="path")
+            doc.source_path = data.source_path
         if data.title is not None and data.title != doc.title:
             # Answers name their sources by title: a trigger moves the KB's content version
             # (migration 0009), so no cached answer keeps the old name.
@@ -297,3 +359,144 @@ class DocumentService:
             raise NotFound(DOC_NOT_FOUND)
         await self.repo.delete(kb_id, doc_id)
         await self.session.commit()
+
+    async def bulk_upload(
+        self, kb_id: uuid.UUID, files: Sequence[UploadedFile], *, use_paths: bool, allow_duplicate: bool
+    ) -> BulkUploadResult:
+        """Add many files, each on its own: one that fails (its type, its size, a quota, a
+        duplicate) is reported in its item and leaves the others as they are. With
+        ``use_paths`` each file's name is its path in the synced folder, and a path the KB
+        already holds is that document, updated or left unchanged."""
+        await self._require_kb(kb_id)
+        items: list[BulkUploadItem] = []
+        for index, file in enumerate(files):
+            path: str | None = None
+            status: BulkStatus
+            try:
+                if file.filename and "\x00" in file.filename:
+                    # The name is stored: PostgreSQL text cannot hold NUL.
+                    raise ValidationFailed("the file name must not contain NUL characters")
+                if use_paths:
+                    path = _path_of(file.filename)
+                    status, read = await self._upsert_path(kb_id, path, file, allow_duplicate=allow_duplicate)
+                else:
+                    status = "created"
+                    read = await self.create_upload(
+                        kb_id,
+                        filename=file.filename,
+                        content_type=file.content_type,
+                        data=file.data,
+                        title=None,
+                        description="",
+                        allow_duplicate=allow_duplicate,
+                    )
+                item = BulkUploadItem(
+                    index=index, path=path, status=status, document=read, error=None, detail=None
+                )
+            except AppError as exc:
+                # Only this file's writes are undone: those before it are committed already.
+                await self.session.rollback()
+                item = BulkUploadItem(
+                    index=index, path=path, status="failed", document=None, error=exc.code, detail=exc.detail
+                )
+            items.append(item)
+        counts: Counter[str] = Counter(i.status for i in items)
+        return BulkUploadResult(items=items, counts=BulkCounts(**counts))
+
+    async def _upsert_path(
+        self, kb_id: uuid.UUID, path: str, file: UploadedFile, *, allow_duplicate: bool
+    ) -> tuple[Literal["created", "updated", "unchanged"], DocumentRead]:
+        if len(file.data) > self.limits.max_upload_bytes:
+            raise PayloadTooLarge(
+                f"the file is larger than the limit of {self.limits.max_upload_bytes // (1024 * 1024)} MB"
+            )
+        kind = _file_kind(path, file.content_type, file.data)
+        name = _base_name(path)
+        digest = content_hash(file.data)
+        # Organisation, then KB, then document, as everywhere: the KB's lock also makes the
+        # lookup below and the insert after it one step for concurrent uploads of one path.
+        await self.repo.lock_storage()
+        if not await self.kbs.lock(kb_id):
+            raise NotFound("knowledge base not found")
+        doc = await self.repo.get_by_path(kb_id, path, for_update=True)
+        if doc is None:
+            created = Document(
+                org_id=self.repo.org_id,
+                kb_id=kb_id,
+                title=_title_from(name)[:300],
+                source_kind=kind,
+                source_path=path,
+                file_name=name,
+                original=file.data,
+                content_hash=digest,
+            )
+            return "created", await self._queued(created, allow_duplicate=allow_duplicate)
+        # A failed document is tried again even with the same bytes: its failure may have
+        # been the moment's (a quota, a provider), and a sync means "make this current".
+        if doc.content_hash == digest and doc.source_kind == kind and doc.status != "failed":
+            read = to_read(doc)
+            await self.session.commit()  # releases the locks; nothing was written
+            return "unchanged", read
+        await self._check_quota(kb_id, max(0, len(file.data) - doc.size_bytes), new_document=False)
+        doc.original, doc.content_hash, doc.source_kind = file.data, digest, kind
+        doc.size_bytes, doc.file_name = len(file.data), name
+        # The old chunks keep answering until the worker swaps the new ones in.
+        _requeue(doc)
+        doc.updated_at = utcnow()
+        await self.session.commit()
+        if self.on_enqueued:
+            self.on_enqueued()
+        return "updated", to_read(doc)
+
+    async def bulk_delete(self, kb_id: uuid.UUID, data: BulkDelete) -> BulkDeleteResult:
+        """Delete documents by id and by path in one transaction; ids and paths that name no
+        document of this KB (another organisation's included) are ``not_found``."""
+        if len(data.ids) + len(data.paths) > self.limits.bulk_max_files:
+            raise ValidationFailed(
+                f"at most {self.limits.bulk_max_files} ids and paths in one request",
+                extra=[{"field": "ids", "message": "too many ids and paths"}],
+            )
+        await self._require_kb(kb_id)
+        by_path = await self.repo.ids_by_path(kb_id, list(data.paths)) if data.paths else {}
+        wanted = [*data.ids, *by_path.values()]
+        deleted = await self.repo.delete_many(kb_id, wanted) if wanted else set()
+        await self.session.commit()
+        items = [
+            BulkDeleteItem(id=i, path=None, status="deleted" if i in deleted else "not_found")
+            for i in data.ids
+        ]
+        items += [
+            BulkDeleteItem(
+                id=by_path.get(p), path=p, status="deleted" if by_path.get(p) in deleted else "not_found"
+            )
+            for p in data.paths
+        ]
+        found = sum(1 for i in items if i.status == "deleted")
+        return BulkDeleteResult(items=items, deleted=found, not_found=len(items) - found)
+
+
+def _file_kind(filename: str | None, content_type: str | None, data: bytes) -> str:
+    # Before the type is sniffed: an empty .pdf is empty, not "not a PDF".
+    if not data:
+        raise BadRequest("the uploaded file is empty")
+    try:
+        return sniff_kind(filename, content_type, data)
+    except UnsupportedType as exc:
+        raise UnsupportedMediaType(str(exc)) from exc
+
+
+def _base_name(filename: str | None) -> str | None:
+    return (filename or "").replace("\\", "/").rsplit("/", 1)[-1][:255] or None
+
+
+def _title_from(name: str | None) -> str:
+    return (name.rsplit(".", 1)[0] if name else "") or "Untitled"
+
+
+def _path_of(filename: str | None) -> str:
+    if not filename:
+        raise ValidationFailed("a file of a bulk upload needs its path as its file name")
+    try:
+        return normalise_path(filename)
+    except InvalidPath as exc:
+        raise ValidationFailed(str(exc)) from None

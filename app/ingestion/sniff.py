@@ -57,6 +57,8 @@ LEGACY_OFFICE = (
     "cannot be read; open it in Office and save it as .docx, .xlsx or .pptx without a password"
 )
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+# What `vk sync` picks up from a folder: the files an upload can be by their name alone.
+SUPPORTED_EXTENSIONS = frozenset(_EXTENSIONS)
 _PDF_MAGIC_WINDOW = 1024  # PDF readers accept the header anywhere in the first KiB
 # A file that does not claim to be a PDF is one only if it starts like one.
 _PDF_START = re.compile(rb"\s*%PDF-\d")

@@ -21,7 +21,10 @@ ERRORS = {
     "PUT /api/knowledge/{kb_id}": "400 401 403 404 409 413 415 422 429 503",
     "DELETE /api/knowledge/{kb_id}": "400 401 403 404 409 429 503",
     "PUT /api/knowledge/{kb_id}/agents": "400 401 403 404 409 413 415 422 429 503",
+    "GET /api/knowledge/{kb_id}/documents": "400 401 403 404 429 503",
     "POST /api/knowledge/{kb_id}/documents": "400 401 403 404 409 413 415 422 429 503",
+    "POST /api/knowledge/{kb_id}/documents/bulk": "400 401 403 404 409 413 415 422 429 503",
+    "POST /api/knowledge/{kb_id}/documents/bulk-delete": "400 401 403 404 409 413 415 422 429 503",
     "GET /api/knowledge/{kb_id}/documents/{doc_id}": "400 401 403 404 429 503",
     "PUT /api/knowledge/{kb_id}/documents/{doc_id}": "400 401 403 404 409 413 415 422 429 503",
     "DELETE /api/knowledge/{kb_id}/documents/{doc_id}": "400 401 403 404 409 429 503",
@@ -122,9 +125,12 @@ async def test_the_document_upload_documents_its_three_forms(schema):
         for name in ("DocumentCreateText", "DocumentCreateUrl", "DocumentUploadForm")
     }
     assert forms == {
-        "DocumentCreateText": (["content", "content_type", "description", "title"], ["title", "content"]),
+        "DocumentCreateText": (
+            ["content", "content_type", "description", "source_path", "title"],
+            ["title", "content"],
+        ),
         "DocumentCreateUrl": (["description", "sync_interval_s", "title", "url"], ["url"]),
-        "DocumentUploadForm": (["description", "file", "title"], ["file"]),
+        "DocumentUploadForm": (["description", "file", "source_path", "title"], ["file"]),
     }
     file = components["DocumentUploadForm"]["properties"]["file"]
     assert (file["type"], file["format"], file["contentMediaType"]) == (
@@ -145,6 +151,8 @@ async def test_request_bodies_refuse_unknown_fields_and_keep_their_constraints(s
         "AgentAssignmentUpdate",
         "AgentSettingsUpdate",
         "ApiKeyCreate",
+        "BulkDelete",
+        "BulkUploadForm",
         "CrawlCreate",
         "DocumentCreateText",
         "DocumentCreateUrl",

@@ -1,0 +1,45 @@
+"""A synced file's relative path, in the one spelling a knowledge base stores.
+
+The same file must always give the same path, whoever sends it (``vk sync`` on Windows or
+Linux, a script): backslashes become slashes, empty and ``.`` segments go. A path that
+climbs out of its folder (``..``) or starts at a root (``/etc``, ``\\share``, ``C:``) names
+no file of the synced folder and is refused rather than repaired.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_PATH_CHARS = 1024
+_CONTROL = r"\x00-\x1f\x7f"
+# The rules below as one JSON Schema pattern, so the API's schema says exactly what is taken.
+PATH_PATTERN = (
+    r"^(?![\\/]|[A-Za-z]:)"  # relative
+    r"(?!(?:.*[\\/])?\.\.(?:[\\/]|$))"  # no '..' segment
+    rf"(?=.*[^\\/.{_CONTROL}])"  # something besides separators and dots
+    rf"[^{_CONTROL}]+$"
+)
+_ABSOLUTE = re.compile(r"^(?:[\\/]|[A-Za-z]:)")
+_CONTROL_CHAR = re.compile(f"[{_CONTROL}]")
+_SEPARATOR = re.compile(r"[\\/]")
+
+
+class InvalidPath(ValueError):
+    """Why a path cannot be a document's ``source_path``."""
+
+
+def normalise_path(raw: str) -> str:
+    """The stored form of a relative path, or InvalidPath saying what is wrong with it."""
+    if _CONTROL_CHAR.search(raw):
+        raise InvalidPath("the path must not contain control characters")
+    if len(raw) > MAX_PATH_CHARS:
+        raise InvalidPath(f"the path is longer than {MAX_PATH_CHARS} characters")
+    if _ABSOLUTE.match(raw):
+        raise InvalidPath(f"the path must be relative, not absolute: '{raw}'")
+    segments = _SEPARATOR.split(raw)
+    if ".." in segments:
+        raise InvalidPath(f"the path must not contain '..': '{raw}'")
+    kept = [s for s in segments if s not in ("", ".")]
+    if not kept or all(set(s) <= {"."} for s in kept):
+        raise InvalidPath(f"the path names no file: '{raw}'")
+    return "/".join(kept)

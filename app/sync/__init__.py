@@ -1,0 +1,1 @@
+"""``vk sync``: keep a knowledge base equal to a folder through the bulk document API."""

@@ -1,0 +1,157 @@
+"""What a sync must do: the folder's files against the knowledge base's documents.
+
+A file is matched to its document by its relative path (the document's ``source_path``)
+and compared by content hash, the service's own (``app.documents.service.content_hash``),
+so an unchanged file is never sent. Documents without a path were added some other way:
+a sync never touches them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from app.documents.paths import InvalidPath, normalise_path
+from app.documents.service import content_hash
+from app.ingestion.sniff import SUPPORTED_EXTENSIONS
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFile:
+    path: str  # relative, with forward slashes: the document's source_path
+    location: Path
+    size: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteDocument:
+    id: str
+    path: str
+    hash: str | None
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which of a folder's files are synced: supported types, not hidden, and the globs.
+
+    A glob without a slash is matched against the file's name (``*.draft.md``), one with a
+    slash against its whole relative path (``docs/*``, where ``*`` also crosses folders).
+    With includes, a file must match one; an exclude always wins.
+    """
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def selects(self, path: str) -> bool:
+        parts = PurePosixPath(path).parts
+        if any(p.startswith(".") for p in parts):
+            return False
+        if PurePosixPath(path).suffix.lower() not in SUPPORTED_EXTENSIONS:
+            return False
+        if self.include and not any(_matches(path, g) for g in self.include):
+            return False
+        return not any(_matches(path, g) for g in self.exclude)
+
+
+def _matches(path: str, glob: str) -> bool:
+    target = path if "/" in glob else PurePosixPath(path).name
+    return fnmatch.fnmatchcase(target, glob.strip("/"))
+
+
+@dataclass
+class Walk:
+    files: list[LocalFile] = field(default_factory=list)
+    # Files the folder holds but no document can be (a name the service refuses).
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def walk_folder(root: Path, selection: Selection) -> Walk:
+    """The selected files under ``root``, by path. Hidden folders (``.git``) are not entered
+    and symbolic links to folders are not followed, so a link cannot loop."""
+    walk = Walk()
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            location = Path(folder, name)
+            relative = location.relative_to(root).as_posix()
+            if not selection.selects(relative) or not location.is_file():
+                continue
+            try:
+                path = normalise_path(relative)
+            except InvalidPath as exc:
+                walk.refused.append((relative, str(exc)))
+                continue
+            data = location.read_bytes()
+            walk.files.append(LocalFile(path, location, len(data), content_hash(data)))
+    return walk
+
+
+@dataclass
+class Plan:
+    new: list[LocalFile] = field(default_factory=list)
+    changed: list[LocalFile] = field(default_factory=list)
+    unchanged: list[LocalFile] = field(default_factory=list)
+    delete: list[RemoteDocument] = field(default_factory=list)
+    # Changed because the document failed: the same bytes are sent again to retry it.
+    retry: set[str] = field(default_factory=set)
+
+    @property
+    def uploads(self) -> list[LocalFile]:
+        return [*self.new, *self.changed]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.new or self.changed or self.delete)
+
+
+def make_plan(
+    files: Sequence[LocalFile],
+    documents: Iterable[RemoteDocument],
+    *,
+    selection: Selection,
+    delete_missing: bool,
+) -> Plan:
+    """New, changed and unchanged files; with ``delete_missing``, the documents whose path
+    the selection would pick but the folder no longer holds (a document outside the
+    selection, say under an excluded folder, is left alone)."""
+    by_path = {d.path: d for d in documents}
+    plan = Plan()
+    for file in files:
+        doc = by_path.get(file.path)
+        if doc is None:
+            plan.new.append(file)
+        elif doc.status == "failed":
+            plan.changed.append(file)
+            if doc.hash == file.hash:
+                plan.retry.add(file.path)
+        elif doc.hash != file.hash:
+            plan.changed.append(file)
+        else:
+            plan.unchanged.append(file)
+    if delete_missing:
+        present = {f.path for f in files}
+        plan.delete = sorted(
+            (d for d in by_path.values() if d.path not in present and selection.selects(d.path)),
+            key=lambda d: d.path,
+        )
+    return plan
+
+
+def describe(plan: Plan) -> list[str]:
+    """The plan as printed: a summary line, then one line per file to act on."""
+    lines = [
+        f"plan: {len(plan.new)} new, {len(plan.changed)} changed, {len(plan.unchanged)} unchanged, "
+        f"{len(plan.delete)} to delete"
+    ]
+    lines += [f"  new       {f.path}" for f in plan.new]
+    lines += [
+        f"  changed   {f.path}" + ("  (failed before: retried)" if f.path in plan.retry else "")
+        for f in plan.changed
+    ]
+    lines += [f"  delete    {d.path}" for d in plan.delete]
+    return lines

@@ -1,0 +1,289 @@
+"""``vk sync`` against the real app and database: plans, uploads, deletes, waits, exit codes."""
+
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.documents.service import content_hash
+from app.main import create_app
+from app.sync.client import SyncClient
+from app.sync.command import SyncOptions, batches, run_sync, sync_command
+from app.sync.planner import LocalFile, RemoteDocument, Selection
+from tests.conftest import fake_resolver
+from tests.helpers import CountingEmbedder, free_port, served
+
+FILES = {
+    "a.md": "# Parking\n\nParking is free on Sundays.",
+    "b.txt": "Dogs are welcome inside the shop.",
+    "sub/c.md": "# Returns\n\nReturns are accepted within thirty days.",
+    "sub/d.html": "<html><body><p>We open at nine.</p></body></html>",
+    # Never synced: hidden, in .git, of no supported type, or excluded below.
+    ".hidden.md": "secret",
+    ".git/config.txt": "[core]",
+    "logo.png": "\x89PNG",
+    "sub/wip.draft.md": "not yet",
+}
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+
+
+async def stored(engine, kb_id: str) -> dict[str, tuple[str, str, object]]:
+    """source_path → (status, content hash, indexed_at)."""
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT source_path, status, content_hash, indexed_at FROM documents WHERE kb_id = :kb"),
+            {"kb": kb_id},
+        )
+        return {r.source_path: (r.status, r.content_hash, r.indexed_at) for r in rows}
+
+
+class Run:
+    """run_sync over the app's ASGI transport, its printed lines kept."""
+
+    def __init__(self, http, kb_id: str, folder: Path) -> None:
+        self.http, self.kb_id, self.folder = http, kb_id, folder
+        self.lines: list[str] = []
+
+    async def __call__(self, **options) -> int:
+        self.lines = []
+        options.setdefault("selection", Selection(exclude=("*.draft.md",)))
+        return await run_sync(
+            SyncOptions(self.folder, self.kb_id, poll_s=0.05, **options), self.http, self.lines.append
+        )
+
+
+async def new_kb(http, headers) -> str:
+    r = await http.post("/api/knowledge", json={"title": "Synced"}, headers=headers)
+    assert r.status_code == 201, r.text
+    kb_id: str = r.json()["id"]
+    return kb_id
+
+
+async def test_first_sync_then_changes_and_deletions(app, org, engine, drain_queue, tmp_path):
+    write(tmp_path, FILES)
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        assert await run() == 0
+        assert run.lines == [
+            f"sync {tmp_path} -> knowledge base {kb_id}: 4 files",
+            "plan: 4 new, 0 changed, 0 unchanged, 0 to delete",
+            "  new       a.md",
+            "  new       b.txt",
+            "  new       sub/c.md",
+            "  new       sub/d.html",
+            "uploaded 4/4: 4 created, 0 updated, 0 unchanged, 0 failed",
+            "done: 4 created, 0 updated, 0 unchanged, 0 deleted, 0 failed",
+        ]
+        assert await drain_queue() == {"ready": 4}
+        first = await stored(engine, kb_id)
+        assert {p: (s, h) for p, (s, h, _) in first.items()} == {
+            p: ("ready", content_hash(FILES[p].encode())) for p in ("a.md", "b.txt", "sub/c.md", "sub/d.html")
+        }
+
+        write(
+            tmp_path, {"a.md": "# Parking\n\nParking costs two euros.", "sub/c.md": "Returns within a week."}
+        )
+        (tmp_path / "b.txt").unlink()
+        assert await run(delete_missing=True, dry_run=True) == 0
+        assert run.lines == [
+            f"sync {tmp_path} -> knowledge base {kb_id}: 3 files",
+            "plan: 0 new, 2 changed, 1 unchanged, 1 to delete",
+            "  changed   a.md",
+            "  changed   sub/c.md",
+            "  delete    b.txt",
+            "dry run: nothing was changed",
+        ]
+        assert await stored(engine, kb_id) == first
+
+        counting = CountingEmbedder(app.state.embedder)
+        app.state.embedder = counting
+        assert await run(delete_missing=True) == 0
+        assert run.lines[-3:] == [
+            "deleted 1/1",
+            "uploaded 2/2: 0 created, 2 updated, 0 unchanged, 0 failed",
+            "done: 0 created, 2 updated, 0 unchanged, 1 deleted, 0 failed",
+        ]
+        assert await drain_queue() == {"ready": 2}
+        assert counting.texts == 2  # one chunk for each changed file, nothing else
+        second = await stored(engine, kb_id)
+        assert sorted(second) == ["a.md", "sub/c.md", "sub/d.html"]
+        assert second["a.md"][1] == content_hash(b"# Parking\n\nParking costs two euros.")
+        assert second["sub/d.html"] == first["sub/d.html"]  # not indexed again
+
+        assert await run(delete_missing=True) == 0
+        assert run.lines[1:] == [
+            "plan: 0 new, 0 changed, 3 unchanged, 0 to delete",
+            "done: 0 created, 0 updated, 0 unchanged, 0 deleted, 0 failed",
+        ]
+
+
+async def test_documents_outside_the_selection_are_not_deleted(app, org, engine, tmp_path):
+    write(tmp_path, {"docs/a.md": "Alpha.", "notes/b.md": "Bravo."})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        await http.post(
+            f"/api/knowledge/{kb_id}/documents", json={"title": "Manual", "content": "Added by hand."}
+        )
+        run = Run(http, kb_id, tmp_path)
+        assert await run() == 0
+        (tmp_path / "docs/a.md").unlink()
+        (tmp_path / "notes/b.md").unlink()
+        assert await run(selection=Selection(include=("docs/*",)), delete_missing=True) == 0
+        assert run.lines[1:3] == ["plan: 0 new, 0 changed, 0 unchanged, 1 to delete", "  delete    docs/a.md"]
+        # notes/ is outside --include, and the manual document has no path: both stay.
+        assert sorted(await stored(engine, kb_id), key=str) == [None, "notes/b.md"]
+
+
+async def test_a_failed_file_fails_the_sync_and_is_named(app, org, engine, tmp_path):
+    write(tmp_path, {"good.md": "Fine.", "broken.pdf": "not a PDF at all"})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        assert await run() == 1
+        assert run.lines[-4:] == [
+            "uploaded 2/2: 1 created, 0 updated, 0 unchanged, 1 failed",
+            "done: 1 created, 0 updated, 0 unchanged, 0 deleted, 1 failed",
+            "sync failed for 1 file(s):",
+            "  broken.pdf: unsupported_media_type: the file is not a PDF (it has no PDF header); "
+            "upload .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv",
+        ]
+        assert list(await stored(engine, kb_id)) == ["good.md"]
+
+
+async def test_wait_until_indexed_and_fail_on_an_indexing_failure(
+    database_url, settings, org, engine, tmp_path
+):
+    app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=True)
+    write(tmp_path, {"hours.md": "We open at nine.", "blank.html": "<html><body></body></html>"})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        assert await run(wait=True) == 1
+        assert (
+            run.lines[-5:]
+            == [
+                "indexing: 1 ready, 1 failed, 0 waiting",
+                "done: 2 created, 0 updated, 0 unchanged, 0 deleted, 1 failed",
+                "sync failed for 1 file(s):",
+                "  blank.html: indexing failed: the document contains no extractable text",
+            ][-5:]
+            or run.lines
+        )
+        statuses = {p: s for p, (s, _, _) in (await stored(engine, kb_id)).items()}
+        assert statuses == {"hours.md": "ready", "blank.html": "failed"}
+
+
+async def test_service_problems_stop_the_sync(app, org, other_org, tmp_path):
+    write(tmp_path, {"a.md": "Alpha."})
+    async with served(app) as http:
+        theirs = await new_kb(http, other_org.headers)
+        http.headers.update(org.headers)
+        run = Run(http, theirs, tmp_path)
+        assert await run() == 3
+        assert run.lines == [
+            f"error: knowledge base {theirs} not found in the API key's organisation (GET /api/knowledge lists them)"
+        ]
+        http.headers["Authorization"] = "Bearer vk_wrong"
+        assert await run() == 3
+        assert run.lines[0].startswith("error: the API key was refused: ")
+
+
+def test_an_unreachable_service_or_no_key_stops_the_sync(tmp_path):
+    lines: list[str] = []
+    url = f"http://127.0.0.1:{free_port()}"
+    options = SyncOptions(tmp_path, "kb")
+    assert sync_command(options, url=url, api_key="vk_x", say=lines.append) == 3
+    assert lines[0].startswith(f"error: cannot reach the service at {url} (ConnectError")
+    lines.clear()
+    assert sync_command(options, url=url, api_key=None, say=lines.append) == 2
+    assert lines == ["error: set VK_API_KEY to an admin API key of the knowledge base's organisation"]
+
+
+def test_the_cli_command_reads_its_key_and_url_from_the_environment(tmp_path):
+    port = free_port()
+    result = CliRunner().invoke(
+        cli,
+        ["sync", str(tmp_path), "--kb", "x"],
+        env={"VK_API_KEY": "vk_x", "VK_URL": f"http://127.0.0.1:{port}"},
+    )
+    assert result.exit_code == 3
+    assert f"cannot reach the service at http://127.0.0.1:{port}" in result.output
+    result = CliRunner().invoke(
+        cli, ["sync", str(tmp_path / "missing"), "--kb", "x"], env={"VK_API_KEY": "vk_x"}
+    )
+    assert (result.exit_code, result.output) == (2, f"error: {tmp_path / 'missing'} is not a folder\n")
+
+
+@pytest.mark.parametrize(
+    ("path", "selection", "selected"),
+    [
+        ("a.md", Selection(), True),
+        ("a.docx.exe", Selection(), False),
+        ("sub/.cache/a.md", Selection(), False),
+        ("sub/x.draft.md", Selection(exclude=("*.draft.md",)), False),
+        ("docs/deep/a.md", Selection(include=("docs/*",)), True),
+        ("other/a.md", Selection(include=("docs/*",)), False),
+        ("docs/a.md", Selection(include=("docs/*",), exclude=("a.md",)), False),
+    ],
+)
+def test_selection(path, selection, selected):
+    assert selection.selects(path) is selected
+
+
+def test_batches_hold_to_files_and_bytes():
+    files = [
+        LocalFile(f"{n}.txt", Path(f"{n}.txt"), size, "h") for n, size in enumerate([4, 4, 4, 10, 1, 1, 1])
+    ]
+    assert [[f.path for f in b] for b in batches(files, 3, 8)] == [
+        ["0.txt", "1.txt"],
+        ["2.txt"],
+        ["3.txt"],
+        ["4.txt", "5.txt", "6.txt"],
+    ]
+
+
+async def test_a_rate_limited_request_waits_and_is_sent_again(respx_mock):
+    listing = respx_mock.get(
+        "http://vk.test/api/knowledge/kb-1/documents", params={"limit": "200", "offset": "0"}
+    ).mock(
+        side_effect=[
+            httpx.Response(
+                429, headers={"Retry-After": "1"}, json={"error": "rate_limited", "detail": "slow down"}
+            ),
+            httpx.Response(
+                200,
+                json={
+                    "items": [
+                        {
+                            "id": "d1",
+                            "source_path": "a.md",
+                            "content_hash": "h",
+                            "status": "ready",
+                            "error": None,
+                        }
+                    ],
+                    "total": 1,
+                    "limit": 200,
+                    "offset": 0,
+                },
+            ),
+        ]
+    )
+    async with httpx.AsyncClient(base_url="http://vk.test", headers={"Authorization": "Bearer vk_k"}) as http:
+        assert await SyncClient(http, "kb-1").documents() == [RemoteDocument("d1", "a.md", "h", "ready")]
+    assert [
+        (c.request.method, str(c.request.url), c.request.headers["Authorization"]) for c in listing.calls
+    ] == [("GET", "http://vk.test/api/knowledge/kb-1/documents?limit=200&offset=0", "Bearer vk_k")] * 2

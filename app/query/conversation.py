@@ -165,7 +165,8 @@ _STOP = _FILLERS | _words(
     also only more most many lot lots get got gets getting go going goes went make made want
     wanted need needed like know tell let say said ask asking wondering wonder think guess
     mean try see look looking able anything something everything nothing anyone someone
-    everyone thing things way guys bit kind sort one ones still even though else
+    everyone thing things way guys bit kind sort one ones still even though else out up down
+    off back away few put
     i'm i'd i'll i've you're you've we're we'd it's that's there's what's how's they're
     don't doesn't didn't can't won't isn't aren't wasn't"""
 )
@@ -175,17 +176,18 @@ _ASPECTS = _words(
     cheaper pay paying paid payment payments deposit refund refunds hours hour open opening opens
     close closing closes closed time times long late early book booking bookings reserve
     reservation cancel cancelling canceling cancellation available availability discount
-    discounts free allowed allow bring number address located location minimum maximum age old
+    discounts free allowed allow bring number address located location minimum maximum age
     take takes accept accepted need required wait"""
 )
 # When and for whom.
 _QUALIFIERS = _words(
     """monday mondays tuesday tuesdays wednesday wednesdays thursday thursdays friday fridays
     saturday saturdays sunday sundays weekend weekends weekday weekdays weeknight weeknights
-    morning mornings afternoon afternoons evening evenings night nights tonight today tomorrow
+    morning mornings afternoon afternoons evening evenings tonight today tomorrow old year-old
     holiday holidays kid kids child children adult adults senior seniors student students teen
     teens teenager teenagers member members non-member non-members beginner beginners
-    toddler toddlers baby babies"""
+    toddler toddlers baby babies year years two three four five six seven eight nine ten eleven
+    twelve"""
 )
 _CONTINUATIONS = frozenset({"and", "or", "also", "plus", "but", "then"})
 _ABOUT = frozenset({"what", "how"})  # "what about X", "how about X"

@@ -4,6 +4,7 @@ answers, caches and logs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -15,8 +16,9 @@ from app.main import create_app
 from app.prompting import ConversationTurn, PromptLibrary
 from app.query.conversation import Turn, complete_offline, needs_context
 from app.query.tool_declaration import tool_definition
+from examples.knowledge import KnowledgeService, history_argument
 from tests.conftest import fake_resolver
-from tests.helpers import assign_new_agent, create_kb, create_text_doc
+from tests.helpers import assign_new_agent, create_kb, create_key, create_text_doc
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings, sent_json
 
 CHAT = f"{OPENAI_BASE}/chat/completions"
@@ -455,3 +457,31 @@ def test_the_tool_declares_history(fmt: Any) -> None:
     else:
         assert history["type"] == "array"
         assert parameters["required"] == ["query"]
+
+
+# --- The runtime examples (examples/knowledge.py) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "history"),
+    [
+        (json.dumps({"query": "Is it free?", "history": HISTORY}), HISTORY),
+        ({"query": "Is it free?", "history": HISTORY}, HISTORY),
+        ({"query": "Is it free?", "history": None}, None),
+        ({"query": "Is it free?"}, None),
+        ({"query": "Is it free?", "history": "Is there parking?"}, None),
+        ({"query": "Is it free?", "history": ["Is there parking?"]}, None),
+        ("{not json", None),
+    ],
+)
+def test_history_argument(arguments: Any, history: Any) -> None:
+    assert history_argument(arguments) == history
+
+
+async def test_the_example_client_forwards_history(client, org, faq_agent) -> None:
+    key = await create_key(client, org.headers, "query")
+    service = KnowledgeService(str(client.base_url).rstrip("/"), faq_agent["agent"], key["key"])
+    reply = await service.ask(client, "Where is it?", call_id="call_1", history=HISTORY)
+    assert (reply["status"], reply["answer"]) == ("answered", PARKING)
+    (logged,) = await _queries(client, org, faq_agent["agent"])
+    assert logged["standalone_question"] == "Where is it (parking)?"

@@ -74,7 +74,10 @@ class Source(BaseModel):
 class Timings(BaseModel):
     embed: float = Field(description="The question's embedding call (it runs beside the SQL).")
     search: float = Field(description="The agent's context and the retrieval statements, waits included.")
-    llm: float = Field(description="The answering model's call.")
+    llm: float = Field(
+        description="The models' calls: the answering model's, and the rewrite of a follow-up question "
+        "(`history`) when there was one."
+    )
     total: float = Field(description="The whole call, from the handler's start to its answer.")
     own: float = Field(
         description="total minus the time spent waiting for the providers (the answering model, and "

@@ -485,3 +485,11 @@ async def test_the_example_client_forwards_history(client, org, faq_agent) -> No
     assert (reply["status"], reply["answer"]) == ("answered", PARKING)
     (logged,) = await _queries(client, org, faq_agent["agent"])
     assert logged["standalone_question"] == "Where is it (parking)?"
+
+
+async def test_a_follow_up_gap_shows_its_standalone_question(client, org, faq_agent) -> None:
+    history = [{"role": "user", "content": "Do you sell gift vouchers?"}]
+    r = await _post(client, org, faq_agent["agent"], {"query": "How much are they?", "history": history})
+    assert r.json()["status"] == "not_found"
+    gaps = await client.get("/api/knowledge-gaps", headers=org.headers)
+    assert [g["question"] for g in gaps.json()] == ["How much are they (sell gift vouchers)?"]

@@ -388,6 +388,10 @@ _MAX_REWRITE_CHARS = 400
 _QUOTES = "\"'“”‘’`"
 
 
+class _Refused(LLMError):
+    """The model answered, with something that is not a standalone question."""
+
+
 class Contextualiser:
     """Makes a call's question standalone: by the chat model when one is configured and
     the question needs context, by the offline rule otherwise or when the model fails."""
@@ -424,7 +428,8 @@ class Contextualiser:
             rewritten = _checked(result.text, question, history)
         except LLMError as exc:
             reason = exc.reason
-            PROVIDER_ERRORS.labels("chat").inc()
+            if not isinstance(exc, _Refused):
+                PROVIDER_ERRORS.labels("chat").inc()
             log.warning("rewriting a follow-up question failed (%s); completing it offline", reason)
             offline = complete_offline(question, history)
             return Standalone(
@@ -440,16 +445,16 @@ class Contextualiser:
 
 
 def _checked(text: str, question: str, history: Sequence[Turn]) -> str:
-    """The model's rewrite when it is one short line that adds no number; LLMError else."""
+    """The model's rewrite when it is one short line that adds no number; _Refused else."""
     lines = [line.strip().strip(_QUOTES).strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines or not lines[0]:
-        raise LLMError("the rewrite was empty")
+    if not lines or not lines[0] or "NOT_FOUND" in lines[0]:
+        raise _Refused("the rewrite gave no question")
     rewritten = lines[0]
-    if len(lines) > 1 or len(rewritten) > _MAX_REWRITE_CHARS:
-        raise LLMError("the rewrite was not one short question")
+    if len(lines) > 1 or len(rewritten) > max(_MAX_REWRITE_CHARS, 2 * len(question)):
+        raise _Refused("the rewrite was not one short question")
     said = " ".join([question, *(t.content for t in history)])
     known = set(_NUMBER.findall(said))
     if any(number not in known for number in _NUMBER.findall(rewritten)):
         # A number nobody said is a fact the model brought: never searched for.
-        raise LLMError("the rewrite added a number")
+        raise _Refused("the rewrite added a number")
     return rewritten

@@ -369,12 +369,13 @@ async def test_a_standalone_question_skips_the_rewrite(llm_app, org, drain_queue
         (httpx.ReadTimeout("the model stalled"), "the model did not answer in time"),
         (httpx.Response(500, json={"error": {"message": "boom"}}), "the model answered HTTP 500"),
         (chat_reply("Is parking free for the first 2 hours?"), "the rewrite added a number"),
+        (chat_reply("NOT_FOUND"), "the rewrite gave no question"),
         (
             chat_reply("Where is the parking?\nIt is behind the building."),
             "the rewrite was not one short question",
         ),
     ],
-    ids=["timeout", "error", "added-number", "two-lines"],
+    ids=["timeout", "error", "added-number", "not-found", "two-lines"],
 )
 async def test_a_failed_rewrite_falls_back_to_the_offline_completion(
     llm_app, org, drain_queue, respx_mock, rewrite, error

@@ -240,7 +240,11 @@ class QuerySettings(BaseModel):
         1000, ge=50, le=2000, description="Longest `history` turn, in characters (422 beyond)."
     )
     history_max_total_chars: int = Field(
-        4000, ge=100, le=16000, description="Most characters of all `history` turns together (422 beyond)."
+        6000,
+        ge=100,
+        le=40000,
+        description="Most characters of all `history` turns together (422 beyond); it binds only when "
+        "below history_max_turns x history_max_turn_chars.",
     )
     rewrite_timeout_s: float = Field(
         0.6,

@@ -49,7 +49,7 @@ class QueryRequest(Input):
         '"Conversation context"). A follow-up such as "How much is it?" is made standalone from them '
         "before it is searched; a question that stands alone is left as it is. At most "
         "`QUERY__HISTORY_MAX_TURNS` turns (6 by default), `QUERY__HISTORY_MAX_TURN_CHARS` characters a "
-        "turn (1,000) and `QUERY__HISTORY_MAX_TOTAL_CHARS` in all (4,000).",
+        "turn (1,000) and `QUERY__HISTORY_MAX_TOTAL_CHARS` in all (6,000).",
     )
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None = Field(
         None, description="Prompt variant to use (debug mode only)."

@@ -166,13 +166,8 @@ async def _post(client: Any, org: Any, agent: str, body: dict[str, Any], **param
             "history[0].content has 1001 characters; a turn may have at most 1000",
             "history[0].content",
         ),
-        (
-            [{"role": "user", "content": "y" * 900} for _ in range(5)],
-            "history has 4500 characters in all; at most 4000 are accepted",
-            "history",
-        ),
     ],
-    ids=["too-many-turns", "oversized-turn", "too-long-in-all"],
+    ids=["too-many-turns", "oversized-turn"],
 )
 async def test_history_beyond_the_settings_is_422(
     client, org, faq_agent, history: list[dict[str, str]], detail: str, field: str
@@ -182,6 +177,34 @@ async def test_history_beyond_the_settings_is_422(
     body = r.json()
     assert body["detail"] == detail
     assert [f["field"] for f in body["fields"]] == [field]
+
+
+async def test_history_beyond_the_total_is_422(database_url, settings, org) -> None:
+    # By default the total (6,000) cannot be passed within 6 turns of 1,000: it binds when set lower.
+    query = settings.query.model_copy(update={"history_max_total_chars": 2000})
+    app = create_app(
+        settings.model_copy(update={"query": query}),
+        database_url=database_url,
+        resolver=fake_resolver,
+        run_workers=False,
+    )
+    async with AsyncTestClient(app=app) as c:
+        history = [{"role": "user", "content": "y" * 900} for _ in range(3)]
+        r = await _post(
+            c, org, "6c0b2a4e-0000-4000-8000-000000000001", {"query": "Is it?", "history": history}
+        )
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == "history has 2700 characters in all; at most 2000 are accepted"
+    assert [f["field"] for f in r.json()["fields"]] == ["history"]
+
+
+async def test_the_openapi_document_states_the_configured_bounds(client) -> None:
+    schemas = (await client.get("/schema/openapi.json")).json()["components"]["schemas"]
+    (array,) = [
+        s for s in schemas["QueryRequest"]["properties"]["history"]["anyOf"] if s.get("type") == "array"
+    ]
+    assert array["maxItems"] == 6
+    assert schemas["HistoryTurn"]["properties"]["content"]["maxLength"] == 1000
 
 
 @pytest.mark.parametrize(

@@ -406,9 +406,9 @@ class Contextualiser:
         self, question: str, history: Sequence[Turn], prompt: PromptSet, *, debug: bool = False
     ) -> tuple[Standalone, float]:
         """The standalone question and the time spent waiting for the model (ms)."""
-        needs = needs_context(question)
-        if not history or not needs:
-            return Standalone(question, "none", needs_context=needs), 0.0
+        # A call without history (most calls) pays nothing here.
+        if not history or not needs_context(question):
+            return Standalone(question, "none"), 0.0
         if self.llm is None:
             return complete_offline(question, history), 0.0
         messages = prompt.rewrite_messages(

@@ -265,6 +265,29 @@ class QuerySettings(BaseModel):
         description="Per process: memory for copies of small KBs' vectors and text, searched "
         "exactly without a database round trip (0 = off: every search in PostgreSQL).",
     )
+    history_max_turns: int = Field(
+        6,
+        ge=1,
+        le=20,
+        description="Most conversation turns a query_knowledge call may send in `history` (422 beyond).",
+    )
+    history_max_turn_chars: int = Field(
+        1000, ge=50, le=2000, description="Longest `history` turn, in characters (422 beyond)."
+    )
+    history_max_total_chars: int = Field(
+        6000,
+        ge=100,
+        le=40000,
+        description="Most characters of all `history` turns together (422 beyond); it binds only when "
+        "below history_max_turns x history_max_turn_chars.",
+    )
+    rewrite_timeout_s: float = Field(
+        0.6,
+        gt=0,
+        le=5,
+        description="With an answering model: budget for rewriting a follow-up question into a "
+        "standalone one (at most a third of deadline_s); past it the offline completion is used.",
+    )
 
 
 class Settings(BaseSettings):

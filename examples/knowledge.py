@@ -56,6 +56,20 @@ def query_argument(arguments: str | Mapping[str, Any] | None) -> str:
     return query if isinstance(query, str) else ""
 
 
+def history_argument(arguments: str | Mapping[str, Any] | None) -> list[dict[str, str]] | None:
+    """The `history` the model passed (the call's earlier turns), or None when it passed
+    none or something else: then the question is asked alone rather than refused."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return None
+    history = arguments.get("history") if isinstance(arguments, Mapping) else None
+    if not isinstance(history, list) or not all(isinstance(turn, dict) for turn in history):
+        return None
+    return history
+
+
 @dataclass(frozen=True, slots=True)
 class KnowledgeService:
     """The service as one agent's runtime sees it, with a `query` key (never an admin key)."""
@@ -80,9 +94,16 @@ class KnowledgeService:
         body: dict[str, Any] = r.json()
         return body
 
-    async def ask(self, client: httpx.AsyncClient, query: str, call_id: str | None = None) -> dict[str, Any]:
+    async def ask(
+        self,
+        client: httpx.AsyncClient,
+        query: str,
+        call_id: str | None = None,
+        history: list[dict[str, str]] | None = None,
+    ) -> dict[str, Any]:
         """POST /api/agents/{id}/query_knowledge, the platform's call id as X-Request-ID (the
-        service puts it on every log line of the request). Any failure (timeout, network,
+        service puts it on every log line of the request), with the model's `history` when
+        it passed one (docs/INTEGRATION.md, "Conversation context"). Any failure (timeout, network,
         an error status) gives FALLBACK_REPLY: the model must get an output for every call,
         or it waits on it in silence."""
         headers = self._headers()
@@ -91,7 +112,7 @@ class KnowledgeService:
         try:
             r = await client.post(
                 f"{self.base_url}/api/agents/{self.agent_id}/query_knowledge",
-                json={"query": query},
+                json={"query": query, "history": history} if history else {"query": query},
                 headers=headers,
                 timeout=TIMEOUT_S,
             )

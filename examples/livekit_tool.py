@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from examples.knowledge import KnowledgeService, check_format, query_argument, spoken_output
+from examples.knowledge import KnowledgeService, check_format, history_argument, query_argument, spoken_output
 
 FORMAT = "openai-realtime"
 
@@ -35,7 +35,12 @@ def knowledge_tool(service: KnowledgeService, http: httpx.AsyncClient, tool_repl
     # time against the module's globals, where a locally imported name is missing, so it is
     # annotated Any (as LiveKit's own client tools are).
     async def query_knowledge(raw_arguments: dict[str, object], context: Any) -> str:
-        reply = await service.ask(http, query_argument(raw_arguments), call_id=context.function_call.call_id)
+        reply = await service.ask(
+            http,
+            query_argument(raw_arguments),
+            call_id=context.function_call.call_id,
+            history=history_argument(raw_arguments),
+        )
         return spoken_output(reply)
 
     return function_tool(query_knowledge, raw_schema=raw_schema(tool_reply))

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from examples.knowledge import TOOL_NAME, KnowledgeService, check_format, spoken_output
+from examples.knowledge import TOOL_NAME, KnowledgeService, check_format, history_argument, spoken_output
 
 # The flat declaration (name, description, parameters) maps one to one onto FunctionSchema;
 # Pipecat's adapters turn it into each provider's format.
@@ -43,7 +43,12 @@ def register(
 
     async def query_knowledge(params: Any) -> None:  # pipecat.services.llm_service.FunctionCallParams
         query = params.arguments.get("query")
-        reply = await service.ask(http, query if isinstance(query, str) else "", call_id=params.tool_call_id)
+        reply = await service.ask(
+            http,
+            query if isinstance(query, str) else "",
+            call_id=params.tool_call_id,
+            history=history_argument(params.arguments),
+        )
         await params.result_callback(spoken_output(reply))
 
     llm.register_function(TOOL_NAME, query_knowledge)

@@ -67,6 +67,9 @@ class Question:
     org: str | None = None
     kind: str | None = None
     gold_sentence: str | None = None
+    # Earlier turns of the call, (role, content) oldest first, sent as query_knowledge's
+    # ``history`` (bench/context_eval.py); none for the single-question sets.
+    history: tuple[tuple[str, str], ...] = ()
 
     @property
     def answerable(self) -> bool:

@@ -354,7 +354,9 @@ async def run_questions(
             i, v = jobs.popleft()
             question = questions[i]
             agent_id = knowledge.agent_for(question)
-            reply = await client.query(agent_id, question.question, variant=variants[v])
+            reply = await client.query(
+                agent_id, question.question, variant=variants[v], history=question.history
+            )
             results[v][i] = grade(question, variants[v], reply, gold.get(question.id))
             if progress is not None:
                 progress.advance()

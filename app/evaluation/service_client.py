@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,10 +66,19 @@ class ServiceClient:
             raise ServiceError(f"{method} {path} answered {response.status_code}: {response.text[:500]}")
         return response.json()
 
-    async def query(self, agent_id: str, question: str, *, variant: str | None) -> QueryReply:
+    async def query(
+        self,
+        agent_id: str,
+        question: str,
+        *,
+        variant: str | None,
+        history: Sequence[tuple[str, str]] = (),
+    ) -> QueryReply:
         """Ask in debug mode (candidates and tokens come back, and the answer cache is skipped),
-        as evaluation traffic."""
+        as evaluation traffic; ``history`` (role, content) is sent when given."""
         payload: dict[str, Any] = {"query": question}
+        if history:
+            payload["history"] = [{"role": role, "content": content} for role, content in history]
         if variant is not None:
             payload["variant"] = variant
         response, client_ms = await self._send(

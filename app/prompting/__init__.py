@@ -1,6 +1,7 @@
 """Prompt files: see prompts/README.md."""
 
 from app.prompting.library import (
+    ConversationTurn,
     KnowledgeItem,
     ModelSettings,
     PromptError,
@@ -9,4 +10,12 @@ from app.prompting.library import (
     render_knowledge,
 )
 
-__all__ = ["KnowledgeItem", "ModelSettings", "PromptError", "PromptLibrary", "PromptSet", "render_knowledge"]
+__all__ = [
+    "ConversationTurn",
+    "KnowledgeItem",
+    "ModelSettings",
+    "PromptError",
+    "PromptLibrary",
+    "PromptSet",
+    "render_knowledge",
+]

@@ -22,6 +22,7 @@ from string import Template
 from typing import Any
 
 __all__ = [
+    "ConversationTurn",
     "KnowledgeItem",
     "ModelSettings",
     "PromptError",
@@ -65,6 +66,14 @@ class KnowledgeItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationTurn:
+    """One earlier turn of the call, as the rewriting model sees it."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
 class _FileSpec:
     name: str
     required: frozenset[str]
@@ -93,6 +102,9 @@ _FILES: tuple[_FileSpec, ...] = (
     _spec("reply.not_found"),
     _spec("reply.unavailable"),
     _spec("reply.transfer"),
+    _spec("rewrite.system", drives_model=True),
+    _spec("rewrite.user", "conversation", "question"),
+    _spec("tool.history_parameter"),
 )
 _SPECS = {spec.filename: spec for spec in _FILES}
 _BASE_KEYS = ("version",)
@@ -116,6 +128,17 @@ def _escape_text(value: str) -> str:
 def _escape_attribute(value: str) -> str:
     # Attributes are one line; quotes are escaped so a value cannot end the attribute.
     return html.escape(_SPACES.sub(" ", value).strip(), quote=True)
+
+
+def render_conversation(turns: Sequence[ConversationTurn]) -> str:
+    """Earlier turns as one delimited data block, escaped like the knowledge block, so a
+    turn cannot close the block and pass for instructions."""
+    parts = ["<conversation>"]
+    parts += [
+        f'<turn role="{_escape_attribute(t.role)}">{_escape_text(t.content.strip())}</turn>' for t in turns
+    ]
+    parts.append("</conversation>")
+    return "\n".join(parts)
 
 
 def render_knowledge(items: Sequence[KnowledgeItem]) -> str:
@@ -153,10 +176,14 @@ class PromptSet:
     unavailable_reply: str
     transfer_reply: str
     query_parameter_description: str
+    history_parameter_description: str
+    rewrite_model: ModelSettings
     _system: Template = field(repr=False)
     _user: Template = field(repr=False)
     _tool_description: Template = field(repr=False)
     _agent_instructions: Template = field(repr=False)
+    _rewrite_system: str = field(repr=False)
+    _rewrite_user: Template = field(repr=False)
 
     def system_message(self, *, max_words: int) -> str:
         """The answering model's system prompt."""
@@ -181,6 +208,14 @@ class PromptSet:
             {"role": "system", "content": self.system_message(max_words=max_words)},
             {"role": "user", "content": self.user_message(question=question, items=items)},
         ]
+
+    def rewrite_messages(self, *, question: str, turns: Sequence[ConversationTurn]) -> list[dict[str, str]]:
+        """Chat messages asking the model to restate a follow-up question as a standalone
+        one: one system and one user message holding the earlier turns and the question."""
+        user = self._rewrite_user.substitute(
+            conversation=render_conversation(turns), question=_escape_text(question.strip())
+        )
+        return [{"role": "system", "content": self._rewrite_system}, {"role": "user", "content": user}]
 
     def tool_description(self, *, knowledge_summary: str) -> str:
         """The `query_knowledge` function's description for the voice model."""
@@ -262,7 +297,10 @@ def _build(
     files = {**defaults, **overrides}
     entries = ",".join(f"{spec.name}={files[spec.filename].version}" for spec in _FILES)
     system = files["grounding.system.md"]
-    assert system.settings is not None  # parsed with drives_model=True
+    rewrite = files["rewrite.system.md"]
+    # Both parsed with drives_model=True.
+    assert system.settings is not None
+    assert rewrite.settings is not None
     return PromptSet(
         variant=variant,
         version=f"{variant}:{entries}",
@@ -271,10 +309,14 @@ def _build(
         unavailable_reply=files["reply.unavailable.md"].template.substitute(),
         transfer_reply=files["reply.transfer.md"].template.substitute(),
         query_parameter_description=files["tool.query_parameter.md"].template.substitute(),
+        history_parameter_description=files["tool.history_parameter.md"].template.substitute(),
+        rewrite_model=rewrite.settings,
         _system=system.template,
         _user=files["grounding.user.md"].template,
         _tool_description=files["tool.description.md"].template,
         _agent_instructions=files["agent.instructions.md"].template,
+        _rewrite_system=rewrite.template.substitute(),
+        _rewrite_user=files["rewrite.user.md"].template,
     )
 
 

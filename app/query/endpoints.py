@@ -15,6 +15,7 @@ from app.auth import Principal, admin_only
 from app.errors import Forbidden, NotFound, ValidationFailed
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
+from app.query.conversation import Turn
 from app.query.query_log import QueryLogService
 from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse, ToolRead
 from app.query.service import QueryService
@@ -100,6 +101,7 @@ class QueryController(Controller):
             org_id=principal.org_id,
             agent_id=agent_id,
             question=data.query,
+            history=[Turn(t.role, t.content) for t in data.history or ()],
             variant=data.variant,
             debug=debug,
             evaluation=evaluation,

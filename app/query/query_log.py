@@ -53,7 +53,8 @@ class QueryLogRepository:
         }
         rows = await self.session.execute(
             text(
-                "SELECT id, agent_id, query, status, confidence, answer, chunks, prompt_variant,"
+                "SELECT id, agent_id, query, standalone_question, standalone_method, status, confidence,"
+                " answer, chunks, prompt_variant,"
                 " prompt_version, model, timings, cached, degraded, action, transfer_reason, evaluation,"
                 " created_at"
                 f" FROM query_log WHERE {where}"
@@ -76,7 +77,9 @@ class QueryLogRepository:
     ) -> list[dict[str, Any]]:
         rows = await self.session.execute(
             text(
-                "SELECT min(query) AS question, count(*) AS count, max(created_at) AS last_asked,"
+                # A follow-up is grouped and shown as the standalone question it was searched as.
+                "SELECT min(coalesce(standalone_question, query)) AS question, count(*) AS count,"
+                " max(created_at) AS last_asked,"
                 " array_agg(DISTINCT agent_id) AS agent_ids, array_agg(DISTINCT status) AS statuses,"
                 " max(confidence) AS max_confidence"
                 " FROM query_log"

@@ -200,7 +200,8 @@ USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = 
 # After the response is sent, one round trip: the query log row and, when the answer may be
 # cached ($16 not null), the answer cache entry. $19 marks evaluation traffic (vk eval, vk
 # replay), which the knowledge gaps leave out; $20 and $21 are the reply's action and
-# transfer reason (escalation).
+# transfer reason (escalation); $22 and $23 the standalone question the call was searched
+# and answered with (null when it is the caller's own) and how it was made (conversation.py).
 FINISH_SQL = """
 WITH cache AS (
     INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)
@@ -211,8 +212,9 @@ WITH cache AS (
 )
 INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, confidence, chunks, answer,
                        prompt_variant, prompt_version, model, timings, cached, degraded, evaluation,
-                       action, transfer_reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $19, $20, $21)
+                       action, transfer_reason, standalone_question, standalone_method)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $19, $20, $21,
+        $22, $23)
 """
 
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change

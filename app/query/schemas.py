@@ -35,8 +35,22 @@ Question = Annotated[
 ]
 
 
+class HistoryTurn(Input):
+    role: Literal["user", "assistant"] = Field(description="`user`: the caller; `assistant`: the agent.")
+    content: Question = Field(description="What was said in that turn.")
+
+
 class QueryRequest(Input):
     query: Question
+    history: list[HistoryTurn] | None = Field(
+        None,
+        max_length=20,
+        description="The last few turns of the call before `query`, oldest first (docs/INTEGRATION.md, "
+        '"Conversation context"). A follow-up such as "How much is it?" is made standalone from them '
+        "before it is searched; a question that stands alone is left as it is. At most "
+        "`QUERY__HISTORY_MAX_TURNS` turns (6 by default), `QUERY__HISTORY_MAX_TURN_CHARS` characters a "
+        "turn (1,000) and `QUERY__HISTORY_MAX_TOTAL_CHARS` in all (6,000).",
+    )
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None = Field(
         None, description="Prompt variant to use (debug mode only)."
     )
@@ -60,7 +74,10 @@ class Source(BaseModel):
 class Timings(BaseModel):
     embed: float = Field(description="The question's embedding call (it runs beside the SQL).")
     search: float = Field(description="The agent's context and the retrieval statements, waits included.")
-    llm: float = Field(description="The answering model's call.")
+    llm: float = Field(
+        description="The models' calls: the answering model's, and the rewrite of a follow-up question "
+        "(`history`) when there was one."
+    )
     total: float = Field(description="The whole call, from the handler's start to its answer.")
     own: float = Field(
         description="total minus the time spent waiting for the providers (the answering model, and "
@@ -99,6 +116,14 @@ class QueryLogRead(BaseModel):
     id: uuid.UUID
     agent_id: uuid.UUID
     query: str
+    standalone_question: str | None = Field(
+        description="The question searched and answered when the caller's `query` was made standalone "
+        "from the call's `history`; null when `query` itself was."
+    )
+    standalone_method: Literal["none", "offline", "model"] | None = Field(
+        description="How: `none` (as asked), `offline` (completed from earlier turns by word rules), "
+        "`model` (rewritten by the chat model); null for calls logged before it existed."
+    )
     status: str
     confidence: float
     answer: str

@@ -43,6 +43,7 @@ from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.confidence import calibrated_confidence
+from app.query.conversation import Contextualiser, Standalone, Turn, check_history
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 from app.query.sentences import SentenceEncoder, SentenceVectors
@@ -147,6 +148,7 @@ class QueryService:
         self.prompts = prompts
         self.llm = llm
         self.settings = settings
+        self.conversation = Contextualiser(llm, settings)
         # An embedding that stalls must leave time for BM25 alone and the answering model:
         # waited out to the deadline, it would turn a text-only answer into "unavailable".
         self.embed_timeout_s = min(embed_timeout_s, settings.deadline_s / 2)
@@ -198,15 +200,18 @@ class QueryService:
         org_id: uuid.UUID,
         agent_id: uuid.UUID,
         question: str,
+        history: Sequence[Turn] = (),
         variant: str | None = None,
         debug: bool = False,
         evaluation: bool = False,
     ) -> QueryOutcome:
-        """Answer ``question`` for the agent; the outcome's ``finish`` logs the call (marked
-        as evaluation traffic when ``evaluation``) and caches the answer."""
+        """Answer ``question`` for the agent, made standalone from ``history`` first
+        (app/query/conversation.py); the outcome's ``finish`` logs the call (marked as
+        evaluation traffic when ``evaluation``) and caches the answer."""
+        check_history(history, self.settings)
         trace = _Trace()
         query_id = uuid.uuid4()
-        normalised = normalise_question(question)
+        caller_question = question
         # Until the agent's own variant is read (with its KBs), apologies come from the default.
         prompt = self.prompts.get_or_default(variant or self.settings.prompt_variant)
         state: dict[str, Any] = {
@@ -215,10 +220,22 @@ class QueryService:
             "debug": {} if debug else None,
             "prompt": prompt,
             "variant": variant,
+            "standalone": Standalone(question, "none"),
         }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
-                response = await self._answer(org_id, agent_id, question, normalised, trace, state)
+                # The rewrite runs before the agent's context is read, whose statement already
+                # looks up the answer cache under the standalone question: its prompt is the
+                # call's variant or the configured default.
+                standalone, waited = await self.conversation.standalone(
+                    question, history, prompt, debug=debug
+                )
+                trace.llm += waited
+                state["standalone"] = standalone
+                question = standalone.question
+                response = await self._answer(
+                    org_id, agent_id, question, normalise_question(question), trace, state
+                )
         except AppError:
             raise
         except (TimeoutError, OSError, EmbeddingError) as exc:
@@ -242,6 +259,8 @@ class QueryService:
             log.exception("query %s failed", query_id, exc_info=exc)
             response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
         prompt = state["prompt"]
+        question = state["standalone"].question
+        normalised = normalise_question(question)
         # The cache keeps what the knowledge gave; the agent's policy is applied on top of
         # every reply, cached or not, so a change to it is heard on the next call.
         state["knowledge_reply"] = {k: response[k] for k in _CACHED_FIELDS}
@@ -250,6 +269,7 @@ class QueryService:
         response["timings_ms"] = trace.timings()
         if debug:
             response["debug"] = state["debug"]
+            response["debug"]["context"] = state["standalone"].debug(caller_question)
         model = self.answerer_name(prompt)
         return QueryOutcome(
             response,
@@ -258,7 +278,7 @@ class QueryService:
                 self._finish,
                 org_id,
                 agent_id,
-                question,
+                caller_question,
                 normalised,
                 prompt,
                 model,
@@ -667,6 +687,7 @@ class QueryService:
             and self.settings.answer_cache_ttl_s > 0
         )
         stored = json.dumps(state["knowledge_reply"]) if cacheable else None
+        standalone: Standalone = state["standalone"]
         try:
             async with raw_connection(self.engine) as conn:
                 await conn.execute(
@@ -692,6 +713,8 @@ class QueryService:
                     evaluation,
                     response["action"],
                     response["transfer_reason"],
+                    standalone.question if standalone.method != "none" else None,
+                    standalone.method,
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

@@ -158,8 +158,38 @@ def knowledge_summary(kbs: Sequence[KnowledgeBaseInfo], *, budget_chars: int = 1
     return text
 
 
-def tool_definition(fmt: ToolFormat, *, description: str, query_description: str) -> dict[str, Any]:
-    """The `query_knowledge` declaration, with one required string parameter `query`.
+def _history(fmt: ToolFormat, description: str) -> dict[str, Any]:
+    """The optional `history` parameter: earlier turns, each a role and what was said."""
+    if fmt == "gemini":
+        turn: dict[str, Any] = {
+            "type": "OBJECT",
+            "properties": {
+                "role": {"type": "STRING", "enum": ["user", "assistant"]},
+                "content": {"type": "STRING"},
+            },
+            "required": ["role", "content"],
+        }
+        return {"type": "ARRAY", "description": description, "items": turn}
+    turn = {
+        "type": "object",
+        "properties": {
+            "role": {"type": "string", "enum": ["user", "assistant"]},
+            "content": {"type": "string"},
+        },
+        "required": ["role", "content"],
+        "additionalProperties": False,
+    }
+    if fmt == "openai-chat":
+        # Strict mode requires every property: an absent history is sent as null.
+        return {"type": ["array", "null"], "description": description, "items": turn}
+    return {"type": "array", "description": description, "items": turn}
+
+
+def tool_definition(
+    fmt: ToolFormat, *, description: str, query_description: str, history_description: str | None = None
+) -> dict[str, Any]:
+    """The `query_knowledge` declaration, with one required string parameter `query` and,
+    given its description, the optional `history` (the call's earlier turns).
 
     - "openai-realtime": an entry for the Realtime API session's `tools` list.
     - "openai-chat": a Chat Completions function tool, in strict mode.
@@ -176,21 +206,26 @@ def tool_definition(fmt: ToolFormat, *, description: str, query_description: str
                     "description": description,
                     "parameters": {
                         "type": "OBJECT",
-                        "properties": {"query": {"type": "STRING", "description": query_description}},
+                        "properties": {
+                            "query": {"type": "STRING", "description": query_description},
+                            **(
+                                {"history": _history(fmt, history_description)} if history_description else {}
+                            ),
+                        },
                         "required": ["query"],
                     },
                 }
             ]
         }
-    parameters: dict[str, Any] = {
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": query_description}},
-        "required": ["query"],
-    }
+    properties: dict[str, Any] = {"query": {"type": "string", "description": query_description}}
+    if history_description:
+        properties["history"] = _history(fmt, history_description)
+    parameters: dict[str, Any] = {"type": "object", "properties": properties, "required": ["query"]}
     if fmt == "openai-realtime":
         return {"type": "function", "name": TOOL_NAME, "description": description, "parameters": parameters}
     if fmt == "openai-chat":
         # Strict mode needs every property required and no additional properties.
+        parameters["required"] = list(properties)
         parameters["additionalProperties"] = False
         return {
             "type": "function",

@@ -120,6 +120,7 @@ class ToolService:
                 fmt,
                 description=_description(prompt, topics, summary, DESCRIPTION_LIMITS.get(fmt)),
                 query_description=prompt.query_parameter_description,
+                history_description=prompt.history_parameter_description,
             ),
             instructions=prompt.agent_instructions(knowledge_summary=summary),
             prompt_version=prompt.version,

@@ -151,6 +151,9 @@ def test_variant_overrides_only_its_files(library: PromptLibrary) -> None:
         "reply.not_found",
         "reply.unavailable",
         "reply.transfer",
+        "rewrite.system",
+        "rewrite.user",
+        "tool.history_parameter",
     ]
     assert concise_versions["grounding.system"] != default_versions["grounding.system"]
     assert {k: v for k, v in concise_versions.items() if k != "grounding.system"} == {

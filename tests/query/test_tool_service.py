@@ -32,7 +32,10 @@ async def test_tool_names_the_agents_topics(client, app, org, faq_agent, fmt):
         assert strict_validator(RealtimeFunctionToolParam).validate_python(tool) == tool
         description = tool["description"]
     assert tool == tool_definition(
-        fmt, description=description, query_description=prompt.query_parameter_description
+        fmt,
+        description=description,
+        query_description=prompt.query_parameter_description,
+        history_description=prompt.history_parameter_description,
     )
     assert description == prompt.tool_description(
         knowledge_summary="Dental FAQ (Practice information): Practice FAQ"

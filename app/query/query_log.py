@@ -54,7 +54,8 @@ class QueryLogRepository:
         rows = await self.session.execute(
             text(
                 "SELECT id, agent_id, query, status, confidence, answer, chunks, prompt_variant,"
-                " prompt_version, model, timings, cached, degraded, action, transfer_reason, evaluation,"
+                " prompt_version, model, timings, cached, degraded, action, transfer_reason, used_sources,"
+                " evaluation,"
                 " created_at"
                 f" FROM query_log WHERE {where}"
                 " ORDER BY created_at DESC, id LIMIT :limit OFFSET :offset"

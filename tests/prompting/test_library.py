@@ -151,6 +151,8 @@ def test_variant_overrides_only_its_files(library: PromptLibrary) -> None:
         "reply.not_found",
         "reply.unavailable",
         "reply.transfer",
+        "grounding.attribution",
+        "reply.attribution",
     ]
     assert concise_versions["grounding.system"] != default_versions["grounding.system"]
     assert {k: v for k, v in concise_versions.items() if k != "grounding.system"} == {

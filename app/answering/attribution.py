@@ -12,7 +12,9 @@ is cut from them (the offline answerer's chosen sentences). A model's answer is 
 the passages it was given by the words they share (``used_passages``), not by citations
 the model is asked to write: a citation is one more thing a model may forget or get wrong,
 one more prompt rule every agent pays for, and a mark that must never reach the spoken
-text. Inference asks the model for nothing and cannot leak into speech.
+text. Inference asks the model for nothing; a model that cites its sources anyway (the
+knowledge block numbers them) has its marks removed before the answer is made speakable
+(``strip_citations``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Literal
 
 from app.embeddings.lexical import lexical_terms
 
-__all__ = ["AttributionMode", "lower_first", "speakable_title", "used_passages"]
+__all__ = ["AttributionMode", "lower_first", "speakable_title", "strip_citations", "used_passages"]
 
 # What an agent does about its sources: say nothing (default), or name them aloud.
 AttributionMode = Literal["off", "spoken"]
@@ -37,6 +39,12 @@ MAX_TITLE_WORDS = 6
 _MIN_GAIN_WORDS = 2
 _MIN_GAIN_SHARE = 0.25
 
+# A citation a model writes after a claim: [1], [1, 3], [source 2], (passage 1), 【1】.
+_CITATION = re.compile(
+    r"\s*(?:\[|【|\((?=\s*(?:sources?|passages?)\b))\s*(?:(?:sources?|passages?|n)\s*[:#=]?\s*)?"
+    r"\d{1,3}(?:\s*(?:,|;|-|–|and)\s*\d{1,3})*\s*(?:\]|】|\))",
+    re.IGNORECASE,
+)
 _URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|www\.)\S+$", re.IGNORECASE)
 # File extensions a title copied from a file name carries (repeated: "a.tar.gz").
 _EXTENSION = re.compile(
@@ -58,8 +66,9 @@ _NOISE = frozenset(
 )  # fmt: skip
 # A word with a digit is a number, a version, a date or an identifier: v2, 2024, doc1, 3f9a2c.
 _CODE = re.compile(r"\d")
-# An article or possessive before the title would read twice after "our".
-_LEADING = frozenset({"the", "a", "an", "our", "your", "my"})
+# An article or possessive before the title would read twice after "our"; "of" is what is
+# left of "Copy of ...".
+_LEADING = frozenset({"the", "a", "an", "our", "your", "my", "of"})
 # Acronyms a file name writes in lower case; read as letters, they are kept in capitals.
 _ACRONYMS = {"faq": "FAQ", "faqs": "FAQs", "sla": "SLA", "gdpr": "GDPR", "hr": "HR", "tos": "TOS"}
 # Words an answer opens with that are not names: after "According to our X," they are
@@ -129,6 +138,11 @@ def lower_first(answer: str) -> str:
     if first.casefold() in _OPENERS and first[:1].isupper() and first[1:] == first[1:].lower():
         return answer[:1].lower() + answer[1:]
     return answer
+
+
+def strip_citations(answer: str) -> str:
+    """The answer without citation marks, which a voice would read out as numbers."""
+    return _CITATION.sub("", answer) if ("[" in answer or "(" in answer or "【" in answer) else answer
 
 
 def used_passages(answer: str, question: str, passages: Sequence[str]) -> tuple[int, ...]:

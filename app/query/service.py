@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.escalation import matched_topic
 from app.agents.service import AGENT_NOT_FOUND
-from app.answering.attribution import lower_first, speakable_title, used_passages
+from app.answering.attribution import lower_first, speakable_title, strip_citations, used_passages
 from app.answering.extractive import (
     ExtractiveAnswer,
     Passage,
@@ -583,7 +583,7 @@ class QueryService:
         text = result.text.strip()
         if NOT_FOUND_MARK in text or not text:
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
-        said = make_speakable(text, max_words=self.settings.max_answer_words)
+        said = make_speakable(strip_citations(text), max_words=self.settings.max_answer_words)
         if not said:  # nothing speakable came back (emoji, bare markup)
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
         # Which chunks the model drew on is inferred from the words its answer shares with

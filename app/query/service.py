@@ -678,7 +678,9 @@ class QueryService:
         spoken = state.get("attribution") == "spoken"
         title = None
         read_out = self.llm is None or response["degraded"]
-        if spoken and read_out and response["status"] == "answered" and not response["cached"]:
+        # The fallback's apology (a top chunk with nothing speakable) is no answer to attribute.
+        fresh = response["status"] == "answered" and not response["cached"]
+        if spoken and read_out and fresh and response["answer"] != prompt.unavailable_reply:
             candidates = state["found"][0] if state.get("found") else []
             titles = {c.chunk_id: c.title for c in candidates}
             first = response["used_sources"][0] if response["used_sources"] else None
@@ -690,12 +692,13 @@ class QueryService:
                     max_words=self.settings.max_answer_words + len(phrase.split()),
                 )
         if state["debug"] is not None:
+            used_from = None
+            if fresh:
+                used_from = "the sentences read out" if read_out else "overlap with the model's answer"
             state["debug"]["attribution"] = {
                 "mode": state.get("attribution", "off"),
                 "spoken_title": title,
-                "used_sources_from": "overlap with the model's answer"
-                if self.llm is not None and not response["degraded"]
-                else "the sentences read out",
+                "used_sources_from": used_from,
             }
 
     async def _finish(

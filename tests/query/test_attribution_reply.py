@@ -192,13 +192,14 @@ async def test_spoken_with_the_offline_default_embedder(semantic_app, org, engin
 async def test_not_found_and_transfer_name_nothing_and_use_nothing(client, org, engine, drain_queue):
     agent, _ = await _agent(client, org, engine, drain_queue)
     await _set(client, org, agent, attribution="spoken")
-    body = await _ask(client, org, agent, "What is the capital of Mongolia?")
+    body = await _ask(client, org, agent, "What is the capital of Mongolia?", debug="true")
     assert (body["status"], body["answer"], body["sources"], body["used_sources"]) == (
         "not_found",
         NOT_FOUND_LINE,
         [],
         [],
     )
+    assert body["debug"]["attribution"] == {"mode": "spoken", "spoken_title": None, "used_sources_from": None}
     await _set(client, org, agent, escalation={"on_not_found": "say", "topics": ["refund"]})
     body = await _ask(client, org, agent, "Can I get a refund within 30 days?")
     assert (body["action"], body["answer"], body["used_sources"]) == ("transfer", PROMPTS.transfer_reply, [])

@@ -25,7 +25,7 @@ class AgentSettingsController(Controller):
     guards = [admin_only]
     dependencies = {"agent_service": Provide(provide_agent_service, sync_to_thread=False)}
 
-    @get("/{agent_id:str}/settings", summary="The agent's prompt variant and escalation policy")
+    @get("/{agent_id:str}/settings", summary="The agent's prompt variant, escalation policy and attribution")
     async def get_settings(
         self,
         agent_id: FromPath[uuid.UUID],
@@ -35,7 +35,7 @@ class AgentSettingsController(Controller):
 
     @put(
         "/{agent_id:str}/settings",
-        summary="Choose the agent's prompt variant (null = default) and escalation policy",
+        summary="Choose the agent's prompt variant (null = default), escalation policy and attribution",
     )
     async def put_settings(
         self,

@@ -9,6 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.escalation import OnNotFound
+from app.answering.attribution import AttributionMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +17,7 @@ class AgentRecord:
     prompt_variant: str | None
     on_not_found: OnNotFound
     topics: list[str]
+    attribution: AttributionMode
 
 
 class AgentRepository:
@@ -49,8 +51,8 @@ class AgentRepository:
         row = (
             await self.session.execute(
                 text(
-                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics FROM agents"
-                    " WHERE org_id = :org AND agent_id = :agent"
+                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics, attribution"
+                    " FROM agents WHERE org_id = :org AND agent_id = :agent"
                 ),
                 {"org": self.org_id, "agent": agent_id},
             )
@@ -61,6 +63,7 @@ class AgentRepository:
             prompt_variant=row.prompt_variant,
             on_not_found=row.escalation_on_not_found,
             topics=list(row.escalation_topics),
+            attribution=row.attribution,
         )
 
     async def set_prompt_variant(self, agent_id: uuid.UUID, variant: str | None) -> None:
@@ -71,6 +74,15 @@ class AgentRepository:
                 " updated_at = now()"
             ),
             {"org": self.org_id, "agent": agent_id, "variant": variant},
+        )
+
+    async def set_attribution(self, agent_id: uuid.UUID, attribution: AttributionMode) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE agents SET attribution = :attribution, updated_at = now()"
+                " WHERE org_id = :org AND agent_id = :agent"
+            ),
+            {"org": self.org_id, "agent": agent_id, "attribution": attribution},
         )
 
     async def set_escalation(self, agent_id: uuid.UUID, on_not_found: OnNotFound, topics: list[str]) -> None:

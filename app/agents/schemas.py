@@ -7,6 +7,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJs
 from pydantic_core import PydanticCustomError
 
 from app.agents.escalation import OnNotFound, phrase_words
+from app.answering.attribution import AttributionMode
 from app.schemas import Input, NoNul, StrippedRequired
 
 MAX_TOPICS = 20
@@ -53,6 +54,12 @@ class AgentSettingsUpdate(Input):
     escalation: EscalationSettings | None = Field(
         None, description="Left out: the agent's escalation policy stays as it is."
     )
+    attribution: AttributionMode | None = Field(
+        None,
+        description="`off`: answers do not name their source. `spoken`: an answer names the document it "
+        'comes from by a speakable title ("According to our returns policy, ..."), or nothing when the '
+        "title has nothing speakable (docs/INTEGRATION.md). Left out: stays as it is.",
+    )
 
 
 class EscalationRead(BaseModel):
@@ -65,3 +72,4 @@ class AgentSettingsRead(BaseModel):
     prompt_variant: str | None
     available_variants: list[str]
     escalation: EscalationRead
+    attribution: AttributionMode

@@ -47,6 +47,8 @@ class AgentService:
             await self.repo.set_escalation(
                 agent_id, data.escalation.on_not_found, escalation_topics(data.escalation)
             )
+        if data.attribution is not None:
+            await self.repo.set_attribution(agent_id, data.attribution)
         agent = await self.repo.find(agent_id)
         assert agent is not None  # known above, in this transaction
         await self.session.commit()
@@ -58,6 +60,7 @@ class AgentService:
             prompt_variant=agent.prompt_variant,
             available_variants=self.variants,
             escalation=EscalationRead(on_not_found=agent.on_not_found, topics=agent.topics),
+            attribution=agent.attribution,
         )
 
 

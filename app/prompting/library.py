@@ -63,6 +63,9 @@ class KnowledgeItem:
     section: str | None
     page: int | None
     text: str
+    # How the source is said aloud (app/answering/attribution.py), for an agent whose
+    # answers name their source; None leaves the attribute out.
+    spoken_title: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,8 @@ _FILES: tuple[_FileSpec, ...] = (
     _spec("rewrite.system", drives_model=True),
     _spec("rewrite.user", "conversation", "question"),
     _spec("tool.history_parameter"),
+    _spec("grounding.attribution"),
+    _spec("reply.attribution", "title", "answer"),
 )
 _SPECS = {spec.filename: spec for spec in _FILES}
 _BASE_KEYS = ("version",)
@@ -152,6 +157,8 @@ def render_knowledge(items: Sequence[KnowledgeItem]) -> str:
     parts = ["<knowledge>"]
     for n, item in enumerate(items, start=1):
         attributes = f'n="{n}" title="{_escape_attribute(item.title)}"'
+        if item.spoken_title:
+            attributes += f' spoken_title="{_escape_attribute(item.spoken_title)}"'
         if item.section:
             attributes += f' section="{_escape_attribute(item.section)}"'
         if item.page is not None:
@@ -184,10 +191,14 @@ class PromptSet:
     _agent_instructions: Template = field(repr=False)
     _rewrite_system: str = field(repr=False)
     _rewrite_user: Template = field(repr=False)
+    _attribution_instruction: str = field(repr=False)
+    _attribution_phrase: Template = field(repr=False)
 
-    def system_message(self, *, max_words: int) -> str:
-        """The answering model's system prompt."""
-        return self._system.substitute(max_words=str(max_words))
+    def system_message(self, *, max_words: int, attribution: bool = False) -> str:
+        """The answering model's system prompt; with ``attribution``, followed by the
+        instruction to name the source aloud."""
+        system = self._system.substitute(max_words=str(max_words))
+        return f"{system}\n\n{self._attribution_instruction}" if attribution else system
 
     def user_message(self, *, question: str, items: Sequence[KnowledgeItem]) -> str:
         """The caller's question and the knowledge block.
@@ -201,11 +212,11 @@ class PromptSet:
         )
 
     def messages(
-        self, *, question: str, items: Sequence[KnowledgeItem], max_words: int
+        self, *, question: str, items: Sequence[KnowledgeItem], max_words: int, attribution: bool = False
     ) -> list[dict[str, str]]:
         """Chat messages for the answering model: one system and one user message."""
         return [
-            {"role": "system", "content": self.system_message(max_words=max_words)},
+            {"role": "system", "content": self.system_message(max_words=max_words, attribution=attribution)},
             {"role": "user", "content": self.user_message(question=question, items=items)},
         ]
 
@@ -216,6 +227,10 @@ class PromptSet:
             conversation=render_conversation(turns), question=_escape_text(question.strip())
         )
         return [{"role": "system", "content": self._rewrite_system}, {"role": "user", "content": user}]
+
+    def attributed(self, *, title: str, answer: str) -> str:
+        """``answer`` led by the phrase that names its source (``reply.attribution.md``)."""
+        return self._attribution_phrase.substitute(title=title, answer=answer)
 
     def tool_description(self, *, knowledge_summary: str) -> str:
         """The `query_knowledge` function's description for the voice model."""
@@ -317,6 +332,8 @@ def _build(
         _agent_instructions=files["agent.instructions.md"].template,
         _rewrite_system=rewrite.template.substitute(),
         _rewrite_user=files["rewrite.user.md"].template,
+        _attribution_instruction=files["grounding.attribution.md"].template.substitute(),
+        _attribution_phrase=files["reply.attribution.md"].template,
     )
 
 

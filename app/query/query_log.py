@@ -55,7 +55,8 @@ class QueryLogRepository:
             text(
                 "SELECT id, agent_id, query, standalone_question, standalone_method, status, confidence,"
                 " answer, chunks, prompt_variant,"
-                " prompt_version, model, timings, cached, degraded, action, transfer_reason, evaluation,"
+                " prompt_version, model, timings, cached, degraded, action, transfer_reason, used_sources,"
+                " evaluation,"
                 " created_at"
                 f" FROM query_log WHERE {where}"
                 " ORDER BY created_at DESC, id LIMIT :limit OFFSET :offset"

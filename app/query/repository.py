@@ -73,11 +73,15 @@ WITH kbs AS (
     -- Its escalation policy too (migration 0011): applied to every reply, cached ones included.
     SELECT coalesce($4, a.prompt_variant, $5) AS variant, a.agent_id IS NOT NULL AS known,
            coalesce(a.escalation_on_not_found, 'say') AS on_not_found,
-           coalesce(a.escalation_topics, '{}') AS topics
+           coalesce(a.escalation_topics, '{}') AS topics,
+           -- Whether answers name their source (migration 0017): part of the cache key when
+           -- spoken, so the keys of agents that leave it off are what they were.
+           coalesce(a.attribution, 'off') AS attribution
     FROM (SELECT) AS one LEFT JOIN agents a ON a.org_id = $1 AND a.agent_id = $2
 ), cache_key AS (
     SELECT sha256(convert_to(
         $3 || '|' || (SELECT variant FROM agent) || '|'
+        || (SELECT CASE WHEN attribution = 'spoken' THEN 'spoken|' ELSE '' END FROM agent)
         || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), ''), 'UTF8'
     )) AS k FROM kbs
 ), ctx AS MATERIALIZED (
@@ -91,6 +95,7 @@ WITH kbs AS (
         (SELECT known FROM agent) AS known,
         (SELECT on_not_found FROM agent) AS on_not_found,
         (SELECT topics FROM agent) AS topics,
+        (SELECT attribution FROM agent) AS attribution,
         (SELECT response FROM answer_cache c, cache_key
           WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 ),"""
@@ -201,7 +206,8 @@ USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = 
 # cached ($16 not null), the answer cache entry. $19 marks evaluation traffic (vk eval, vk
 # replay), which the knowledge gaps leave out; $20 and $21 are the reply's action and
 # transfer reason (escalation); $22 and $23 the standalone question the call was searched
-# and answered with (null when it is the caller's own) and how it was made (conversation.py).
+# and answered with (null when it is the caller's own) and how it was made (conversation.py);
+# $24 the chunk ids the answer was read from (used_sources).
 FINISH_SQL = """
 WITH cache AS (
     INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)
@@ -212,9 +218,9 @@ WITH cache AS (
 )
 INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, confidence, chunks, answer,
                        prompt_variant, prompt_version, model, timings, cached, degraded, evaluation,
-                       action, transfer_reason, standalone_question, standalone_method)
+                       action, transfer_reason, standalone_question, standalone_method, used_sources)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $19, $20, $21,
-        $22, $23)
+        $22, $23, $24::bigint[])
 """
 
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change

@@ -90,10 +90,15 @@ class QueryResponse(BaseModel):
     status: Status
     confidence: float
     sources: list[Source] = Field(
-        description="Answered: the chunks the answer was read from first (with an answering model, "
-        "which ones it drew on is not known), then the other candidates scoring at least half the best "
+        description="Answered: the chunks the answer was read from first (`used_sources`), then the "
+        "other candidates scoring at least half the best "
         "candidate's score (and above 0); at least the best candidate. not_found and unavailable: none. "
         "`debug=true` lists every candidate."
+    )
+    used_sources: list[int] = Field(
+        description="The `chunk_id`s the answer was read from, a subset of `sources`: the chunks of the "
+        "sentences read out, or, with an answering model, the chunks its answer shares its words with "
+        "(inferred, docs/INTEGRATION.md). Empty unless `answered` and not transferred."
     )
     action: Action = Field(
         description="What the runtime does: `answer` (say `answer`), `say_not_found` and `say_unavailable` "
@@ -136,6 +141,9 @@ class QueryLogRead(BaseModel):
     degraded: bool
     action: str | None = Field(description="The reply's `action`; null for calls logged before it existed.")
     transfer_reason: str | None
+    used_sources: list[int] | None = Field(
+        description="The reply's `used_sources`; null for calls logged before it existed."
+    )
     evaluation: bool = Field(
         description="Asked by an evaluation (`X-Evaluation: true`: vk eval, vk replay), not by a caller."
     )

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agents.escalation import matched_topic
 from app.agents.service import AGENT_NOT_FOUND
+from app.answering.attribution import lower_first, speakable_title, strip_citations, used_passages
 from app.answering.extractive import (
     ExtractiveAnswer,
     Passage,
@@ -69,7 +70,7 @@ SOURCE_SCORE_FLOOR = 0.5
 # What the runtime does with a reply that hands nobody over, by status.
 _ACTIONS = {"answered": "answer", "not_found": "say_not_found", "unavailable": "say_unavailable"}
 # A reply's fields the answer cache stores.
-_CACHED_FIELDS = ("answer", "status", "confidence", "sources", "degraded")
+_CACHED_FIELDS = ("answer", "status", "confidence", "sources", "used_sources", "degraded")
 
 
 def normalise_question(text: str) -> str:
@@ -261,6 +262,7 @@ class QueryService:
         prompt = state["prompt"]
         question = state["standalone"].question
         normalised = normalise_question(question)
+        self._attribute(response, prompt, state)
         # The cache keeps what the knowledge gave; the agent's policy is applied on top of
         # every reply, cached or not, so a change to it is heard on the next call.
         state["knowledge_reply"] = {k: response[k] for k in _CACHED_FIELDS}
@@ -403,9 +405,7 @@ class QueryService:
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
         if self.llm is None:
             if evidence is not None:
-                return self._reply(
-                    "answered", evidence.text, confidence, answer_sources(candidates, evidence.passages)
-                )
+                return self._answered(evidence.text, confidence, candidates, evidence.passages)
             return self._extractive(question, candidates, confidence, prompt)
         return await self._generate(question, candidates, confidence, prompt, model, trace, state)
 
@@ -433,6 +433,7 @@ class QueryService:
         search, or a cached answer), None to go on; raises NotFound for an unknown agent."""
         state["cache_key"] = ctx["cache_key"]
         state["escalation"] = (ctx["on_not_found"], ctx["topics"])
+        state["attribution"] = ctx["attribution"]
         prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
         if not ctx["kb_ids"] and not ctx["known"]:
             # An agent becomes known to an organisation when a KB of it is first assigned
@@ -447,6 +448,7 @@ class QueryService:
         raw = ctx["cached"]
         cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
         cached["cached"] = True
+        cached.setdefault("used_sources", [])
         state["from_cache"] = True
         return cached
 
@@ -544,7 +546,7 @@ class QueryService:
         result = extractive_answer(question, passages, max_words=self.settings.max_answer_words)
         if result is None or result.support < self.settings.min_support:
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
-        return self._reply("answered", result.text, confidence, answer_sources(candidates, result.passages))
+        return self._answered(result.text, confidence, candidates, result.passages)
 
     async def _generate(
         self,
@@ -557,10 +559,20 @@ class QueryService:
         state: dict[str, Any],
     ) -> dict[str, Any]:
         assert self.llm is not None
+        spoken = state.get("attribution") == "spoken"
         items = [
-            KnowledgeItem(title=c.title, section=c.section, page=c.page, text=c.text) for c in candidates
+            KnowledgeItem(
+                title=c.title,
+                section=c.section,
+                page=c.page,
+                text=c.text,
+                spoken_title=speakable_title(c.title) if spoken else None,
+            )
+            for c in candidates
         ]
-        messages = prompt.messages(question=question, items=items, max_words=self.settings.max_answer_words)
+        messages = prompt.messages(
+            question=question, items=items, max_words=self.settings.max_answer_words, attribution=spoken
+        )
         if state["debug"] is not None:
             state["debug"]["messages"] = messages
             state["debug"]["model"] = model
@@ -591,11 +603,13 @@ class QueryService:
         text = result.text.strip()
         if NOT_FOUND_MARK in text or not text:
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
-        spoken = make_speakable(text, max_words=self.settings.max_answer_words)
-        if not spoken:  # nothing speakable came back (emoji, bare markup)
+        said = make_speakable(strip_citations(text), max_words=self.settings.max_answer_words)
+        if not said:  # nothing speakable came back (emoji, bare markup)
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
-        # Which of the chunks it was given the model drew on is not known: none comes first.
-        return self._reply("answered", spoken, confidence, answer_sources(candidates))
+        # Which chunks the model drew on is inferred from the words its answer shares with
+        # them (app/answering/attribution.py): the model is asked for no citation.
+        used = used_passages(text, question, [f"{c.title}\n{c.section or ''}\n{c.text}" for c in candidates])
+        return self._answered(said, confidence, candidates, used)
 
     def _fallback(
         self,
@@ -608,9 +622,7 @@ class QueryService:
         """The answering model failed or ran out of time: read out the sentence chosen by
         meaning (the offline default), else the best sentence of the top chunk by words."""
         if evidence is not None:
-            reply = self._reply(
-                "answered", evidence.text, confidence, answer_sources(candidates, evidence.passages)
-            )
+            reply = self._answered(evidence.text, confidence, candidates, evidence.passages)
             reply["degraded"] = True
             return reply
         top = candidates[0]
@@ -620,9 +632,7 @@ class QueryService:
             max_words=self.settings.max_answer_words,
         )
         text = result.text if result else make_speakable(top.text, max_words=self.settings.max_answer_words)
-        reply = self._reply(
-            "answered", text or prompt.unavailable_reply, confidence, answer_sources(candidates, (0,))
-        )
+        reply = self._answered(text or prompt.unavailable_reply, confidence, candidates, (0,))
         reply["degraded"] = True
         return reply
 
@@ -644,7 +654,11 @@ class QueryService:
             response.update(action=_ACTIONS[response["status"]], transfer_reason=None)
         else:
             response.update(
-                answer=prompt.transfer_reply, sources=[], action="transfer", transfer_reason=reason
+                answer=prompt.transfer_reply,
+                sources=[],
+                used_sources=[],
+                action="transfer",
+                transfer_reason=reason,
             )
         if state["debug"] is not None:
             state["debug"]["escalation"] = {
@@ -661,9 +675,51 @@ class QueryService:
             "status": status,
             "confidence": confidence,
             "sources": sources,
+            "used_sources": [],
             "cached": False,
             "degraded": False,
         }
+
+    def _answered(
+        self, text: str, confidence: float, candidates: Sequence[Candidate], used: Sequence[int]
+    ) -> dict[str, Any]:
+        """An answered reply read from the candidates at ``used``: its ``used_sources`` are
+        their chunk ids, and its ``sources`` list them first."""
+        reply = self._reply("answered", text, confidence, answer_sources(candidates, used))
+        reply["used_sources"] = [candidates[i].chunk_id for i in dict.fromkeys(used)]
+        return reply
+
+    def _attribute(self, response: dict[str, Any], prompt: PromptSet, state: dict[str, Any]) -> None:
+        """For an agent whose answers name their source: an answer cut from the passages (no
+        model, or the model failed) is led by the phrase of ``reply.attribution.md`` with the
+        speakable title of the document its first sentence came from; none when that title
+        has nothing speakable. A model's answer names its source itself (grounding.attribution.md).
+        A cached answer already carries its phrase; not_found and unavailable name nothing."""
+        spoken = state.get("attribution") == "spoken"
+        title = None
+        read_out = self.llm is None or response["degraded"]
+        # The fallback's apology (a top chunk with nothing speakable) is no answer to attribute.
+        fresh = response["status"] == "answered" and not response["cached"]
+        if spoken and read_out and fresh and response["answer"] != prompt.unavailable_reply:
+            candidates = state["found"][0] if state.get("found") else []
+            titles = {c.chunk_id: c.title for c in candidates}
+            first = response["used_sources"][0] if response["used_sources"] else None
+            title = speakable_title(titles.get(first)) if first is not None else None
+            if title is not None:
+                phrase = prompt.attributed(title=title, answer="")
+                response["answer"] = make_speakable(
+                    prompt.attributed(title=title, answer=lower_first(response["answer"])),
+                    max_words=self.settings.max_answer_words + len(phrase.split()),
+                )
+        if state["debug"] is not None:
+            used_from = None
+            if fresh:
+                used_from = "the sentences read out" if read_out else "overlap with the model's answer"
+            state["debug"]["attribution"] = {
+                "mode": state.get("attribution", "off"),
+                "spoken_title": title,
+                "used_sources_from": used_from,
+            }
 
     async def _finish(
         self,
@@ -715,6 +771,7 @@ class QueryService:
                     response["transfer_reason"],
                     standalone.question if standalone.method != "none" else None,
                     standalone.method,
+                    response["used_sources"],
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

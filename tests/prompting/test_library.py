@@ -154,6 +154,8 @@ def test_variant_overrides_only_its_files(library: PromptLibrary) -> None:
         "rewrite.system",
         "rewrite.user",
         "tool.history_parameter",
+        "grounding.attribution",
+        "reply.attribution",
     ]
     assert concise_versions["grounding.system"] != default_versions["grounding.system"]
     assert {k: v for k, v in concise_versions.items() if k != "grounding.system"} == {

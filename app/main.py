@@ -19,12 +19,12 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig
 
 from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
+from app.api_docs import LocalSwaggerUI
 from app.auth import ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
 from app.db.embedded import resolve_database_url
@@ -214,7 +214,8 @@ def create_app(
                 'Errors share one shape: `{"error": <code>, "detail": <sentence>, "fields"?: [...]}`.'
             ),
             path="/schema",
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+            # Swagger UI at /schema (and /schema/swagger) from the service's own files.
+            render_plugins=[LocalSwaggerUI(schema_path="/schema")],
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="API key")

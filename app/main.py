@@ -27,6 +27,9 @@ from app.answering.llm import ChatAnswerer
 from app.api_docs import LocalSwaggerUI
 from app.auth import ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
+from app.console.routes import console_routes
+from app.console.security import send_console_headers
+from app.console.web import template_config
 from app.db.embedded import resolve_database_url
 from app.db.engine import make_engine, make_sessionmaker
 from app.documents.endpoints import DocumentController
@@ -182,6 +185,7 @@ def create_app(
             AgentSettingsController,
             KnowledgeGapController,
             MetricsController,
+            *console_routes(),
         ],
         # Handlers are given what they use, never read app.state: here the session and the
         # caller; each controller declares its feature's service, which its provider builds
@@ -202,9 +206,10 @@ def create_app(
         request_class=ApiRequest,
         before_request=check_request,
         # Every response, errors answered outside the route's middleware included.
-        before_send=[send_request_id, send_allowed_methods],
+        before_send=[send_request_id, send_allowed_methods, send_console_headers],
         lifespan=[lifespan],
         state=state,
+        template_config=template_config(),
         request_max_body_size=settings.limits.max_upload_bytes + 64 * 1024,
         openapi_config=OpenAPIConfig(
             title="Voice knowledge service",

@@ -38,8 +38,8 @@ from app.keys.service import create_organisation  # noqa: E402
 from app.main import create_app  # noqa: E402
 
 TABLES = (
-    "rate_counters, usage_daily, agents, answer_cache, query_log, embedding_cache, chunks, documents, "
-    "agent_assignments, "
+    "console_sessions, rate_counters, usage_daily, agents, answer_cache, query_log, embedding_cache, "
+    "chunks, documents, agent_assignments, "
     "knowledge_bases, api_keys, organisations"
 )
 PUBLIC_IP = "93.184.216.34"

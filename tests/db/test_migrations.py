@@ -22,6 +22,7 @@ EXPECTED = {
     "chunk_terms",
     "query_log",
     "answer_cache",
+    "console_sessions",
     "alembic_version",
 }
 

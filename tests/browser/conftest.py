@@ -28,6 +28,7 @@ import pytest
 import uvicorn
 from litestar import Litestar
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -139,7 +140,11 @@ class Page:
         self.driver.get(self.base_url + path)
 
     def wait(self, condition: Callable[[WebDriver], object], message: str = "") -> object:
-        return WebDriverWait(self.driver, WAIT_S, poll_frequency=0.1).until(condition, message)
+        # htmx replaces fragments while a condition reads them: a stale element means "again".
+        wait = WebDriverWait(
+            self.driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException]
+        )
+        return wait.until(condition, message)
 
     def find(self, css: str) -> WebElement:
         return self.driver.find_element("css selector", css)

@@ -48,6 +48,10 @@ def form(csrf: str, **fields: Any) -> dict[str, Any]:
     return {"csrf_token": csrf, **fields}
 
 
+_INLINE_TAG = re.compile(r"</?(a|strong|em|span|code|time|abbr)\b[^>]*>")
+
+
 def text_of(page: str) -> str:
-    """The page's text without tags, entities decoded, whitespace collapsed."""
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    """The page's text as read: tags gone (inline ones without a gap), entities decoded,
+    whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", _INLINE_TAG.sub("", page))).split())

@@ -68,7 +68,7 @@ class DocumentPages(Controller):
     ) -> Template:
         kb = await knowledge_service.read(kb_id)
         context = await _table(document_service, kb_id, page)
-        return render(request, "documents/list.html", kb=kb, **context)
+        return render(request, "documents/list.html", kb=kb, kb_id=kb_id, **context)
 
     @get("/documents/table", summary="The documents table alone (htmx polls it while work is pending)")
     async def table_fragment(

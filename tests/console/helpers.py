@@ -55,3 +55,16 @@ def text_of(page: str) -> str:
     """The page's text as read: tags gone (inline ones without a gap), entities decoded,
     whitespace collapsed."""
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", _INLINE_TAG.sub("", page))).split())
+
+
+_CONTROL = re.compile(r"<(input|textarea|select)\b([^>]*)>")
+
+
+def assert_labelled(page: str) -> None:
+    """Every visible form control has an id and a <label for> naming it."""
+    for tag, attributes in _CONTROL.findall(page):
+        if 'type="hidden"' in attributes:
+            continue
+        found = re.search(r'\sid="([^"]+)"', attributes)
+        assert found, f"<{tag}{attributes}> has no id"
+        assert f'<label for="{found.group(1)}">' in page, f"<{tag} id={found.group(1)}> has no label"

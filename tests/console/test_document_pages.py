@@ -13,7 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import Org
-from tests.console.helpers import form, text_of
+from tests.console.helpers import assert_labelled, form, text_of
 from tests.helpers import create_kb, create_text_doc
 
 Client = AsyncTestClient[Litestar]
@@ -138,8 +138,7 @@ async def test_add_page_has_three_labelled_forms(signed_in: Browser, client: Cli
     assert page.text.count(f'<input type="hidden" name="csrf_token" value="{csrf}">') == 4  # + sign out
     assert '<input type="file" id="field-files" name="files" multiple required' in page.text
     assert '<div class="dropzone">' in page.text
-    for control_id in re.findall(r'<(?:input|textarea|select)[^>]*\sid="([^"]+)"', page.text):
-        assert f'<label for="{control_id}">' in page.text, control_id
+    assert_labelled(page.text)
 
 
 async def test_upload_several_files_at_once(signed_in: Browser, client: Client, org: Org) -> None:

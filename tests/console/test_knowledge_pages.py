@@ -10,7 +10,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from tests.conftest import Org
-from tests.console.helpers import form, text_of
+from tests.console.helpers import assert_labelled, form, text_of
 from tests.helpers import assign_new_agent, create_kb, create_text_doc
 
 Client = AsyncTestClient[Litestar]
@@ -244,3 +244,22 @@ async def test_pagination(signed_in: Browser, client: Client, org: Org) -> None:
     assert beyond.status_code == 200
     assert "There are no knowledge bases on this page." in text_of(beyond.text)
     assert (await browser.get("/console/knowledge?page=0")).status_code == 400
+
+
+async def test_every_form_control_is_labelled(signed_in: Browser, client: Client, org: Org) -> None:
+    browser, _ = signed_in
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"])
+    base = f"/console/knowledge/{kb['id']}"
+    for path in (
+        "/console/sign-in",
+        "/console/knowledge/new",
+        f"{base}/edit",
+        f"{base}/delete",
+        f"{base}/documents/new",
+        f"{base}/documents/{doc['id']}/edit",
+        f"{base}/documents/{doc['id']}/delete",
+    ):
+        page = await browser.get(path)
+        assert page.status_code == 200, path
+        assert_labelled(page.text)

@@ -11,17 +11,32 @@ from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 from litestar.types import ControllerRouterHandler
 
+from app.agents.endpoints import provide_agent_service
+from app.console.agent_pages import AgentPages
 from app.console.auth_pages import SignInController
 from app.console.document_pages import DocumentPages
+from app.console.key_pages import KeyPages
 from app.console.knowledge_pages import KnowledgePages
+from app.console.log_pages import LogPages
+from app.console.playground_pages import PlaygroundPages
 from app.console.repository import ConsoleSession
 from app.console.security import PREFIX, console_guard, console_session
 from app.console.web import CONSOLE_HANDLERS, STATIC
 from app.documents.endpoints import provide_document_service
+from app.keys.endpoints import provide_api_key_service
 from app.knowledge.endpoints import provide_knowledge_service
+from app.query.endpoints import provide_playground_service, provide_query_log_service, provide_tool_service
 
 # Page controllers: one module per feature, added here.
-PAGES: list[ControllerRouterHandler] = [SignInController, KnowledgePages, DocumentPages]
+PAGES: list[ControllerRouterHandler] = [
+    SignInController,
+    KnowledgePages,
+    DocumentPages,
+    AgentPages,
+    KeyPages,
+    LogPages,
+    PlaygroundPages,
+]
 
 
 def provide_console(request: Request[Any, Any, Any]) -> ConsoleSession:
@@ -50,6 +65,11 @@ def console_routes() -> list[ControllerRouterHandler]:
                 "console": Provide(provide_console, sync_to_thread=False),
                 "knowledge_service": Provide(provide_knowledge_service, sync_to_thread=False),
                 "document_service": Provide(provide_document_service, sync_to_thread=False),
+                "agent_service": Provide(provide_agent_service, sync_to_thread=False),
+                "api_key_service": Provide(provide_api_key_service, sync_to_thread=False),
+                "tool_service": Provide(provide_tool_service, sync_to_thread=False),
+                "query_log_service": Provide(provide_query_log_service, sync_to_thread=False),
+                "playground_service": Provide(provide_playground_service, sync_to_thread=False),
             },
         ),
         create_static_files_router(

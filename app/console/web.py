@@ -46,6 +46,11 @@ FLASHES: dict[str, str] = {
     "doc-updated": "Document saved.",
     "doc-deleted": "Document deleted.",
     "doc-sync": "Re-sync queued: the page will be fetched again.",
+    "agent-saved": "Agent settings saved.",
+    "agent-kb-assigned": "Knowledge base assigned to the agent.",
+    "agent-kb-unassigned": "Knowledge base taken from the agent.",
+    "agent-kb-missing": "Choose a knowledge base to assign.",
+    "key-revoked": "Key revoked: it no longer works.",
 }
 
 

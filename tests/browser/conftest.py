@@ -158,13 +158,16 @@ class Page:
     def resize(self, width: int, height: int) -> None:
         self.driver.set_window_size(width, height)
 
-    def screenshot(self, name: str) -> None:
-        """docs/screenshots/<name>.png under VK_SCREENSHOTS=1: the viewport, reduced to a
-        palette of 128 colours (a tenth of the size; the console's flat colours survive)."""
+    def screenshot(self, name: str, *, at: str | None = None) -> None:
+        """docs/screenshots/<name>.png under VK_SCREENSHOTS=1: the viewport (scrolled to the
+        element ``at`` names), reduced to a palette of 128 colours (a fraction of the size;
+        the console's flat colours survive)."""
         if os.environ.get("VK_SCREENSHOTS", "") != "1":
             return
         from PIL import Image
 
+        if at is not None:
+            self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", self.find(at))
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         image = Image.open(io.BytesIO(self.driver.get_screenshot_as_png())).convert("RGB")
         image.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(

@@ -10,10 +10,14 @@ Every wait is on a condition the page shows; ``VK_SCREENSHOTS=1`` saves the main
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.select import Select
 
 from app.console.sessions import QUERY_KEY
+from app.keys.service import visible_prefix
 from tests.browser.conftest import PHONE, Page
 from tests.conftest import Org
 from tests.fixtures.pdfs import make_pdf
@@ -23,6 +27,9 @@ HOURS = (
     "The front desk is open from eight to six on weekdays.\n"
     "On Saturdays we open from nine to noon; on Sundays we are closed."
 )
+SATURDAYS = "On Saturdays we open from nine to noon; on Sundays we are closed."
+QUESTION = "When are you open on Saturdays?"
+AGENT = "6f1d0c2e-8a4b-4c3e-9f5a-2b7d1e0a9c11"
 PARKING = "Parking\nVisitors park free of charge in the courtyard behind the building."
 
 
@@ -55,7 +62,7 @@ def status_of(page: Page, title: str) -> str:
     return ""
 
 
-def test_operator_journey_from_sign_in_to_chunks(page: Page, org: Org, tmp_path) -> None:
+def test_operator_journey_from_sign_in_to_sign_out(page: Page, org: Org, tmp_path) -> None:
     signed_in(page, org)
     assert page.text("h1") == "Knowledge bases"
     assert page.text(".card").startswith("No knowledge bases yet.")
@@ -91,9 +98,15 @@ def test_operator_journey_from_sign_in_to_chunks(page: Page, org: Org, tmp_path)
     assert chunks[1].find_element("css selector", ".chunk-text").text == PARKING
     page.screenshot("chunks")
 
+    assign_agent(page)
+    ask_in_playground(page)
+    key = create_query_key(page)
+    call_the_agent_and_see_the_log(page, key)
+    revoke(page, key)
+
     page.open("/console/knowledge")
     assert [a.text for a in page.find_all("td.title-cell a")] == ["Front desk"]
-    assert [td.text for td in page.find_all("tbody tr td.num")] == ["1", "2", "0"]
+    assert [td.text for td in page.find_all("tbody tr td.num")] == ["1", "2", "1"]
     page.screenshot("knowledge-bases")
 
     page.find("form.sign-out button[type=submit]").click()
@@ -102,6 +115,92 @@ def test_operator_journey_from_sign_in_to_chunks(page: Page, org: Org, tmp_path)
     page.open("/console/knowledge")
     page.wait(lambda d: "/console/sign-in" in d.current_url, "a signed-out browser still saw the list")
     assert page.find_all("nav[aria-label=Console]") == []
+
+
+def assign_agent(page: Page) -> None:
+    page.find("nav[aria-label=Console] a[href='/console/agents']").click()
+    page.wait(lambda d: page.text("h1") == "Agents", "no agents page")
+    assert page.text(".card").startswith("No agents yet.")
+    page.find(".page-head .actions a[href='/console/agents/new']").click()
+    page.find("#field-agent_id").send_keys(AGENT)
+    Select(page.find("#field-kb_id")).select_by_visible_text("Front desk")
+    page.find("form[action='/console/agents/'] button[type=submit]").click()
+    page.wait(lambda d: page.text("h1") == f"Agent {AGENT}", "the agent's page did not open")
+    assert page.text(".flash") == "Knowledge base assigned to the agent."
+    assert [a.text for a in page.find_all("td.title-cell a")] == ["Front desk"]
+    declaration = json.loads(page.text("#tool-openai-realtime"))
+    assert declaration["name"] == "query_knowledge"
+    # Its knowledge base holds a ready document: no "not available yet" on any declaration.
+    assert page.find_all("section.card .reason") == []
+    page.screenshot("agent", at="#tool")
+
+
+def ask_in_playground(page: Page) -> None:
+    page.find("nav[aria-label=Console] a[href='/console/playground']").click()
+    Select(page.find("#field-agent_id")).select_by_value(AGENT)
+    page.find("#field-query").send_keys(QUESTION)
+    page.find("form[action='/console/playground'] button[type=submit]").click()
+    # htmx puts the results under the form; the page stays (the question is still typed in).
+    page.wait(lambda d: page.find_all("#playground-results h2"), "no playground results")
+    assert page.text("#playground-results h2") == f"Results for “{QUESTION}”"
+    assert page.find("#field-query").get_attribute("value") == QUESTION
+    assert page.text("#playground-results .answer") == SATURDAYS
+    fused = page.find_all("#playground-results .run table")[1].find_elements("css selector", "tbody tr")
+    assert fused[0].find_element("css selector", "td.title-cell strong").text == "front-desk"
+    page.screenshot("playground", at="#playground-results")
+
+
+def create_query_key(page: Page) -> str:
+    page.find("nav[aria-label=Console] a[href='/console/keys']").click()
+    page.find(".page-head .actions a[href='/console/keys/new']").click()
+    page.find("#field-name").send_keys("Voice runtime")
+    Select(page.find("#field-role")).select_by_value("query")
+    page.find("form[action='/console/keys/'] button[type=submit]").click()
+    page.wait(lambda d: page.text("h1") == "Key created", "the new key was not shown")
+    key = page.text("#new-key")
+    assert key.startswith("vk_")
+    return key
+
+
+def call_the_agent_and_see_the_log(page: Page, key: str) -> None:
+    """The voice runtime calls with the new key; the call shows in the query log."""
+    r = httpx.post(
+        f"{page.base_url}/api/agents/{AGENT}/query_knowledge",
+        json={"query": QUESTION},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["answer"] == SATURDAYS
+    page.find("nav[aria-label=Console] a[href='/console/query-log']").click()
+    Select(page.find("#field-agent_id")).select_by_value(AGENT)
+    page.find("form[action='/console/query-log'] button[type=submit]").click()
+    page.wait(lambda d: page.find_all("tbody tr"), "the call is not in the query log")
+    rows = page.find_all("tbody tr")
+    assert len(rows) == 1
+    assert rows[0].find_element("css selector", "td.title-cell a").text == QUESTION
+    assert rows[0].find_element("css selector", ".status").text == "answered"
+    page.screenshot("query-log")
+
+
+def revoke(page: Page, key: str) -> None:
+    page.find("nav[aria-label=Console] a[href='/console/keys']").click()
+    page.find(f"a[aria-label='Revoke key {visible_prefix(key)}']").click()
+    page.find("form[action$='/revoke'] button[type=submit]").click()
+    page.wait(lambda d: page.find_all(".flash"), "no message after revoking")
+    assert page.text(".flash") == "Key revoked: it no longer works."
+    statuses = {
+        row.find_element("css selector", "td.title-cell").text: row.find_element(
+            "css selector", ".status"
+        ).text
+        for row in page.find_all("tbody tr")
+    }
+    assert statuses["Voice runtime"] == "revoked"
+    r = httpx.post(
+        f"{page.base_url}/api/agents/{AGENT}/query_knowledge",
+        json={"query": QUESTION},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert r.status_code == 401
 
 
 def test_a_query_key_cannot_sign_in(page: Page, org: Org) -> None:

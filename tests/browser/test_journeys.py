@@ -243,6 +243,16 @@ def test_on_a_390_px_phone_the_navigation_and_forms_work(page: Page, org: Org) -
 
     create_kb(page, "Phone KB")
     assert page.text("h1") == "Phone KB"
+    # The longest form: a document written in the browser, down to its status turning ready.
+    page.find(".page-head .actions a[href$='/documents/new']").click()
+    text_form = "form[action$='/documents/text']"
+    page.find(f"{text_form} #field-title").send_keys("Parking")
+    page.find(f"{text_form} #field-content").send_keys(PARKING)
+    page.find(f"{text_form} button[type=submit]").click()
+    page.wait(lambda d: page.text("h1") == "Parking", "the document's page did not open")
+    assert page.text(".flash") == "Document added: it is being processed."
+    page.wait(lambda d: page.text("#doc-status .status") == "ready", "the document never showed as ready")
+    assert page.driver.execute_script("return document.documentElement.scrollWidth") <= PHONE[0]
     page.find("nav[aria-label=Console] a[href='/console/knowledge']").click()
     page.wait(lambda d: [a.text for a in page.find_all("td.title-cell a")] == ["Phone KB"], "KB not listed")
     assert page.driver.execute_script("return document.documentElement.scrollWidth") <= PHONE[0]

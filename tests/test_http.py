@@ -27,6 +27,7 @@ ALLOWED = {
     "/api/knowledge-gaps": "GET, OPTIONS",
     "/api/agents/{agent_id}/knowledge": "GET, OPTIONS",
     "/api/agents/{agent_id}/query_knowledge": "OPTIONS, POST",
+    "/api/agents/{agent_id}/playground": "OPTIONS, POST",
     "/api/agents/{agent_id}/tool": "GET, OPTIONS",
     "/api/agents/{agent_id}/settings": "GET, OPTIONS, PUT",
     "/api/agents/{agent_id}/queries": "GET, OPTIONS",

@@ -1,9 +1,14 @@
 """/schema in a real Chromium: Swagger UI renders the operation list from the service's own
-files, with HTTPS (any CDN) blocked."""
+files, with HTTPS (any CDN) blocked, and a call tried from it carries the key it was given."""
 
 from __future__ import annotations
 
+import json
+
+import httpx
+
 from tests.browser.conftest import Page
+from tests.conftest import Org
 
 
 def test_swagger_ui_lists_the_operations_offline(page: Page) -> None:
@@ -28,3 +33,31 @@ def test_swagger_ui_lists_the_operations_offline(page: Page) -> None:
         assert severe == []
     finally:
         page.driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+
+
+def test_a_call_tried_from_the_reference_reaches_the_api_with_the_key(page: Page, org: Org) -> None:
+    created = httpx.post(f"{page.base_url}/api/knowledge", json={"title": "Front desk"}, headers=org.headers)
+    assert created.status_code == 201, created.text
+    page.open("/schema")
+    page.wait(lambda d: page.find_all(".btn.authorize"), "no Authorize button")
+    page.find(".btn.authorize").click()
+    page.find(".auth-container input").send_keys(org.admin_key)
+    page.find(".auth-btn-wrapper .authorize").click()
+    page.find(".auth-btn-wrapper .btn-done").click()
+
+    operation = page.find(".opblock[id$='-ApiKnowledgeListKnowledge']")  # GET /api/knowledge
+    operation.find_element("css selector", ".opblock-summary").click()
+    page.wait(
+        lambda d: operation.find_elements("css selector", ".try-out__btn"), "the operation did not open"
+    )
+    operation.find_element("css selector", ".try-out__btn").click()
+    operation.find_element("css selector", ".execute").click()
+    page.wait(lambda d: operation.find_elements("css selector", ".live-responses-table"), "no response shown")
+    status = operation.find_element("css selector", ".live-responses-table tr.response .response-col_status")
+    assert status.text == "200"
+    body = json.loads(
+        operation.find_element(
+            "css selector", ".live-responses-table tr.response .response-col_description .microlight"
+        ).text
+    )
+    assert [kb["title"] for kb in body["items"]] == ["Front desk"]

@@ -65,7 +65,10 @@ def playground_run(result: DryRunResult) -> PlaygroundRun:
             "variant": result.variant,
             "prompt_version": result.prompt_version,
             **{k: reply[k] for k in _REPLY_FIELDS},
-            "answered_by": result.model if result.model_called and result.model else "extractive",
+            # A model that failed was called, but the reply was read from the chunks.
+            "answered_by": result.model
+            if result.model and result.model_called and not debug.get("llm_error")
+            else "extractive",
             "model": result.model,
             "model_called": result.model_called,
             "model_error": debug.get("llm_error"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
@@ -102,6 +103,20 @@ async def test_skip_model_answers_offline_and_shows_the_messages_it_would_send(
     assert (system["role"], user["role"]) == ("system", "user")
     assert "Where can I park?" in user["content"]
     assert user["content"].count("<source ") == len(run["fused"])
+
+
+async def test_a_failing_model_is_shown_with_the_reply_read_from_the_chunks(llm_app, org, engine, respx_mock):
+    route = respx_mock.post(CHAT).mock(return_value=httpx.Response(500, json={"error": {"message": "boom"}}))
+    async with AsyncTestClient(app=llm_app) as c:
+        agent = await _agent(c, org, llm_app, engine)
+        r = await _play(c, org.headers, agent, query="Where can I park?")
+    (run,) = r.json()["runs"]
+    assert route.call_count == 1
+    assert sent_json(route)["messages"] == run["messages"]
+    assert (run["status"], run["degraded"], run["answer"]) == ("answered", True, PARKING)
+    assert (run["answered_by"], run["model_called"]) == ("extractive", True)
+    assert run["model_error"] == "the model answered HTTP 500"
+    assert await _count(engine, "query_log") == 0
 
 
 async def test_lists_both_retrievers_and_the_fused_list_of_query_knowledge(client, org, faq_agent, engine):

@@ -160,7 +160,10 @@ class AgentPages(Controller):
         errors: FieldErrors = {}
         kb_id = _uuid(form_text(form, "kb_id"), "kb_id", errors, "Choose a knowledge base.")
         if kb_id is None:
-            return redirect(f"/console/agents/{agent_id}", done="agent-kb-missing")
+            # The page's list always sends one: only a hand-made request gets here.
+            raise ValidationFailed(
+                "choose a knowledge base to assign", extra=[{"field": "kb_id", "message": errors["kb_id"]}]
+            )
         await agent_service.assign(agent_id, kb_id)
         return redirect(f"/console/agents/{agent_id}", done="agent-kb-assigned")
 

@@ -49,7 +49,6 @@ FLASHES: dict[str, str] = {
     "agent-saved": "Agent settings saved.",
     "agent-kb-assigned": "Knowledge base assigned to the agent.",
     "agent-kb-unassigned": "Knowledge base taken from the agent.",
-    "agent-kb-missing": "Choose a knowledge base to assign.",
     "key-revoked": "Key revoked: it no longer works.",
 }
 

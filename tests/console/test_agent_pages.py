@@ -78,6 +78,9 @@ async def test_assign_and_unassign_a_kb(signed_in: Browser, client: Client, org:
     )
     assert r.status_code == 303
     assert await api_kbs_of(client, org, agent) == ["FAQ", "Prices"]
+    none = await browser.post(f"/console/agents/{agent}/kbs", data=form(csrf, kb_id=""))
+    assert none.status_code == 422
+    assert "choose a knowledge base to assign" in text_of(none.text)
     r = await browser.post(
         f"/console/agents/{agent}/kbs/{faq['id']}/unassign", data=form(csrf), follow_redirects=False
     )

@@ -49,7 +49,13 @@ def budget_for(path: str, limits: LimitSettings) -> tuple[str, int]:
 
 def _is_public(scope: Scope) -> bool:
     path: str = scope["path"]
-    return path in PUBLIC_PATHS or path.startswith("/schema")
+    # The console signs in with a key once and then uses its own session (app/console).
+    return (
+        path in PUBLIC_PATHS
+        or path.startswith("/schema")
+        or path in ("/", "/console")
+        or path.startswith("/console/")
+    )
 
 
 class ApiKeyAuthMiddleware(ASGIMiddleware):

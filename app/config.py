@@ -290,6 +290,26 @@ class QuerySettings(BaseModel):
     )
 
 
+class ConsoleSettings(BaseModel):
+    session_idle_s: int = Field(
+        1800, ge=60, description="A console session unused this long is signed out (seconds)."
+    )
+    session_max_s: int = Field(
+        43_200, ge=300, description="A console session ends this long after sign-in, used or not (seconds)."
+    )
+    secure_cookie: Literal["auto", "always"] = Field(
+        "auto",
+        description="auto = the session cookie is marked Secure when the request came over https "
+        "(as the server saw it, or as X-Forwarded-Proto says when trust_forwarded_proto is set); "
+        "always = marked Secure whatever the request (any deployment behind TLS).",
+    )
+    trust_forwarded_proto: bool = Field(
+        False,
+        description="Believe the X-Forwarded-Proto header (set it only behind a proxy that sets "
+        "the header itself, replacing what a client sent).",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_nested_delimiter="__", env_file=".env", extra="ignore", populate_by_name=True
@@ -323,6 +343,7 @@ class Settings(BaseSettings):
     crawl: CrawlSettings = CrawlSettings()
     query: QuerySettings = QuerySettings()
     webhooks: WebhookSettings = WebhookSettings()
+    console: ConsoleSettings = ConsoleSettings()
 
     @property
     def embedding_provider(self) -> Literal["minilm", "lexical", "openai", "local"]:

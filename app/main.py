@@ -19,14 +19,17 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig
 
 from app.agents.endpoints import AgentSettingsController
 from app.answering.llm import ChatAnswerer
+from app.api_docs import LocalSwaggerUI
 from app.auth import ApiKeyAuthMiddleware
 from app.config import Settings, get_settings
+from app.console.routes import console_routes
+from app.console.security import send_console_headers
+from app.console.web import template_config
 from app.crawl.endpoints import CrawlController
 from app.crawl.runner import start_crawls
 from app.db.embedded import resolve_database_url
@@ -205,6 +208,7 @@ def create_app(
             KnowledgeGapController,
             WebhookController,
             MetricsController,
+            *console_routes(),
         ],
         # Handlers are given what they use, never read app.state: here the session and the
         # caller; each controller declares its feature's service, which its provider builds
@@ -225,9 +229,10 @@ def create_app(
         request_class=ApiRequest,
         before_request=check_request,
         # Every response, errors answered outside the route's middleware included.
-        before_send=[send_request_id, send_allowed_methods],
+        before_send=[send_request_id, send_allowed_methods, send_console_headers],
         lifespan=[lifespan],
         state=state,
+        template_config=template_config(),
         request_max_body_size=settings.limits.max_upload_bytes + 64 * 1024,
         openapi_config=OpenAPIConfig(
             title="Voice knowledge service",
@@ -237,7 +242,8 @@ def create_app(
                 'Errors share one shape: `{"error": <code>, "detail": <sentence>, "fields"?: [...]}`.'
             ),
             path="/schema",
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+            # Swagger UI at /schema (and /schema/swagger) from the service's own files.
+            render_plugins=[LocalSwaggerUI(schema_path="/schema")],
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="API key")

@@ -34,7 +34,7 @@ from app.agents.schemas import AgentSettingsUpdate
 from app.auth import PUBLIC_PATHS, admin_only
 from app.config import QuerySettings
 from app.errors import AppError
-from app.query.schemas import HistoryTurn, QueryRequest
+from app.query.schemas import HistoryTurn, PlaygroundRequest, QueryRequest
 
 
 class FieldError(BaseModel):
@@ -73,7 +73,11 @@ _RETRY_AFTER = OpenAPIHeader(
 )
 # Prompt variants are files in prompts/, known once the app is built: the request fields
 # naming one list them.
-_VARIANT_FIELDS: dict[type[BaseModel], str] = {QueryRequest: "variant", AgentSettingsUpdate: "prompt_variant"}
+_VARIANT_FIELDS: dict[type[BaseModel], dict[str, str]] = {
+    QueryRequest: {"variant": "null: the agent's own"},
+    AgentSettingsUpdate: {"prompt_variant": "null: the default"},
+    PlaygroundRequest: {"variant": "null: the agent's own", "compare_variant": "null: no second run"},
+}
 
 
 def complete_openapi(app: Litestar) -> None:
@@ -205,16 +209,18 @@ def _replace_body_schema(
         if isinstance(media.schema, Reference) and media.schema.ref.startswith(_SCHEMAS):
             name = media.schema.ref.removeprefix(_SCHEMAS)
             schema = schemas[name] = _model_schema(model, schemas)
-            field = _VARIANT_FIELDS.get(model)
-            if field is not None:
-                schema.properties = {**(schema.properties or {})}
-                schema.properties[field] = Schema(
-                    one_of=[
-                        Schema(type=OpenAPIType.STRING, enum=list(variants)),
-                        Schema(type=OpenAPIType.NULL),
-                    ],
-                    description="A prompt variant of the service (prompts/); null: the default.",
-                )
+            fields = _VARIANT_FIELDS.get(model)
+            if fields is not None:
+                properties = {**(schema.properties or {})}
+                for field, when_null in fields.items():
+                    properties[field] = Schema(
+                        one_of=[
+                            Schema(type=OpenAPIType.STRING, enum=list(variants)),
+                            Schema(type=OpenAPIType.NULL),
+                        ],
+                        description=f"A prompt variant of the service (prompts/); {when_null}.",
+                    )
+                schema.properties = properties
 
 
 def _add_model(schemas: dict[str, Schema], model: type[BaseModel]) -> Reference:

@@ -38,7 +38,7 @@ from app.keys.service import create_organisation  # noqa: E402
 from app.main import create_app  # noqa: E402
 
 TABLES = (
-    "webhook_deliveries, webhook_events, webhook_endpoints, "
+    "console_sessions, webhook_deliveries, webhook_events, webhook_endpoints, "
     "rate_counters, usage_daily, agents, answer_cache, query_log, embedding_cache, chunks, documents, crawls, "
     "agent_assignments, "
     "knowledge_bases, api_keys, organisations"

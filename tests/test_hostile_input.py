@@ -67,6 +67,7 @@ def json_routes(s: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("POST", "/api/keys", "name"),
         ("PUT", f"/api/agents/{agent}/settings", "prompt_variant"),
         ("POST", f"/api/agents/{agent}/query_knowledge", "query"),
+        ("POST", f"/api/agents/{agent}/playground", "query"),
     ]
 
 

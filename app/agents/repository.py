@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,6 +19,33 @@ class AgentRecord:
     on_not_found: OnNotFound
     topics: list[str]
     attribution: AttributionMode
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    agent_id: uuid.UUID
+    prompt_variant: str | None
+    on_not_found: OnNotFound
+    topics: list[str]
+    # (id, title) of each KB assigned to the agent, by title.
+    kbs: list[tuple[uuid.UUID, str]]
+
+
+# The organisation's known agents with their settings and assigned KBs, newest change first.
+_AGENT_PAGE_SQL = text("""
+SELECT a.agent_id, a.prompt_variant, a.escalation_on_not_found, a.escalation_topics,
+       coalesce(k.ids, '{}') AS kb_ids, coalesce(k.titles, '{}') AS kb_titles
+FROM agents a
+LEFT JOIN LATERAL (
+    SELECT array_agg(kb.id ORDER BY kb.title, kb.id) AS ids,
+           array_agg(kb.title ORDER BY kb.title, kb.id) AS titles
+    FROM agent_assignments s JOIN knowledge_bases kb ON kb.id = s.kb_id AND kb.org_id = s.org_id
+    WHERE s.org_id = a.org_id AND s.agent_id = a.agent_id
+) k ON true
+WHERE a.org_id = :org
+ORDER BY a.updated_at DESC, a.agent_id
+LIMIT :limit OFFSET :offset
+""")
 
 
 class AgentRepository:
@@ -94,3 +122,45 @@ class AgentRepository:
             ),
             {"org": self.org_id, "agent": agent_id, "on_not_found": on_not_found, "topics": topics},
         )
+
+    async def page(self, *, limit: int, offset: int) -> tuple[list[AgentSummary], int]:
+        params = {"org": self.org_id, "limit": limit, "offset": offset}
+        rows = await self.session.execute(_AGENT_PAGE_SQL, params)
+        total = await self.session.scalar(
+            text("SELECT count(*) FROM agents WHERE org_id = :org"), {"org": self.org_id}
+        )
+        return [_summary(r._mapping) for r in rows], int(total or 0)
+
+    async def lock_kb(self, kb_id: uuid.UUID) -> bool:
+        """Whether the KB is the organisation's, locked as KnowledgeService.set_agents locks it
+        (a KB deleted meanwhile cannot gain an assignment)."""
+        found = await self.session.scalar(
+            text("SELECT 1 FROM knowledge_bases WHERE id = :kb AND org_id = :org FOR UPDATE"),
+            {"kb": kb_id, "org": self.org_id},
+        )
+        return found is not None
+
+    async def assign(self, agent_id: uuid.UUID, kb_id: uuid.UUID) -> None:
+        await self.session.execute(
+            text(
+                "INSERT INTO agent_assignments (kb_id, agent_id, org_id) VALUES (:kb, :agent, :org)"
+                " ON CONFLICT (kb_id, agent_id) DO NOTHING"
+            ),
+            {"kb": kb_id, "agent": agent_id, "org": self.org_id},
+        )
+
+    async def unassign(self, agent_id: uuid.UUID, kb_id: uuid.UUID) -> None:
+        await self.session.execute(
+            text("DELETE FROM agent_assignments WHERE org_id = :org AND agent_id = :agent AND kb_id = :kb"),
+            {"kb": kb_id, "agent": agent_id, "org": self.org_id},
+        )
+
+
+def _summary(row: Any) -> AgentSummary:
+    return AgentSummary(
+        agent_id=row["agent_id"],
+        prompt_variant=row["prompt_variant"],
+        on_not_found=row["escalation_on_not_found"],
+        topics=list(row["escalation_topics"]),
+        kbs=list(zip(row["kb_ids"], row["kb_titles"], strict=True)),
+    )

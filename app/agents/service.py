@@ -8,11 +8,13 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.escalation import phrase_words
-from app.agents.repository import AgentRecord, AgentRepository
+from app.agents.repository import AgentRecord, AgentRepository, AgentSummary
 from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate, EscalationRead, EscalationSettings
 from app.errors import NotFound, ValidationFailed
 
 AGENT_NOT_FOUND = "agent not found: no knowledge base of this organisation is assigned to it"
+# As KnowledgeService says it.
+KB_NOT_FOUND = "knowledge base not found"
 
 
 async def require_known_agent(agents: AgentRepository, agent_id: uuid.UUID) -> None:
@@ -53,6 +55,26 @@ class AgentService:
         assert agent is not None  # known above, in this transaction
         await self.session.commit()
         return self._read(agent_id, agent)
+
+    async def page(self, *, limit: int, offset: int) -> tuple[list[AgentSummary], int]:
+        """The organisation's known agents (the console's list), with their KBs and settings."""
+        return await self.repo.page(limit=limit, offset=offset)
+
+    async def assign(self, agent_id: uuid.UUID, kb_id: uuid.UUID) -> None:
+        """Assign one KB to the agent (a new agent id becomes known here), the others kept."""
+        if not await self.repo.lock_kb(kb_id):
+            raise NotFound(KB_NOT_FOUND)
+        await self.repo.assign(agent_id, kb_id)
+        await self.repo.register([agent_id])
+        await self.session.commit()
+
+    async def unassign(self, agent_id: uuid.UUID, kb_id: uuid.UUID) -> None:
+        """Take one KB from the agent; the agent stays known (and answers "not found")."""
+        await require_known_agent(self.repo, agent_id)
+        if not await self.repo.lock_kb(kb_id):
+            raise NotFound(KB_NOT_FOUND)
+        await self.repo.unassign(agent_id, kb_id)
+        await self.session.commit()
 
     def _read(self, agent_id: uuid.UUID, agent: AgentRecord) -> AgentSettingsRead:
         return AgentSettingsRead(

@@ -60,6 +60,17 @@ class DocumentRepository:
         )
         return {r.source_path: r.id for r in rows}
 
+    async def page_for_kb(self, kb_id: uuid.UUID, *, limit: int, offset: int) -> tuple[list[Document], int]:
+        """A page of the KB's documents, newest first (ix_documents_kb), and how many it has;
+        the stored content stays unloaded (deferred)."""
+        rows = await self.session.scalars(
+            self._scoped(select(Document), kb_id)
+            .order_by(DOC.c.created_at.desc(), DOC.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        return list(rows), await self.count_in_kb(kb_id)
+
     async def get(
         self, kb_id: uuid.UUID, doc_id: uuid.UUID, *, for_update: bool = False, with_content: bool = False
     ) -> Document | None:

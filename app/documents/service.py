@@ -277,6 +277,23 @@ class DocumentService:
         docs, total = await self.repo.page(kb_id, limit=limit, offset=offset, source_path=path)
         return Page(items=[to_read(d) for d in docs], total=total, limit=limit, offset=offset)
 
+    async def newest_page(self, kb_id: uuid.UUID, *, limit: int, offset: int) -> Page[DocumentRead]:
+        """The KB's documents, newest first (the console's list), in two statements whatever
+        the page holds."""
+        await self._require_kb(kb_id)
+        rows, total = await self.repo.page_for_kb(kb_id, limit=limit, offset=offset)
+        return Page(items=[to_read(d) for d in rows], total=total, limit=limit, offset=offset)
+
+    async def editable_content(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> str | None:
+        """The content as it was given, for a document whose content can be replaced (text,
+        Markdown, HTML); None for a PDF or a web page, whose content is not edited as text."""
+        doc = await self.repo.get(kb_id, doc_id, with_content=True)
+        if doc is None:
+            raise NotFound(DOC_NOT_FOUND)
+        if doc.source_kind not in ("text", "markdown", "html") or doc.original is None:
+            return None
+        return doc.original.decode("utf-8", errors="replace")
+
     async def get(self, kb_id: uuid.UUID, doc_id: uuid.UUID) -> DocumentRead:
         doc = await self.repo.get(kb_id, doc_id)
         if doc is None:

@@ -63,6 +63,13 @@ class ApiKeyService:
         await self.session.commit()
         return ApiKeyCreated(**ApiKeyRead.model_validate(row, from_attributes=True).model_dump(), key=key)
 
+    async def read(self, key_id: uuid.UUID) -> ApiKeyRead:
+        """One key (never its secret), revoked ones included."""
+        key = await self.repo.get(key_id)
+        if key is None:
+            raise NotFound("API key not found")
+        return ApiKeyRead.model_validate(key, from_attributes=True)
+
     async def revoke(self, key_id: uuid.UUID) -> None:
         key = await self.repo.get(key_id)
         if key is None or key.revoked_at is not None:

@@ -12,12 +12,21 @@ from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.errors import Forbidden, NotFound, ValidationFailed
+from app.errors import Forbidden, NotFound
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
 from app.query.conversation import Turn
+from app.query.playground import PlaygroundService, check_variant
 from app.query.query_log import QueryLogService
-from app.query.schemas import KnowledgeGap, QueryLogRead, QueryRequest, QueryResponse, ToolRead
+from app.query.schemas import (
+    KnowledgeGap,
+    PlaygroundRequest,
+    PlaygroundResponse,
+    QueryLogRead,
+    QueryRequest,
+    QueryResponse,
+    ToolRead,
+)
 from app.query.service import QueryService
 from app.query.tool_declaration import ToolFormat
 from app.query.tool_service import ToolService
@@ -42,6 +51,10 @@ def provide_tool_service(
     return ToolService(session, principal.org_id, state.prompts, state.settings.query.prompt_variant)
 
 
+def provide_playground_service(state: State, principal: NamedDependency[Principal]) -> PlaygroundService:
+    return PlaygroundService(state.query_service, principal.org_id)
+
+
 def provide_query_log_service(
     state: State, session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
 ) -> QueryLogService:
@@ -55,6 +68,7 @@ class QueryController(Controller):
         "query_service": Provide(provide_query_service, sync_to_thread=False),
         "tool_service": Provide(provide_tool_service, sync_to_thread=False),
         "query_log_service": Provide(provide_query_log_service, sync_to_thread=False),
+        "playground_service": Provide(provide_playground_service, sync_to_thread=False),
     }
 
     @post(
@@ -91,12 +105,7 @@ class QueryController(Controller):
     ) -> Response[QueryResponse]:
         if (debug or data.variant) and not principal.is_admin:
             raise Forbidden("debug mode and prompt variants need an 'admin' key")
-        variants = query_service.prompts.variants
-        if data.variant is not None and data.variant not in variants:
-            raise ValidationFailed(
-                f"unknown prompt variant '{data.variant}'",
-                extra=[{"field": "variant", "message": f"one of: {', '.join(variants)}"}],
-            )
+        check_variant(data.variant, query_service.prompts.variants)
         outcome = await query_service.query(
             org_id=principal.org_id,
             agent_id=agent_id,
@@ -108,6 +117,29 @@ class QueryController(Controller):
         )
         observe_query(outcome.response)
         return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
+
+    @post(
+        "/{agent_id:str}/playground",
+        guards=[admin_only],
+        status_code=HTTP_200_OK,
+        opt={"errors": (NotFound,), "writes": False},
+        summary="Dry-run a question: the reply, every candidate, the model's messages, the timings",
+        description=(
+            "For prompt engineers (admin keys only). The question is answered as `query_knowledge` answers "
+            "it, with the agent's prompt variant or `variant`, and again with `compare_variant` when given; "
+            "`skip_model` answers with the extractive answerer instead of the answering model. Each run "
+            "lists BM25's and the vector search's candidates with their ranks and scores, the fused list, "
+            "the exact messages the model is (or would be) sent, and the timings. A dry run is never "
+            "logged (no query log row, no knowledge gap), never served from nor written to the answer cache."
+        ),
+    )
+    async def playground(
+        self,
+        agent_id: FromPath[uuid.UUID],
+        data: JSONBody[PlaygroundRequest],
+        playground_service: NamedDependency[PlaygroundService],
+    ) -> PlaygroundResponse:
+        return await playground_service.run(agent_id, data)
 
     @get(
         "/{agent_id:str}/tool",

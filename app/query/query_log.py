@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.repository import AgentRepository
 from app.agents.service import require_known_agent
+from app.errors import NotFound
 from app.query.schemas import KnowledgeGap, QueryLogRead
 from app.schemas import Page
 
@@ -18,6 +19,14 @@ from app.schemas import Page
 _WINDOW = (
     " AND (CAST(:since AS timestamptz) IS NULL OR created_at >= :since)"
     " AND (CAST(:until AS timestamptz) IS NULL OR created_at < :until)"
+)
+
+
+# What QueryLogRead shows of a logged call: one list for the page and the single read.
+_COLUMNS = (
+    "id, agent_id, query, standalone_question, standalone_method, status, confidence, answer, chunks,"
+    " prompt_variant, prompt_version, model, timings, cached, degraded, action, transfer_reason,"
+    " used_sources, evaluation, created_at"
 )
 
 
@@ -53,18 +62,35 @@ class QueryLogRepository:
         }
         rows = await self.session.execute(
             text(
-                "SELECT id, agent_id, query, standalone_question, standalone_method, status, confidence,"
-                " answer, chunks, prompt_variant,"
-                " prompt_version, model, timings, cached, degraded, action, transfer_reason, used_sources,"
-                " evaluation,"
-                " created_at"
-                f" FROM query_log WHERE {where}"
+                f"SELECT {_COLUMNS} FROM query_log WHERE {where}"
                 " ORDER BY created_at DESC, id LIMIT :limit OFFSET :offset"
             ),
             {**params, "limit": limit, "offset": offset},
         )
         total = await self.session.scalar(text(f"SELECT count(*) FROM query_log WHERE {where}"), params)
         return [dict(r._mapping) for r in rows], int(total or 0)
+
+    async def get(self, query_id: uuid.UUID) -> dict[str, Any] | None:
+        row = (
+            await self.session.execute(
+                text(f"SELECT {_COLUMNS} FROM query_log WHERE org_id = :org AND id = :id"),
+                {"org": self.org_id, "id": query_id},
+            )
+        ).first()
+        return dict(row._mapping) if row is not None else None
+
+    async def chunk_texts(self, chunk_ids: list[int]) -> dict[int, dict[str, Any]]:
+        """The chunks a logged call was given, those that still exist: id -> title, section,
+        page, text."""
+        rows = await self.session.execute(
+            text(
+                "SELECT c.id, d.title, c.section, c.page, c.text, c.document_id, c.kb_id"
+                " FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE c.org_id = :org AND c.id = ANY(CAST(:ids AS bigint[]))"
+            ),
+            {"org": self.org_id, "ids": chunk_ids},
+        )
+        return {r.id: dict(r._mapping) for r in rows}
 
     async def gaps(
         self,
@@ -141,6 +167,15 @@ class QueryLogService:
         return Page(
             items=[QueryLogRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset
         )
+
+    async def read(self, query_id: uuid.UUID) -> tuple[QueryLogRead, dict[int, dict[str, Any]]]:
+        """One logged call, and the chunks it was given that still exist (by id)."""
+        row = await self.repo.get(query_id)
+        if row is None:
+            raise NotFound("query not found")
+        logged = QueryLogRead.model_validate(row)
+        ids = [int(c["chunk_id"]) for c in logged.chunks if isinstance(c.get("chunk_id"), int)]
+        return logged, await self.repo.chunk_texts(ids) if ids else {}
 
     async def gaps(
         self,

@@ -5,7 +5,8 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, StringConstraints, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from app.schemas import SPACE, Input, StrippedRequired
 
@@ -178,3 +179,100 @@ class ToolRead(BaseModel):
         description="Agent instructions that tell the voice model when to call the tool."
     )
     prompt_version: str
+
+
+VariantName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")]
+
+
+def _json_boolean(value: Any) -> Any:
+    # Litestar validates request bodies in lax mode, where StrictBool is lax too: a JSON 0 or
+    # "yes" would pass for a boolean the schema promises.
+    if not isinstance(value, bool):
+        raise PydanticCustomError("bool_type", "Input should be a valid boolean")
+    return value
+
+
+JsonBool = Annotated[bool, BeforeValidator(_json_boolean)]
+
+
+class PlaygroundRequest(Input):
+    query: Question
+    variant: VariantName | None = Field(
+        None, description="The prompt variant to answer with; absent: the agent's own (its settings)."
+    )
+    compare_variant: VariantName | None = Field(
+        None, description="A second prompt variant: the same question is answered with it too, side by side."
+    )
+    skip_model: JsonBool = Field(
+        False, description="Answer with the extractive answerer (offline), never calling the answering model."
+    )
+
+
+class RetrieverHit(BaseModel):
+    """A chunk as one retriever (BM25 or the vectors) ranked it."""
+
+    rank: int
+    score: float = Field(description="BM25: the chunk's BM25 score. Vectors: its cosine similarity.")
+    fused_score: float = Field(description="Its reciprocal-rank-fusion score over both lists.")
+    chunk_id: int
+    document_id: uuid.UUID
+    title: str
+    section: str | None
+    page: int | None
+    text: str
+
+
+class FusedHit(BaseModel):
+    """A chunk of the fused list the answer is chosen from."""
+
+    rank: int
+    score: float = Field(description="The reciprocal-rank-fusion score (see `Source.score`).")
+    text_rank: int | None
+    vector_rank: int | None
+    chunk_id: int
+    document_id: uuid.UUID
+    title: str
+    section: str | None
+    page: int | None
+    text: str
+
+
+class ChatMessage(BaseModel):
+    role: str
+    content: str
+
+
+class PlaygroundRun(BaseModel):
+    """One variant's dry run: the reply query_knowledge would give, and how it was made."""
+
+    variant: str
+    prompt_version: str
+    answer: str
+    status: Status
+    confidence: float
+    action: Action
+    transfer_reason: str | None
+    degraded: bool
+    sources: list[Source]
+    answered_by: str = Field(description="`extractive`, or the answering model's name.")
+    model: str | None = Field(description="The answering model of this variant; null when none is set up.")
+    model_called: bool
+    model_error: str | None = Field(description="Why the model's answer was not used, when it failed.")
+    tokens: dict[str, int] | None
+    plan: str | None = Field(description="The vector search plan (`exact`, `memory`, `iterative`, `hnsw`).")
+    embedded: bool | None = Field(description="Whether the question was embedded (false: BM25 alone).")
+    confidence_parts: dict[str, float] | None
+    bm25: list[RetrieverHit] = Field(description="BM25's candidates, best first.")
+    vector: list[RetrieverHit] = Field(description="The vector search's candidates, nearest first.")
+    fused: list[FusedHit] = Field(description="The fused top_k chunks, best first.")
+    messages: list[ChatMessage] | None = Field(
+        description="The exact messages the answering model is (or would be) sent; null without candidates."
+    )
+    escalation: dict[str, Any] | None
+    timings_ms: Timings
+
+
+class PlaygroundResponse(BaseModel):
+    query: str
+    skip_model: bool
+    runs: list[PlaygroundRun] = Field(description="One run, or two with `compare_variant`, in that order.")

@@ -107,6 +107,38 @@ class _Trace:
         }
 
 
+# What the retrieval was given: BM25's hits, the question's vector, the agent's KBs, their
+# chunk count, and their in-memory copies when searched in memory.
+_RetrievalInputs = tuple[TextHits, Sequence[float] | None, list[uuid.UUID], int, list[KBVectors] | None]
+
+
+@dataclass(slots=True)
+class _DryRun:
+    """A playground call in flight: whether to skip the model, and what the retrieval was
+    given, kept so that every candidate of both lists can be listed once the reply is made."""
+
+    skip_model: bool
+    inputs: _RetrievalInputs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunResult:
+    """A query_knowledge reply as it would be given (with its debug details), plus what the
+    playground shows beside it; nothing of it was logged or cached."""
+
+    response: dict[str, Any]
+    variant: str
+    prompt_version: str
+    # Every chunk either list found, in fused order (at most 2 x ``candidates``).
+    candidates: list[Candidate]
+    # The top_k chunks the reply was chosen from.
+    fused: list[Candidate]
+    messages: list[dict[str, str]] | None
+    # The model that answers for this variant, None when the service has none.
+    model: str | None
+    model_called: bool
+
+
 class EmbeddingLRU:
     """Query embeddings by (model, normalised text); callers repeat themselves.
 
@@ -210,6 +242,93 @@ class QueryService:
         (app/query/conversation.py); the outcome's ``finish`` logs the call (marked as
         evaluation traffic when ``evaluation``) and caches the answer."""
         check_history(history, self.settings)
+        response, state = await self._respond(
+            org_id, agent_id, question, history, variant, debug=debug, dry=None
+        )
+        prompt = state["prompt"]
+        model = self.answerer_name(prompt)
+        return QueryOutcome(
+            response,
+            # A partial of the coroutine function, not a lambda, so Litestar awaits it.
+            partial(
+                self._finish,
+                org_id,
+                agent_id,
+                question,
+                state["normalised"],
+                prompt,
+                model,
+                response,
+                state,
+                evaluation=evaluation,
+            ),
+        )
+
+    async def dry_run(
+        self,
+        *,
+        org_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        question: str,
+        variant: str | None = None,
+        skip_model: bool = False,
+    ) -> DryRunResult:
+        """The playground: ``query`` in debug mode, answered by the extractive answerer when
+        ``skip_model``, and never logged, cached, nor served from the answer cache (debug
+        mode reads no cached answer). Raises NotFound for an agent unknown to ``org_id``."""
+        dry = _DryRun(skip_model=skip_model)
+        response, state = await self._respond(org_id, agent_id, question, (), variant, debug=True, dry=dry)
+        prompt: PromptSet = state["prompt"]
+        debug = response["debug"]
+        fused: list[Candidate] = state["found"][0] if state.get("found") else []
+        # Listed after the reply is made, so its timings are those of a real call.
+        candidates = await self._every_candidate(dry.inputs) if dry.inputs is not None else []
+        messages = debug.get("messages")
+        if messages is None and fused:
+            messages = self.model_messages(
+                question, fused, prompt, attribution=state.get("attribution") == "spoken"
+            )
+        return DryRunResult(
+            response=response,
+            variant=prompt.variant,
+            prompt_version=prompt.version,
+            candidates=candidates,
+            fused=fused,
+            messages=messages,
+            model=(prompt.model.model or self.settings.llm_model) if self.llm else None,
+            model_called="messages" in debug,
+        )
+
+    async def _every_candidate(
+        self,
+        inputs: _RetrievalInputs,
+    ) -> list[Candidate]:
+        """The fusion again, over the same lists, keeping every chunk: the union of BM25's
+        and the vectors' ``candidates`` each, with their ranks, scores and fused score."""
+        text, vector, kb_ids, chunk_total, held = inputs
+        every = 2 * self.settings.candidates
+        found: Retrieval | None = None
+        if held is not None:
+            found = await self.retriever.fuse_memory(
+                held, text=text, vector=vector, candidates=self.settings.candidates, top_k=every
+            )
+        if found is None:
+            async with raw_connection(self.engine) as conn:
+                found = await self._fuse(conn, text, vector, kb_ids, chunk_total, top_k=every)
+        return found.candidates
+
+    async def _respond(
+        self,
+        org_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        question: str,
+        history: Sequence[Turn],
+        variant: str | None,
+        *,
+        debug: bool,
+        dry: _DryRun | None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The reply, and the state its making left for ``_finish`` and the playground."""
         trace = _Trace()
         query_id = uuid.uuid4()
         caller_question = question
@@ -222,6 +341,7 @@ class QueryService:
             "prompt": prompt,
             "variant": variant,
             "standalone": Standalone(question, "none"),
+            "dry": dry,
         }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
@@ -261,7 +381,7 @@ class QueryService:
             response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
         prompt = state["prompt"]
         question = state["standalone"].question
-        normalised = normalise_question(question)
+        state["normalised"] = normalise_question(question)
         self._attribute(response, prompt, state)
         # The cache keeps what the knowledge gave; the agent's policy is applied on top of
         # every reply, cached or not, so a change to it is heard on the next call.
@@ -272,23 +392,7 @@ class QueryService:
         if debug:
             response["debug"] = state["debug"]
             response["debug"]["context"] = state["standalone"].debug(caller_question)
-        model = self.answerer_name(prompt)
-        return QueryOutcome(
-            response,
-            # A partial of the coroutine function, not a lambda, so Litestar awaits it.
-            partial(
-                self._finish,
-                org_id,
-                agent_id,
-                caller_question,
-                normalised,
-                prompt,
-                model,
-                response,
-                state,
-                evaluation=evaluation,
-            ),
-        )
+        return response, state
 
     async def _answer(
         self,
@@ -368,8 +472,13 @@ class QueryService:
             elif not embedding.cancelled():
                 embedding.exception()  # retrieved, so a failure is not reported twice
         trace.search += found.timing_ms
-        SEARCH_PLANS.labels(found.plan).inc()
         candidates = found.candidates
+        dry: _DryRun | None = state["dry"]
+        if dry is None:
+            SEARCH_PLANS.labels(found.plan).inc()
+        else:
+            vector_used = embedding.result() if not embedding.cancelled() else None
+            dry.inputs = (text, vector_used, kb_ids, chunk_total, held)
         prompt = state["prompt"]
         model = self.answerer_name(prompt)
         state["chunks"] = [
@@ -403,7 +512,7 @@ class QueryService:
             state["evidence"] = evidence
         if not candidates or confidence < threshold:
             return self._reply("not_found", prompt.not_found_reply, confidence, [])
-        if self.llm is None:
+        if self.llm is None or (dry is not None and dry.skip_model):
             if evidence is not None:
                 return self._answered(evidence.text, confidence, candidates, evidence.passages)
             return self._extractive(question, candidates, confidence, prompt)
@@ -497,6 +606,7 @@ class QueryService:
         vector: Sequence[float] | None,
         kb_ids: list[uuid.UUID],
         chunk_total: int,
+        top_k: int | None = None,
     ) -> Retrieval:
         return await self.retriever.fuse(
             conn,
@@ -506,7 +616,7 @@ class QueryService:
             model_key=self.embedder.model_key,
             chunk_total=chunk_total,
             candidates=self.settings.candidates,
-            top_k=self.settings.top_k,
+            top_k=top_k or self.settings.top_k,
         )
 
     def confidence(self, question: str, candidates: list[Candidate]) -> tuple[float, dict[str, float]]:
@@ -535,6 +645,25 @@ class QueryService:
             "confidence": value,
         }
 
+    def model_messages(
+        self, question: str, candidates: Sequence[Candidate], prompt: PromptSet, *, attribution: bool = False
+    ) -> list[dict[str, str]]:
+        """The chat messages the answering model is sent for these chunks; with
+        ``attribution``, each carries its speakable title and the prompt asks to name it."""
+        items = [
+            KnowledgeItem(
+                title=c.title,
+                section=c.section,
+                page=c.page,
+                text=c.text,
+                spoken_title=speakable_title(c.title) if attribution else None,
+            )
+            for c in candidates
+        ]
+        return prompt.messages(
+            question=question, items=items, max_words=self.settings.max_answer_words, attribution=attribution
+        )
+
     def _extractive(
         self,
         question: str,
@@ -559,19 +688,8 @@ class QueryService:
         state: dict[str, Any],
     ) -> dict[str, Any]:
         assert self.llm is not None
-        spoken = state.get("attribution") == "spoken"
-        items = [
-            KnowledgeItem(
-                title=c.title,
-                section=c.section,
-                page=c.page,
-                text=c.text,
-                spoken_title=speakable_title(c.title) if spoken else None,
-            )
-            for c in candidates
-        ]
-        messages = prompt.messages(
-            question=question, items=items, max_words=self.settings.max_answer_words, attribution=spoken
+        messages = self.model_messages(
+            question, candidates, prompt, attribution=state.get("attribution") == "spoken"
         )
         if state["debug"] is not None:
             state["debug"]["messages"] = messages

@@ -26,6 +26,7 @@ EXPECTED = {
     "webhook_endpoints",
     "webhook_events",
     "webhook_deliveries",
+    "console_sessions",
     "alembic_version",
 }
 

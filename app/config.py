@@ -262,7 +262,7 @@ class QuerySettings(BaseModel):
         "(cosine) to a recent answered question of the same agent, KB versions and settings, and "
         "names the same numbers and particulars, gets its answer. Unset = the embedder's calibrated "
         "default (minilm 0.85; the others off: not calibrated); 0 = off. Per process "
-        "(docs/CONFIDENCE.md, \"Semantic answer cache\").",
+        '(docs/CONFIDENCE.md, "Semantic answer cache").',
     )
     llm_model: str = Field("gpt-4o-mini", description="Answering model unless the prompt names one.")
     llm_max_tokens: int = Field(

@@ -89,7 +89,9 @@ async def logged(engine: Any, query_id: str) -> tuple[Any, ...]:
 
 
 @asynccontextmanager
-async def other_app(database_url: str, settings: Settings, **query: Any) -> AsyncIterator[AsyncTestClient[Any]]:
+async def other_app(
+    database_url: str, settings: Settings, **query: Any
+) -> AsyncIterator[AsyncTestClient[Any]]:
     changed = settings.model_copy(update={"query": settings.query.model_copy(update=query)})
     app = create_app(changed, database_url=database_url, resolver=fake_resolver, run_workers=False)
     async with AsyncTestClient(app=app) as client:
@@ -134,7 +136,7 @@ async def test_another_number_does_not_get_the_answer(app, client, org, agent, e
 
 
 async def test_another_thing_does_not_get_the_answer(database_url, semantic_settings, org, kb, engine):
-    """"A cleaning for a child" against "... for an adult": 0.845 with minilm, so checked
+    """A cleaning "for a child" against one "for an adult": 0.845 with minilm, so checked
     under a threshold below it (0.8): the content words keep them apart."""
     asked, other = "How much is a cleaning for an adult?", "How much is a cleaning for a child?"
     async with other_app(database_url, semantic_settings, semantic_cache_threshold=0.8) as client:
@@ -223,4 +225,3 @@ async def test_uncalibrated_embedders_have_it_off(app, client, settings, databas
         assert client.app.state.query_service.semantic_cache.enabled is False
     async with other_app(database_url, settings, semantic_cache_threshold=0.9) as client:
         assert client.app.state.query_service.semantic_cache.threshold == 0.9
-

@@ -254,6 +254,16 @@ class QuerySettings(BaseModel):
         "its last whole sentence that fits (at the limit itself if that keeps less than half).",
     )
     answer_cache_ttl_s: int = Field(3600, ge=0, description="Lifetime of cached answers (0 = off).")
+    semantic_cache_threshold: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Semantic answer cache: a question whose embedding is at least this similar "
+        "(cosine) to a recent answered question of the same agent, KB versions and settings, and "
+        "names the same numbers and particulars, gets its answer. Unset = the embedder's calibrated "
+        "default (minilm 0.85; the others off: not calibrated); 0 = off. Per process "
+        '(docs/CONFIDENCE.md, "Semantic answer cache").',
+    )
     llm_model: str = Field("gpt-4o-mini", description="Answering model unless the prompt names one.")
     llm_max_tokens: int = Field(
         200, ge=16, le=4000, description="Answer token cap unless the prompt sets one."

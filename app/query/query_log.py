@@ -25,7 +25,8 @@ _WINDOW = (
 # What QueryLogRead shows of a logged call: one list for the page and the single read.
 _COLUMNS = (
     "id, agent_id, query, standalone_question, standalone_method, status, confidence, answer, chunks,"
-    " prompt_variant, prompt_version, model, timings, cached, degraded, action, transfer_reason,"
+    " prompt_variant, prompt_version, model, timings, cached, semantic_question, semantic_similarity,"
+    " semantic_query_id, degraded, action, transfer_reason,"
     " used_sources, evaluation, created_at"
 )
 

@@ -207,7 +207,8 @@ USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = 
 # replay), which the knowledge gaps leave out; $20 and $21 are the reply's action and
 # transfer reason (escalation); $22 and $23 the standalone question the call was searched
 # and answered with (null when it is the caller's own) and how it was made (conversation.py);
-# $24 the chunk ids the answer was read from (used_sources).
+# $24 the chunk ids the answer was read from (used_sources); $25 to $27 the question, similarity
+# and query id of the paraphrase whose answer was reused (semantic_cache.py), else null.
 FINISH_SQL = """
 WITH cache AS (
     INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)
@@ -218,9 +219,10 @@ WITH cache AS (
 )
 INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, confidence, chunks, answer,
                        prompt_variant, prompt_version, model, timings, cached, degraded, evaluation,
-                       action, transfer_reason, standalone_question, standalone_method, used_sources)
+                       action, transfer_reason, standalone_question, standalone_method, used_sources,
+                       semantic_question, semantic_similarity, semantic_query_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $19, $20, $21,
-        $22, $23, $24::bigint[])
+        $22, $23, $24::bigint[], $25, $26, $27)
 """
 
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change

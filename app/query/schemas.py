@@ -139,6 +139,14 @@ class QueryLogRead(BaseModel):
     model: str | None
     timings: dict[str, float]
     cached: bool
+    semantic_question: str | None = Field(
+        description="When the answer was reused from an earlier call asked in other words (the "
+        "semantic answer cache, docs/CONFIDENCE.md): that call's question; else null."
+    )
+    semantic_similarity: float | None = Field(
+        description="The similarity of the two questions' embeddings, when `semantic_question` is set."
+    )
+    semantic_query_id: uuid.UUID | None = Field(description="The id of the call whose answer was reused.")
     degraded: bool
     action: str | None = Field(description="The reply's `action`; null for calls logged before it existed.")
     transfer_reason: str | None

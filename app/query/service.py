@@ -47,6 +47,7 @@ from app.query.confidence import calibrated_confidence
 from app.query.conversation import Contextualiser, Standalone, Turn, check_history
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
+from app.query.semantic_cache import SemanticAnswerCache, default_threshold, scope_of
 from app.query.sentences import SentenceEncoder, SentenceVectors
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ SOURCE_SCORE_FLOOR = 0.5
 _ACTIONS = {"answered": "answer", "not_found": "say_not_found", "unavailable": "say_unavailable"}
 # A reply's fields the answer cache stores.
 _CACHED_FIELDS = ("answer", "status", "confidence", "sources", "used_sources", "degraded")
+# Settings outside the answer cache's key (see QueryService.__init__).
+_UNKEYED_SETTINGS = {"vector_cache_mb", "semantic_cache_threshold"}
 
 
 def normalise_question(text: str) -> str:
@@ -197,8 +200,9 @@ class QueryService:
         )
         base_url = str(llm.client.base_url) if llm is not None else ""
         self.prompt_fingerprint = hashlib.sha256(
-            # The memory budget shapes no answer (the in-memory search ranks as SQL does).
-            f"{prompt_fingerprint}|{settings.model_dump_json(exclude={'vector_cache_mb'})}"
+            # The memory budget shapes no answer (the in-memory search ranks as SQL does), nor
+            # does the semantic cache's threshold (which answer is reused, not what it says).
+            f"{prompt_fingerprint}|{settings.model_dump_json(exclude=_UNKEYED_SETTINGS)}"
             f"|{retriever.vector_weight}|{base_url}".encode()
         ).hexdigest()[:16]
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
@@ -207,6 +211,11 @@ class QueryService:
         )
         # Sentences are chosen by meaning when the embedder can embed them (the offline default).
         self.sentences = SentenceVectors(embedder) if isinstance(embedder, SentenceEncoder) else None
+        # Paraphrases of recent answered questions (semantic_cache.py); per process.
+        self.semantic_cache = SemanticAnswerCache(
+            threshold=default_threshold(settings.semantic_cache_threshold, embedder.model_key),
+            ttl_s=settings.answer_cache_ttl_s,
+        )
         # Embedding requests left to finish after their call ended (see _answer).
         self._background: set[asyncio.Future[Sequence[float] | None]] = set()
 
@@ -432,6 +441,9 @@ class QueryService:
                 trace.search += (time.perf_counter() - t) * 1000
                 if (early := self._early_reply(ctx, state)) is not None:
                     return early
+                state["scope"] = scope_of(
+                    org_id, agent_id, ctx, self.prompt_fingerprint, answerer, self.embedder.model_key
+                )
                 kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
                 text = TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or [])
                 # The agent's KBs held in memory at the versions just read (kb_vectors.py):
@@ -441,6 +453,8 @@ class QueryService:
                     held = self.kb_vectors.lookup(org_id, kb_ids, ctx["kb_versions"], ctx["kb_changed"])
                 found: Retrieval | None = None
                 if held is None and embedding.done():
+                    if (reused := self._reuse(normalised, embedding.result(), state)) is not None:
+                        return reused
                     found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
             if found is None:
                 # The connection goes back to the pool while the provider is awaited: a real
@@ -451,6 +465,8 @@ class QueryService:
                 t = time.perf_counter()
                 vector = await embedding
                 trace.embed_wait += (time.perf_counter() - t) * 1000
+                if (reused := self._reuse(normalised, vector, state)) is not None:
+                    return reused
                 if held is not None:
                     found = await self.retriever.fuse_memory(
                         held,
@@ -560,6 +576,25 @@ class QueryService:
         cached.setdefault("used_sources", [])
         state["from_cache"] = True
         return cached
+
+    def _reuse(
+        self, normalised: str, vector: Sequence[float] | None, state: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The answer of a paraphrase answered before in the call's scope (semantic_cache.py)."""
+        if vector is None or not self.semantic_cache.enabled:
+            return None
+        match = self.semantic_cache.lookup(state["scope"], normalised, vector)
+        if match is None:
+            return None
+        state["from_cache"] = True
+        state["semantic_match"] = match
+        if state["debug"] is not None:
+            state["debug"]["semantic_cache"] = match.debug()
+        return {**match.reply, "cached": True}
+
+    async def question_vector(self, question: str) -> Sequence[float] | None:
+        """The vector a call searches and caches with for ``question`` (benchmarks)."""
+        return await self._embed(normalise_question(question), _Trace())
 
     async def _embed(self, normalised: str, trace: _Trace) -> Sequence[float] | None:
         if not normalised:
@@ -862,6 +897,24 @@ class QueryService:
         )
         stored = json.dumps(state["knowledge_reply"]) if cacheable else None
         standalone: Standalone = state["standalone"]
+        match = state.get("semantic_match")
+        # A paraphrase may reuse only what the knowledge answered, in full, and spoken as it
+        # was: never not_found, a degraded answer or a transfer (semantic_cache.py).
+        if (
+            cacheable
+            and response["status"] == "answered"
+            and response["action"] == "answer"
+            and self.semantic_cache.enabled
+            and state.get("scope") is not None
+            and (vector := self.embed_cache.get((self.embedder.model_key, normalised))) is not None
+        ):
+            self.semantic_cache.store(
+                state["scope"],
+                normalised,
+                vector,
+                query_id=uuid.UUID(response["query_id"]),
+                reply=state["knowledge_reply"],
+            )
         try:
             async with raw_connection(self.engine) as conn:
                 await conn.execute(
@@ -890,6 +943,9 @@ class QueryService:
                     standalone.question if standalone.method != "none" else None,
                     standalone.method,
                     response["used_sources"],
+                    match.question if match else None,
+                    match.similarity if match else None,
+                    match.query_id if match else None,
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

@@ -1,0 +1,251 @@
+"""The semantic answer cache: a paraphrase of a question an agent has just answered gets
+the same answer without retrieval or a model call (docs/CONFIDENCE.md, "Semantic answer
+cache").
+
+The exact answer cache (AGENT_CONTEXT_SQL) only serves a question spelt the same way once
+normalised. Callers rarely repeat each other word for word, so this one compares the
+question's embedding (computed on every call anyway) with those of recent answered
+questions of the same *scope*: organisation, agent, the content version of every KB the
+agent reads, prompt variant and files, the settings that shape an answer, answerer and
+embedding model. Any change to those is a new scope, so nothing stale can match.
+
+What may be reused, and when:
+- only replies that answered from the knowledge (never not_found, unavailable, a transfer
+  or a degraded answer: ``QueryService._finish`` decides what is stored);
+- only above a cosine similarity calibrated per embedder on callers-dev (0 wrong hits;
+  ``python -m bench.semantic_cache_eval``); embedders not calibrated have it off;
+- only when both questions name the same particulars: the same numbers and the same
+  content words besides those that ask or fill (see ``same_particulars``), so "the price
+  of a filling" never gets the price of a crown.
+
+It lives in each process's memory, bounded: a lookup is a matrix-vector product over at
+most ``_PER_SCOPE`` vectors, no round trip. The scope is read from the database on every
+call (the agent's context statement), so a change is heard by every process at once; the
+hits themselves are per process (a paraphrase is served by the process that answered the
+first question, or answered afresh elsewhere).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.embeddings.base import embedder_family
+from app.embeddings.lexical import lexical_terms
+
+# Cosine similarity at or above which two questions of one scope are the same question,
+# per embedder family, as calibrated (docs/BENCHMARKS.md, "Semantic answer cache"): minilm's
+# is above the most similar pair of different callers-dev questions (0.79) by a margin, so
+# similarity alone makes no wrong hit there, and the particulars check made none on the
+# rewordings at any threshold from 0.70; it keeps 84 % of the true rewordings. Families
+# absent here were not calibrated (OpenAI's vectors sit on another scale; no key offline)
+# and have it off unless QUERY__SEMANTIC_CACHE_THRESHOLD sets one.
+DEFAULT_THRESHOLDS = {"minilm": 0.85}
+# Recent answered questions kept per scope, and in all (at 384 dimensions, 8,192 vectors
+# take 12.6 MB as float32; at OpenAI's 1,536, 50 MB).
+_PER_SCOPE = 256
+_MAX_ENTRIES = 8192
+
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_WORD = re.compile(r"[^\W\d_]+")
+# Spoken numbers are numbers: "a ten class pass" is "a 10 class pass", not "a five class pass".
+_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+)
+_TENS = "thirty forty fifty sixty seventy eighty ninety"
+_NUMBER_WORDS = {word: str(value) for value, word in enumerate(_UNITS.split())} | {
+    word: str(10 * tens) for tens, word in enumerate(_TENS.split(), 3)
+}
+_ORDINALS = frozenset(("half", "quarter", "first", "second", "third", "fourth", "fifth"))
+_ORDINALS |= {"hundred", "thousand", "million"}
+# Words that ask or fill rather than name what is asked about: "how much is a filling" and
+# "what does a filling cost" name the same thing, a filling. Everything else must agree.
+_GENERIC = frozenset(
+    lexical_terms(
+        "much cost costs price prices pricing charge charges fee fees pay rate rates roughly "
+        "usually typically tell know like need want get please thanks thank hi hello hey yeah "
+        "um uh er okay ok just actually wondering wonder guys"
+    )
+)
+# Terms this long are compared by prefix: the light stemmer leaves "deliver" and "delivery".
+_PREFIX = 4
+
+
+def default_threshold(setting: float | None, model_key: str) -> float | None:
+    """The threshold in force: the setting when given (0 = off), else the embedder's
+    calibrated one; None = off."""
+    value = setting if setting is not None else DEFAULT_THRESHOLDS.get(embedder_family(model_key))
+    return value if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class Particulars:
+    """What a question must share with a cached one to reuse its answer: its numbers and
+    the content words that name what it asks about."""
+
+    numbers: frozenset[str]
+    terms: frozenset[str]
+
+
+def particulars(question: str) -> Particulars:
+    text = unicodedata.normalize("NFKC", question).casefold()
+    numbers = {n.replace(",", "") for n in _NUMBER.findall(text)}
+    words = set(_WORD.findall(text))
+    numbers |= {_NUMBER_WORDS[w] for w in words & _NUMBER_WORDS.keys()} | (words & _ORDINALS)
+    spoken = set(_NUMBER_WORDS) | _ORDINALS
+    terms = {t for t in lexical_terms(text) if not t.isdigit() and t not in spoken and t not in _GENERIC}
+    return Particulars(frozenset(numbers), frozenset(terms))
+
+
+def same_particulars(a: Particulars, b: Particulars) -> bool:
+    """Whether two questions close in meaning may share an answer: the same numbers, and
+    the same content words besides the ones that ask or fill (``_GENERIC``). Similarity
+    alone cannot tell "the price of a filling" from "the price of a crown": the sentences
+    differ by the one word that matters. This costs the paraphrases that name the thing by
+    another word ("plastic" for "card"): they are answered afresh."""
+    # A question naming nothing ("how much is it?") cannot be checked: it never matches.
+    if not a.terms or not b.terms or a.numbers != b.numbers:
+        return False
+    return _covered(a.terms, b.terms) and _covered(b.terms, a.terms)
+
+
+def _covered(terms: frozenset[str], other: frozenset[str]) -> bool:
+    return all(t in other or any(_same_stem(t, o) for o in other) for t in terms)
+
+
+def _same_stem(a: str, b: str) -> bool:
+    return min(len(a), len(b)) >= _PREFIX and (a.startswith(b) or b.startswith(a))
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    question: str
+    similarity: float
+    query_id: uuid.UUID
+    reply: dict[str, Any]
+
+    def debug(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "similarity": round(self.similarity, 4),
+            "query_id": str(self.query_id),
+        }
+
+
+@dataclass(slots=True)
+class _Entry:
+    question: str
+    particulars: Particulars
+    query_id: uuid.UUID
+    reply: dict[str, Any]
+    stored_at: float
+
+
+class _Scope:
+    """One scope's recent answered questions, oldest first, and their vectors as rows."""
+
+    def __init__(self, dimensions: int) -> None:
+        self.entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.vectors: npt.NDArray[np.float32] = np.empty((0, dimensions), dtype=np.float32)
+
+    def put(self, normalised: str, vector: npt.NDArray[np.float32], entry: _Entry) -> int:
+        """Add or replace; returns how many entries the scope gained (0 or 1, less evictions)."""
+        before = len(self.entries)
+        keys = list(self.entries)
+        rows = list(self.vectors)
+        if normalised in self.entries:
+            index = keys.index(normalised)
+            del keys[index], rows[index]
+            del self.entries[normalised]
+        self.entries[normalised] = entry
+        rows.append(vector)
+        while len(self.entries) > _PER_SCOPE:
+            self.entries.popitem(last=False)
+            rows.pop(0)
+        self.vectors = np.vstack(rows).astype(np.float32, copy=False)
+        return len(self.entries) - before
+
+
+class SemanticAnswerCache:
+    """Per process: recent answered questions by scope, bounded (module docstring)."""
+
+    def __init__(self, *, threshold: float | None, ttl_s: float) -> None:
+        self.threshold = threshold
+        self.ttl_s = ttl_s
+        self._scopes: OrderedDict[tuple[Any, ...], _Scope] = OrderedDict()
+        self._size = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold is not None and self.ttl_s > 0
+
+    def lookup(self, scope: tuple[Any, ...], normalised: str, vector: Sequence[float]) -> Match | None:
+        """The cached answer of the closest question of the scope above the threshold whose
+        particulars agree, if any. The question itself never matches: a repeat is the exact
+        cache's (which debug mode bypasses on purpose)."""
+        held = self._scopes.get(scope)
+        if held is None or self.threshold is None:
+            return None
+        self._scopes.move_to_end(scope)
+        similarities = held.vectors @ np.asarray(vector, dtype=np.float32)
+        order = np.flatnonzero(similarities >= self.threshold)
+        if not order.size:
+            return None
+        mine: Particulars | None = None
+        oldest = time.monotonic() - self.ttl_s
+        entries = list(held.entries.items())
+        for index in order[np.argsort(-similarities[order], kind="stable")]:
+            key, entry = entries[index]
+            if key == normalised or entry.stored_at < oldest:
+                continue
+            mine = mine or particulars(normalised)
+            if same_particulars(mine, entry.particulars):
+                return Match(entry.question, float(similarities[index]), entry.query_id, entry.reply)
+        return None
+
+    def store(
+        self,
+        scope: tuple[Any, ...],
+        normalised: str,
+        vector: Sequence[float],
+        *,
+        query_id: uuid.UUID,
+        reply: dict[str, Any],
+    ) -> None:
+        """Keep an answered reply (the caller decides which replies qualify)."""
+        row = np.asarray(vector, dtype=np.float32)
+        held = self._scopes.get(scope)
+        if held is None:
+            held = self._scopes[scope] = _Scope(row.shape[0])
+        self._scopes.move_to_end(scope)
+        entry = _Entry(normalised, particulars(normalised), query_id, dict(reply), time.monotonic())
+        self._size += held.put(normalised, row, entry)
+        # A KB's new content version leaves its old scopes behind: the least recently used go.
+        while self._size > _MAX_ENTRIES and len(self._scopes) > 1:
+            _, gone = self._scopes.popitem(last=False)
+            self._size -= len(gone.entries)
+
+
+def scope_of(org_id: uuid.UUID, agent_id: uuid.UUID, ctx: Any, *answering: str) -> tuple[Any, ...]:
+    """A call's scope: what the exact cache key binds besides the question (the agent's
+    context row: its KBs and their content versions, the prompt variant, attribution; and
+    ``answering``: prompt and settings fingerprint, answerer, embedding model)."""
+    return (
+        org_id,
+        agent_id,
+        tuple(ctx["kb_ids"]),
+        tuple(ctx["kb_versions"]),
+        ctx["variant"],
+        ctx["attribution"],
+        *answering,
+    )

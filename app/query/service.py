@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -33,7 +33,7 @@ from app.answering.extractive import (
     extractive_answer,
     texts_to_embed,
 )
-from app.answering.llm import ChatAnswerer, LLMError
+from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
 from app.db.engine import raw_connection
@@ -48,6 +48,9 @@ from app.query.conversation import Contextualiser, Standalone, Turn, check_histo
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 from app.query.sentences import SentenceEncoder, SentenceVectors
+
+if TYPE_CHECKING:
+    from app.query.streaming import Speaker
 
 log = logging.getLogger(__name__)
 
@@ -205,10 +208,12 @@ class QueryService:
         variant: str | None = None,
         debug: bool = False,
         evaluation: bool = False,
+        speaker: Speaker | None = None,
     ) -> QueryOutcome:
         """Answer ``question`` for the agent, made standalone from ``history`` first
         (app/query/conversation.py); the outcome's ``finish`` logs the call (marked as
-        evaluation traffic when ``evaluation``) and caches the answer."""
+        evaluation traffic when ``evaluation``) and caches the answer. A ``speaker`` streams
+        the answering model's sentences as they are written (app/query/streaming.py)."""
         check_history(history, self.settings)
         trace = _Trace()
         query_id = uuid.uuid4()
@@ -222,6 +227,7 @@ class QueryService:
             "prompt": prompt,
             "variant": variant,
             "standalone": Standalone(question, "none"),
+            "speaker": speaker,
         }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
@@ -579,9 +585,19 @@ class QueryService:
         elapsed = time.perf_counter() - trace.t0
         # Keep a slice of the deadline for the fallback answer and the response itself.
         budget = self.settings.deadline_s - elapsed - 0.1
+        speaker: Speaker | None = state["speaker"]
+        # A topic the agent hands over replaces this answer by the transfer line: none of it is spoken.
+        answer: Callable[..., Awaitable[LLMResult]]
+        if (
+            speaker is not None
+            and matched_topic(question, (state.get("escalation") or ("say", []))[1]) is None
+        ):
+            answer = partial(speaker.speak, self.llm, prompt.holding_reply)
+        else:
+            answer = self.llm.complete
         t = time.perf_counter()
         try:
-            result = await self.llm.complete(
+            result = await answer(
                 messages,
                 model=model,
                 temperature=prompt.model.temperature,

@@ -14,6 +14,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
+from app.auth import budget_for
 from app.ingestion.worker import drain
 from app.main import create_app
 from app.query import streaming
@@ -221,6 +222,13 @@ async def test_request_errors_are_plain_json_before_any_stream(client, org, othe
     )
     assert r.status_code == 403
     assert r.json()["error"]
+
+
+def test_streamed_calls_count_against_the_query_budget(settings) -> None:
+    limits = settings.limits
+    assert budget_for("/api/agents/a1/query_knowledge/stream", limits) == ("query", limits.query_per_minute)
+    assert budget_for("/api/agents/a1/query_knowledge", limits) == ("query", limits.query_per_minute)
+    assert budget_for("/api/agents/a1/tool", limits) == ("manage", limits.manage_per_minute)
 
 
 # --- with the answering model ---------------------------------------------------------------

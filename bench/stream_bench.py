@@ -121,7 +121,9 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
             "whole_answer_ms": percentiles([r["done_ms"] for r in model], (0.5, 0.95)),
         }
         if form == "stream":
-            out[form]["holding_events"] = sum(r["holding_ms"] is not None for r in mine)
+            held = [r["holding_ms"] for r in mine if r["holding_ms"] is not None]
+            out[form]["holding_events"] = len(held)
+            out[form]["holding_ms"] = percentiles(held, (0.5, 0.95))
             out[form]["sentences_per_answer"] = percentiles([r["sentences"] for r in model], (0.5,))
     return out
 
@@ -139,7 +141,8 @@ def report(result: dict[str, Any]) -> None:
             f"{form:8} {f['model_path']:>5}/{f['calls']:<5} {first['p50']!s:>13} / {first['p95']!s:<11}"
             f" {whole['p50']!s:>11} / {whole['p95']!s}"
         )
-    print(f"stream: holding events {figures['stream']['holding_events']}")
+    stream = figures["stream"]
+    print(f"stream: holding events {stream['holding_events']}, at p50/p95 {stream['holding_ms']} ms")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

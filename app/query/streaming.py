@@ -22,6 +22,7 @@ written after a sentence is dropped.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,8 +33,10 @@ from app.answering.extractive import split_sentences
 from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.errors import AppError
-from app.observability.metrics import observe_query
+from app.observability.metrics import PROVIDER_ERRORS, observe_query
 from app.query.service import NOT_FOUND_MARK, QueryOutcome, QueryService
+
+log = logging.getLogger(__name__)
 
 # The wait before a holding event. A module attribute so that tests drive time by replacing it.
 clock_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -87,11 +90,7 @@ class Speaker:
         self.holding_after_s = holding_after_s
         self.t0 = time.perf_counter()
         self.said: list[str] = []
-        # Whether the model's stream ended of itself, and why not when it broke off after a
-        # sentence was spoken.
-        self.finished = False
-        self.failure: str | None = None
-        self.held = False
+        self.finished = False  # the model's stream ended of itself
 
     @property
     def spoken(self) -> str:
@@ -130,7 +129,10 @@ class Speaker:
             reason = exc.reason if isinstance(exc, LLMError) else "the model did not answer in time"
             if not self.said:
                 raise LLMError(reason) from exc
-            self.failure = reason
+            PROVIDER_ERRORS.labels("chat").inc()
+            log.warning(
+                "answering model failed after %d sentences (%s); ending there", len(self.said), reason
+            )
         finally:
             hold.cancel()
         if self.said and (not self.finished or NOT_FOUND_MARK in raw):
@@ -153,7 +155,6 @@ class Speaker:
     async def _hold(self, phrase: str) -> None:
         await clock_sleep(max(0.0, self.holding_after_s - (time.perf_counter() - self.t0)))
         if not self.said:
-            self.held = True
             self.emit(("holding", {"text": phrase}))
 
 

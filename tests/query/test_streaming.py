@@ -344,9 +344,21 @@ async def test_model_saying_not_found_streams_nothing_of_it(llm, org, engine, re
     assert events[-1][1]["status"] == "not_found"
 
 
-async def test_model_failing_before_a_sentence_falls_back_to_the_passage(llm, org, engine, respx_mock):
-    body = ChatStream(["We're open", " 9 to 5"], fail_after=1)
-    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda: stream_reply(ChatStream(["We're open", " 9 to 5"], fail_after=1)),
+        lambda: httpx.Response(500, json={"error": {"message": "boom"}}),
+        lambda: httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"data: {not json\n\n"
+        ),
+    ],
+    ids=["broken-off", "500", "malformed"],
+)
+async def test_model_failing_before_a_sentence_falls_back_to_the_passage(
+    llm, org, engine, respx_mock, failure
+):
+    route = respx_mock.post(CHAT).mock(return_value=failure())
     app = llm()
     async with AsyncTestClient(app=app) as c:
         agent = await _agent(c, org, app, engine)
@@ -358,6 +370,8 @@ async def test_model_failing_before_a_sentence_falls_back_to_the_passage(llm, or
     assert done["answer"] == "The practice is open Monday to Friday from 9 AM to 5 PM."
     assert "".join(sentences(events)) == done["answer"]
     assert await logged(engine, agent) == [(done["answer"], "answered", True)]
+    assert route.call_count == 1  # no retry
+    assert sent_json(route)["stream"] is True
 
 
 async def test_model_failing_after_a_sentence_keeps_what_was_said(llm, org, engine, respx_mock):

@@ -25,7 +25,7 @@ from app.observability.metrics import RATE_LIMITED
 
 PUBLIC_PATHS = {"/health", "/ready", "/metrics"}
 WINDOW_S = 60
-_QUERY_PATH = re.compile(r"^/api/agents/[^/]+/query_knowledge$")
+_QUERY_PATH = re.compile(r"^/api/agents/[^/]+/query_knowledge(?:/stream)?$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -298,6 +298,14 @@ class QuerySettings(BaseModel):
         description="With an answering model: budget for rewriting a follow-up question into a "
         "standalone one (at most a third of deadline_s); past it the offline completion is used.",
     )
+    holding_after_s: float = Field(
+        0.8,
+        ge=0,
+        le=10,
+        description="Streaming calls (query_knowledge/stream) with an answering model: when no sentence "
+        "is ready this long after the call began, a `holding` event carries the phrase of "
+        "reply.holding.md for the voice to say meanwhile.",
+    )
 
 
 class ConsoleSettings(BaseModel):

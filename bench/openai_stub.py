@@ -25,8 +25,10 @@ does not compete with the benchmark's own client for one interpreter)::
     stub = start_stub_process(port=0, embed_delay_ms=100)
     stub.stats(); stub.reset_stats(); stub.stop()
 
-Endpoints: ``POST /v1/embeddings``, ``POST /v1/chat/completions`` (non-streaming only),
-``GET /stats``, ``POST /stats/reset``, ``GET /health``.
+Endpoints: ``POST /v1/embeddings``, ``POST /v1/chat/completions``, ``GET /stats``,
+``POST /stats/reset``, ``GET /health``. With ``stream: true`` a chat completion is sent as
+server-sent chunks, one word each, paced so that the whole answer takes the chat delay (the
+first word arrives after delay / words), as a model writes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -141,7 +144,11 @@ class StubApp:
             if method == "POST" and path == "/v1/embeddings":
                 status, body = await self._embeddings(await _read_json(receive))
             elif method == "POST" and path == "/v1/chat/completions":
-                status, body = await self._chat(await _read_json(receive))
+                payload = await _read_json(receive)
+                if isinstance(payload, dict) and payload.get("stream"):
+                    await self._chat_stream(payload, send)
+                    return
+                status, body = await self._chat(payload)
             elif method == "GET" and path == "/stats":
                 status, body = 200, self.stats.snapshot()
             elif method == "POST" and path == "/stats/reset":
@@ -211,8 +218,6 @@ class StubApp:
     async def _chat(self, payload: Any) -> tuple[int, dict[str, Any]]:
         if not isinstance(payload, dict) or not isinstance(payload.get("messages"), list):
             raise ValueError("'messages' must be an array")
-        if payload.get("stream"):
-            raise ValueError("the stub does not stream; call without stream=True")
         stats = self.stats
         stats.chat_requests += 1
         stats.chat_in_flight += 1
@@ -248,6 +253,48 @@ class StubApp:
             },
             "system_fingerprint": "fp_stub",
         }
+
+    async def _chat_stream(self, payload: dict[str, Any], send: Send) -> None:
+        if not isinstance(payload.get("messages"), list):
+            await _send_json(send, 400, _error("'messages' must be an array", "invalid_request_error"))
+            return
+        stats = self.stats
+        stats.chat_requests += 1
+        stats.chat_in_flight += 1
+        stats.chat_max_in_flight = max(stats.chat_max_in_flight, stats.chat_in_flight)
+        words = re.findall(r"\S+\s*", self.chat_answer) or [""]
+        pace = self.chat_delay_s / len(words)
+        base = {
+            "id": f"chatcmpl-stub-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": payload.get("model", "stub-chat"),
+            "system_fingerprint": "fp_stub",
+        }
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
+        try:
+            for index, word in enumerate(words):
+                if pace:
+                    await asyncio.sleep(pace)
+                delta = {"role": "assistant", "content": word} if index == 0 else {"content": word}
+                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+                await _send_event(send, {**base, "choices": [choice]})
+            last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
+            await _send_event(send, {**base, "choices": [last]})
+            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+        finally:
+            stats.chat_in_flight -= 1
+
+
+async def _send_event(send: Send, body: dict[str, Any]) -> None:
+    raw = json.dumps(body, separators=(",", ":"))
+    await send({"type": "http.response.body", "body": f"data: {raw}\n\n".encode(), "more_body": True})
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:
@@ -461,14 +508,15 @@ async def _self_test() -> None:
         _check(chat.choices[0].finish_reason == "stop", "finish reason")
         _check(chat.usage is not None, "chat usage")
 
-        try:
-            await client.chat.completions.create(
-                model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], stream=True
-            )
-        except openai.BadRequestError:
-            pass
-        else:
-            raise AssertionError("streaming must be refused with 400")
+        started = time.perf_counter()
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
+        pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+        streamed_ms = (time.perf_counter() - started) * 1000
+        _check("".join(pieces) == DEFAULT_ANSWER, "the streamed words make the fixed answer")
+        _check(len(pieces) == len(DEFAULT_ANSWER.split()) + 1, "one chunk a word, then the stop")
+        _check(delay_ms <= streamed_ms < 3 * delay_ms, f"the stream took {streamed_ms:.0f} ms")
 
         # Ten requests at once must take about one delay, not ten: the sleep is asynchronous.
         started = time.perf_counter()
@@ -480,7 +528,7 @@ async def _self_test() -> None:
 
         stats = stub.stats()
         _check(stats["embedding_requests"] == 13 and stats["embedding_inputs"] == 16, stats)
-        _check(stats["chat_requests"] == 1 and stats["embedding_max_in_flight"] >= 5, stats)
+        _check(stats["chat_requests"] == 2 and stats["embedding_max_in_flight"] >= 5, stats)
         print(
             f"self-test passed: 10 concurrent embedding calls ({delay_ms:g} ms each) in {elapsed_ms:.0f} ms"
         )

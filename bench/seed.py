@@ -62,7 +62,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from app.evaluation.dataset import DatasetError, load_documents, load_questions  # noqa: E402
-from bench.openai_stub import StubProcess, free_port, start_stub_process  # noqa: E402
+from bench.openai_stub import DEFAULT_ANSWER, StubProcess, free_port, start_stub_process  # noqa: E402
 
 EMBEDDING_MODEL = "text-embedding-3-small"
 NAMESPACE = uuid.UUID("5b3f0a52-8f0e-4a57-9a51-3c1f2d0b7e11")
@@ -940,11 +940,21 @@ class Harness:
         }
 
     def start_stub(
-        self, *, embed_delay_ms: float = 0.0, chat_delay_ms: float = 0.0, dims: int, port: int = 0
+        self,
+        *,
+        embed_delay_ms: float = 0.0,
+        chat_delay_ms: float = 0.0,
+        dims: int,
+        port: int = 0,
+        chat_answer: str = DEFAULT_ANSWER,
     ) -> StubProcess:
         self.stop_stub()
         self.stub = start_stub_process(
-            port, embed_delay_ms=embed_delay_ms, chat_delay_ms=chat_delay_ms, dimensions=dims
+            port,
+            embed_delay_ms=embed_delay_ms,
+            chat_delay_ms=chat_delay_ms,
+            dimensions=dims,
+            chat_answer=chat_answer,
         )
         return self.stub
 

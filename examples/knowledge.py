@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +127,53 @@ class KnowledgeService:
             return dict(FALLBACK_REPLY)
         reply: dict[str, Any] = r.json()
         return reply
+
+    async def ask_speaking(
+        self,
+        client: httpx.AsyncClient,
+        query: str,
+        say: Callable[[str], Awaitable[None]],
+        call_id: str | None = None,
+    ) -> dict[str, Any]:
+        """POST /api/agents/{id}/query_knowledge/stream (docs/INTEGRATION.md, "Early speech"):
+        ``say`` is awaited with the holding phrase when the service sends one and with each
+        sentence as soon as it is ready; returns the whole reply of the `done` event. A
+        failure before the first sentence says and returns FALLBACK_REPLY; one after it
+        returns FALLBACK_REPLY with what was said as its answer (nothing is said twice)."""
+        headers = self._headers()
+        if call_id:
+            headers["X-Request-ID"] = call_id
+        said: list[str] = []
+        url = f"{self.base_url}/api/agents/{self.agent_id}/query_knowledge/stream"
+        try:
+            async with client.stream(
+                "POST", url, json={"query": query}, headers=headers, timeout=TIMEOUT_S
+            ) as r:
+                if r.status_code != httpx.codes.OK:
+                    await r.aread()
+                    raise httpx.HTTPStatusError(
+                        f"answered {r.status_code}: {r.text[:200]}", request=r.request, response=r
+                    )
+                event = ""
+                async for line in r.aiter_lines():
+                    if line.startswith("event: "):
+                        event = line.removeprefix("event: ")
+                    elif line.startswith("data: "):
+                        data = json.loads(line.removeprefix("data: "))
+                        if event == "done":
+                            reply: dict[str, Any] = data
+                            return reply
+                        if event == "sentence":
+                            said.append(data["text"])
+                        await say(data["text"])  # holding or sentence
+        except (httpx.HTTPError, ValueError) as exc:
+            log.warning("query_knowledge/stream %s failed: %r", call_id, exc)
+        else:
+            log.warning("query_knowledge/stream %s ended without a reply", call_id)
+        if said:
+            return {**FALLBACK_REPLY, "answer": "".join(said)}
+        await say(FALLBACK_REPLY["answer"])
+        return dict(FALLBACK_REPLY)
 
 
 def joined_instructions(own: str, tool_reply: Mapping[str, Any]) -> str:

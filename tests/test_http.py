@@ -37,6 +37,7 @@ ALLOWED = {
     "/api/knowledge/{kb_id}/crawls/{crawl_id}": "DELETE, GET, OPTIONS",
     "/api/knowledge/{kb_id}/crawls/{crawl_id}/cancel": "OPTIONS, POST",
     "/api/knowledge/{kb_id}/crawls/{crawl_id}/run": "OPTIONS, POST",
+    "/api/agents/{agent_id}/query_knowledge/stream": "OPTIONS, POST",
     "/api/webhooks": "GET, OPTIONS, POST",
     "/api/webhooks/{webhook_id}": "DELETE, GET, OPTIONS, PATCH",
     "/api/webhooks/{webhook_id}/deliveries": "GET, OPTIONS",

@@ -110,6 +110,7 @@ _FILES: tuple[_FileSpec, ...] = (
     _spec("tool.history_parameter"),
     _spec("grounding.attribution"),
     _spec("reply.attribution", "title", "answer"),
+    _spec("reply.holding"),
 )
 _SPECS = {spec.filename: spec for spec in _FILES}
 _BASE_KEYS = ("version",)
@@ -182,6 +183,7 @@ class PromptSet:
     not_found_reply: str
     unavailable_reply: str
     transfer_reply: str
+    holding_reply: str
     query_parameter_description: str
     history_parameter_description: str
     rewrite_model: ModelSettings
@@ -323,6 +325,7 @@ def _build(
         not_found_reply=files["reply.not_found.md"].template.substitute(),
         unavailable_reply=files["reply.unavailable.md"].template.substitute(),
         transfer_reply=files["reply.transfer.md"].template.substitute(),
+        holding_reply=files["reply.holding.md"].template.substitute(),
         query_parameter_description=files["tool.query_parameter.md"].template.substitute(),
         history_parameter_description=files["tool.history_parameter.md"].template.substitute(),
         rewrite_model=rewrite.settings,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from litestar import Controller, Response, get, post
@@ -8,6 +9,8 @@ from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.serialization import encode_json
 from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -28,6 +31,7 @@ from app.query.schemas import (
     ToolRead,
 )
 from app.query.service import QueryService
+from app.query.streaming import QueryStream
 from app.query.tool_declaration import ToolFormat
 from app.query.tool_service import ToolService
 from app.schemas import Page
@@ -103,9 +107,7 @@ class QueryController(Controller):
             ),
         ] = False,
     ) -> Response[QueryResponse]:
-        if (debug or data.variant) and not principal.is_admin:
-            raise Forbidden("debug mode and prompt variants need an 'admin' key")
-        check_variant(data.variant, query_service.prompts.variants)
+        _check_call(data, principal, query_service, debug=debug)
         outcome = await query_service.query(
             org_id=principal.org_id,
             agent_id=agent_id,
@@ -140,6 +142,51 @@ class QueryController(Controller):
         playground_service: NamedDependency[PlaygroundService],
     ) -> PlaygroundResponse:
         return await playground_service.run(agent_id, data)
+
+    @post(
+        "/{agent_id:str}/query_knowledge/stream",
+        status_code=HTTP_200_OK,
+        media_type="text/event-stream",
+        response_description="Server-sent events: `holding`, `sentence`..., then `done`",
+        summary="query_knowledge as server-sent events: each sentence as soon as it is ready",
+        opt={"errors": (Forbidden,), "writes": False},
+        description=(
+            "The same call as query_knowledge, answered as `text/event-stream` (docs/INTEGRATION.md, "
+            '"Early speech"): `holding` (`{"text"}`: a phrase to say while the answering model is slow), '
+            '`sentence` (`{"text"}`: the next piece of the answer, to speak at once; the pieces end to end '
+            "are the final answer), then `done` (the whole reply, exactly as query_knowledge returns it). "
+            "Errors of the request (key, agent, payload) are plain JSON replies before any event."
+        ),
+    )
+    async def query_knowledge_stream(
+        self,
+        agent_id: FromPath[uuid.UUID],
+        data: JSONBody[QueryRequest],
+        principal: NamedDependency[Principal],
+        query_service: NamedDependency[QueryService],
+        debug: Annotated[bool, QueryParameter(description="Admin keys only.")] = False,
+        evaluation: Annotated[
+            bool,
+            HeaderParameter(name="X-Evaluation", description="As for query_knowledge."),
+        ] = False,
+    ) -> ServerSentEvent:
+        _check_call(data, principal, query_service, debug=debug)
+        stream = QueryStream(query_service)
+        await stream.start(
+            org_id=principal.org_id,
+            agent_id=agent_id,
+            question=data.query,
+            history=[Turn(t.role, t.content) for t in data.history or ()],
+            variant=data.variant,
+            debug=debug,
+            evaluation=evaluation,
+        )
+        return ServerSentEvent(
+            _messages(stream.events()),
+            # Proxies such as nginx would otherwise hold the sentences back until the end.
+            headers={"X-Accel-Buffering": "no"},
+            background=BackgroundTask(stream.finish),
+        )
 
     @get(
         "/{agent_id:str}/tool",
@@ -190,6 +237,21 @@ class QueryController(Controller):
             limit=limit,
             offset=offset,
         )
+
+
+def _check_call(
+    data: QueryRequest, principal: Principal, query_service: QueryService, *, debug: bool
+) -> None:
+    if (debug or data.variant) and not principal.is_admin:
+        raise Forbidden("debug mode and prompt variants need an 'admin' key")
+    check_variant(data.variant, query_service.prompts.variants)
+
+
+async def _messages(
+    events: AsyncIterator[tuple[str, dict[str, object]]],
+) -> AsyncIterator[ServerSentEventMessage]:
+    async for kind, data in events:
+        yield ServerSentEventMessage(event=kind, data=encode_json(data).decode())
 
 
 class KnowledgeGapController(Controller):

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -33,7 +33,7 @@ from app.answering.extractive import (
     extractive_answer,
     texts_to_embed,
 )
-from app.answering.llm import ChatAnswerer, LLMError
+from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
 from app.db.engine import raw_connection
@@ -49,6 +49,9 @@ from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 from app.query.semantic_cache import SemanticAnswerCache, default_threshold, scope_of
 from app.query.sentences import SentenceEncoder, SentenceVectors
+
+if TYPE_CHECKING:
+    from app.query.streaming import Speaker
 
 log = logging.getLogger(__name__)
 
@@ -246,13 +249,15 @@ class QueryService:
         variant: str | None = None,
         debug: bool = False,
         evaluation: bool = False,
+        speaker: Speaker | None = None,
     ) -> QueryOutcome:
         """Answer ``question`` for the agent, made standalone from ``history`` first
         (app/query/conversation.py); the outcome's ``finish`` logs the call (marked as
-        evaluation traffic when ``evaluation``) and caches the answer."""
+        evaluation traffic when ``evaluation``) and caches the answer. A ``speaker`` streams
+        the answering model's sentences as they are written (app/query/streaming.py)."""
         check_history(history, self.settings)
         response, state = await self._respond(
-            org_id, agent_id, question, history, variant, debug=debug, dry=None
+            org_id, agent_id, question, history, variant, debug=debug, dry=None, speaker=speaker
         )
         prompt = state["prompt"]
         model = self.answerer_name(prompt)
@@ -336,6 +341,7 @@ class QueryService:
         *,
         debug: bool,
         dry: _DryRun | None,
+        speaker: Speaker | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The reply, and the state its making left for ``_finish`` and the playground."""
         trace = _Trace()
@@ -351,6 +357,7 @@ class QueryService:
             "variant": variant,
             "standalone": Standalone(question, "none"),
             "dry": dry,
+            "speaker": speaker,
         }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
@@ -732,9 +739,19 @@ class QueryService:
         elapsed = time.perf_counter() - trace.t0
         # Keep a slice of the deadline for the fallback answer and the response itself.
         budget = self.settings.deadline_s - elapsed - 0.1
+        speaker: Speaker | None = state["speaker"]
+        # A topic the agent hands over replaces this answer by the transfer line: none of it is spoken.
+        answer: Callable[..., Awaitable[LLMResult]]
+        if (
+            speaker is not None
+            and matched_topic(question, (state.get("escalation") or ("say", []))[1]) is None
+        ):
+            answer = partial(speaker.speak, self.llm, prompt.holding_reply)
+        else:
+            answer = self.llm.complete
         t = time.perf_counter()
         try:
-            result = await self.llm.complete(
+            result = await answer(
                 messages,
                 model=model,
                 temperature=prompt.model.temperature,

@@ -172,6 +172,32 @@ async def test_a_timeout_gets_the_spoken_fallback():
         assert await service.ask(http, QUESTION) == FALLBACK_REPLY
 
 
+async def test_early_speech_says_each_sentence_then_returns_the_reply(client, faq_service):
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    reply = await faq_service.ask_speaking(client, "What payment do you accept and when is it due?", say)
+    assert said == [
+        "We accept cash, debit cards and credit cards.",
+        " Payment is due at the end of each visit.",
+    ]
+    assert "".join(said) == reply["answer"]
+    assert reply["status"] == "answered"
+
+
+async def test_early_speech_refused_says_the_fallback(client, faq_agent):
+    said: list[str] = []
+
+    async def say(text: str) -> None:
+        said.append(text)
+
+    service = KnowledgeService(str(client.base_url).rstrip("/"), faq_agent["agent"], "vk_not_a_key")
+    assert await service.ask_speaking(client, QUESTION, say) == FALLBACK_REPLY
+    assert said == [FALLBACK_REPLY["answer"]]
+
+
 async def test_not_found_is_spoken_as_is(client, faq_service):
     reply = await faq_service.ask(client, "Who won the football world cup in 1998?")
     assert (reply["status"], spoken_output(reply)) == (

@@ -156,6 +156,7 @@ def test_variant_overrides_only_its_files(library: PromptLibrary) -> None:
         "tool.history_parameter",
         "grounding.attribution",
         "reply.attribution",
+        "reply.holding",
     ]
     assert concise_versions["grounding.system"] != default_versions["grounding.system"]
     assert {k: v for k, v in concise_versions.items() if k != "grounding.system"} == {

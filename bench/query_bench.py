@@ -355,7 +355,18 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             await conn.fetchrow(AUTHENTICATE_SQL, key_hash, "query", 60, False)
             timings["authenticate"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            context_args = (org, uuid.UUID(agent), f"bench|{question}", None, "default", question, 30, False)
+            context_args = (
+                org,
+                uuid.UUID(agent),
+                f"bench|{question}",
+                None,
+                "default",
+                question,
+                30,
+                False,
+                "[]",
+                [],
+            )
             ctx = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, *context_args)
             timings["agent_context_and_bm25"].append((time.perf_counter() - t) * 1000)
             kbs = list(ctx["kb_ids"])

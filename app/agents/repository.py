@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -16,6 +18,8 @@ class AgentRecord:
     prompt_variant: str | None
     on_not_found: OnNotFound
     topics: list[str]
+    # Fixed filters in the clause form documents_match reads (app/query/filters.py).
+    filter_clauses: list[dict[str, Any]] = field(default_factory=list)
 
 
 class AgentRepository:
@@ -49,7 +53,8 @@ class AgentRepository:
         row = (
             await self.session.execute(
                 text(
-                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics FROM agents"
+                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics, filter_clauses"
+                    " FROM agents"
                     " WHERE org_id = :org AND agent_id = :agent"
                 ),
                 {"org": self.org_id, "agent": agent_id},
@@ -61,6 +66,7 @@ class AgentRepository:
             prompt_variant=row.prompt_variant,
             on_not_found=row.escalation_on_not_found,
             topics=list(row.escalation_topics),
+            filter_clauses=list(row.filter_clauses),
         )
 
     async def set_prompt_variant(self, agent_id: uuid.UUID, variant: str | None) -> None:
@@ -81,4 +87,13 @@ class AgentRepository:
                 " WHERE org_id = :org AND agent_id = :agent"
             ),
             {"org": self.org_id, "agent": agent_id, "on_not_found": on_not_found, "topics": topics},
+        )
+
+    async def set_filters(self, agent_id: uuid.UUID, clauses: list[dict[str, Any]]) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE agents SET filter_clauses = CAST(:clauses AS jsonb), updated_at = now()"
+                " WHERE org_id = :org AND agent_id = :agent"
+            ),
+            {"org": self.org_id, "agent": agent_id, "clauses": json.dumps(clauses)},
         )

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from app.agents.escalation import OnNotFound, phrase_words
+from app.query.filters import QueryFilters
 from app.schemas import Input, NoNul, StrippedRequired
 
 MAX_TOPICS = 20
@@ -53,6 +54,12 @@ class AgentSettingsUpdate(Input):
     escalation: EscalationSettings | None = Field(
         None, description="Left out: the agent's escalation policy stays as it is."
     )
+    filters: QueryFilters | None = Field(
+        None,
+        description="Fixed filters every query_knowledge call of the agent applies, combined (AND) with "
+        'the call\'s own, e.g. `{"attributes": {"locale": "en-GB"}}`. Left out: unchanged; null '
+        "or `{}`: none.",
+    )
 
 
 class EscalationRead(BaseModel):
@@ -65,3 +72,4 @@ class AgentSettingsRead(BaseModel):
     prompt_variant: str | None
     available_variants: list[str]
     escalation: EscalationRead
+    filters: dict[str, Any] | None = Field(description="The agent's fixed filters; null when none.")

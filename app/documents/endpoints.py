@@ -11,6 +11,7 @@ from litestar.status_codes import HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
+from app.documents.attributes import DocumentAttributesIn, form_attributes
 from app.documents.schemas import (
     ChunkRead,
     DocumentCreateText,
@@ -27,6 +28,7 @@ from app.http import Limit, Offset, parse_json, validate_obj
 from app.schemas import Page
 
 _UPLOAD_FIELDS = set(DocumentUploadForm.model_fields)
+_ATTRIBUTE_FIELDS = set(DocumentAttributesIn.model_fields)
 
 # A query parameter, so the three forms of the body (two JSON, one multipart) take it alike.
 AllowDuplicate = Annotated[
@@ -201,9 +203,12 @@ async def _upload(
     meta = validate_obj(
         DocumentUploadMeta,
         {
-            k: v
-            for k, v in (("title", form.get("title")), ("description", form.get("description")))
-            if v is not None
+            **{
+                k: v
+                for k, v in (("title", form.get("title")), ("description", form.get("description")))
+                if v is not None
+            },
+            **form_attributes(form),
         },
     )
     data = await upload.read()
@@ -216,5 +221,6 @@ async def _upload(
         data=data,
         title=meta.title,
         description=meta.description,
+        attributes=DocumentAttributesIn.model_validate(meta.model_dump(include=_ATTRIBUTE_FIELDS)),
         allow_duplicate=allow_duplicate,
     )

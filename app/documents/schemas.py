@@ -4,9 +4,27 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from app.documents.attributes import (
+    ATTRIBUTES_DESCRIPTION,
+    EFFECTIVE_FROM_DESCRIPTION,
+    EXPIRES_AT_DESCRIPTION,
+    TAGS_DESCRIPTION,
+    Attributes,
+    Availability,
+    DocumentAttributesIn,
+    Tags,
+)
 from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 
 # Content is stored as bytes and cleaned by extraction, so NUL is accepted here (unlike
@@ -14,14 +32,14 @@ from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 Content = Annotated[str, StringConstraints(min_length=1)]
 
 
-class DocumentCreateText(Input):
+class DocumentCreateText(Input, DocumentAttributesIn):
     title: LongTitle
     description: Description = ""
     content: Content
     content_type: Literal["text", "markdown", "html"] = "text"
 
 
-class DocumentCreateUrl(Input):
+class DocumentCreateUrl(Input, DocumentAttributesIn):
     url: Url
     title: LongTitle | None = None
     description: Description = ""
@@ -30,7 +48,7 @@ class DocumentCreateUrl(Input):
     )
 
 
-class DocumentUploadMeta(Input):
+class DocumentUploadMeta(Input, DocumentAttributesIn):
     """The text fields of a multipart upload, beside its file."""
 
     title: LongTitle | None = Field(None, description="Default: the file's name without its extension.")
@@ -72,6 +90,11 @@ class DocumentUpdate(Input):
     content_type: Literal["text", "markdown", "html"] | None = Field(
         None, description="How to read the new content; only together with content."
     )
+    # Left out: unchanged. An empty list or object clears; null clears a date.
+    tags: Tags | None = Field(None, description=TAGS_DESCRIPTION)
+    attributes: Attributes | None = Field(None, description=ATTRIBUTES_DESCRIPTION)
+    effective_from: AwareDatetime | None = Field(None, description=EFFECTIVE_FROM_DESCRIPTION)
+    expires_at: AwareDatetime | None = Field(None, description=EXPIRES_AT_DESCRIPTION)
 
     @model_validator(mode="after")
     def _type_with_content(self) -> Self:
@@ -110,6 +133,14 @@ class DocumentRead(DocumentSummary):
     pages_total: int | None
     pages_skipped: int
     attempts: int
+    tags: list[str]
+    attributes: dict[str, str]
+    effective_from: datetime | None
+    expires_at: datetime | None
+    availability: Availability = Field(
+        description="`active`, `expired` (at or after `expires_at`) or `not_yet_effective` (before "
+        "`effective_from`), now: query_knowledge retrieves only active documents."
+    )
 
 
 class ExistingDocument(BaseModel):

@@ -103,6 +103,7 @@ class QueryController(Controller):
             variant=data.variant,
             debug=debug,
             evaluation=evaluation,
+            filters=data.filters,
         )
         observe_query(outcome.response)
         return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]

@@ -55,7 +55,7 @@ class QueryLogRepository:
             text(
                 "SELECT id, agent_id, query, status, confidence, answer, chunks, prompt_variant,"
                 " prompt_version, model, timings, cached, degraded, action, transfer_reason, evaluation,"
-                " created_at"
+                " filters, created_at"
                 f" FROM query_log WHERE {where}"
                 " ORDER BY created_at DESC, id LIMIT :limit OFFSET :offset"
             ),

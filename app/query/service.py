@@ -43,6 +43,7 @@ from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.confidence import calibrated_confidence
+from app.query.filters import QueryFilters, applied, attribute_keys, require_known_keys, to_clauses
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 from app.query.sentences import SentenceEncoder, SentenceVectors
@@ -201,9 +202,11 @@ class QueryService:
         variant: str | None = None,
         debug: bool = False,
         evaluation: bool = False,
+        filters: QueryFilters | None = None,
     ) -> QueryOutcome:
-        """Answer ``question`` for the agent; the outcome's ``finish`` logs the call (marked
-        as evaluation traffic when ``evaluation``) and caches the answer."""
+        """Answer ``question`` for the agent from the documents ``filters`` (and the agent's
+        own) select; the outcome's ``finish`` logs the call (marked as evaluation traffic when
+        ``evaluation``) and caches the answer."""
         trace = _Trace()
         query_id = uuid.uuid4()
         normalised = normalise_question(question)
@@ -215,6 +218,9 @@ class QueryService:
             "debug": {} if debug else None,
             "prompt": prompt,
             "variant": variant,
+            "filters": filters,
+            "hidden": [],
+            "filters_applied": None,
         }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
@@ -302,6 +308,8 @@ class QueryService:
                     question,
                     self.settings.candidates,
                     state["debug"] is not None,
+                    json.dumps(to_clauses(state["filters"])),
+                    attribute_keys(state["filters"]),
                 )
                 trace.search += (time.perf_counter() - t) * 1000
                 if (early := self._early_reply(ctx, state)) is not None:
@@ -315,7 +323,9 @@ class QueryService:
                     held = self.kb_vectors.lookup(org_id, kb_ids, ctx["kb_versions"], ctx["kb_changed"])
                 found: Retrieval | None = None
                 if held is None and embedding.done():
-                    found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
+                    found = await self._fuse(
+                        conn, text, embedding.result(), kb_ids, chunk_total, state["hidden"]
+                    )
             if found is None:
                 # The connection goes back to the pool while the provider is awaited: a real
                 # embedding takes 100-300 ms, and holding a connection through it capped a
@@ -332,10 +342,11 @@ class QueryService:
                         vector=vector,
                         candidates=self.settings.candidates,
                         top_k=self.settings.top_k,
+                        hidden=state["hidden"],
                     )
                 if found is None:
                     async with raw_connection(self.engine) as conn:
-                        found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
+                        found = await self._fuse(conn, text, vector, kb_ids, chunk_total, state["hidden"])
         finally:
             if not embedding.done():
                 if state.get("from_cache"):
@@ -418,6 +429,11 @@ class QueryService:
             # An agent becomes known to an organisation when a KB of it is first assigned
             # to it: never, and the agent is unknown here (another organisation's included).
             raise NotFound(AGENT_NOT_FOUND)
+        require_known_keys(attribute_keys(state["filters"]), ctx["known_keys"])
+        state["hidden"] = ctx["hidden_documents"]
+        state["filters_applied"] = applied(state["filters"], ctx["agent_clauses"], state["hidden"])
+        if state["debug"] is not None:
+            state["debug"]["filters"] = state["filters_applied"]
         if ctx["chunk_total"] == 0:
             # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".
             return self._reply("not_found", prompt.not_found_reply, 0.0, [])
@@ -475,6 +491,7 @@ class QueryService:
         vector: Sequence[float] | None,
         kb_ids: list[uuid.UUID],
         chunk_total: int,
+        hidden: Sequence[uuid.UUID],
     ) -> Retrieval:
         return await self.retriever.fuse(
             conn,
@@ -485,6 +502,7 @@ class QueryService:
             chunk_total=chunk_total,
             candidates=self.settings.candidates,
             top_k=self.settings.top_k,
+            hidden=hidden,
         )
 
     def confidence(self, question: str, candidates: list[Candidate]) -> tuple[float, dict[str, float]]:
@@ -692,6 +710,7 @@ class QueryService:
                     evaluation,
                     response["action"],
                     response["transfer_reason"],
+                    json.dumps(state["filters_applied"]) if state["filters_applied"] else None,
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

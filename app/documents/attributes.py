@@ -10,10 +10,19 @@ call and into the tool declaration the voice model reads.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.errors import ValidationFailed
@@ -29,12 +38,34 @@ _VALUE_PATTERN = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
 Availability = Literal["active", "expired", "not_yet_effective"]
 
 
+# The patterns ask for a character above ASCII space: only ASCII white space is trimmed, so
+# what is kept is never empty.
+_ASCII_SPACE = "\t\n\x0b\x0c\r "
+_ASCII_SPACES = re.compile(f"[{_ASCII_SPACE}]+")
+# RFC 3339, what OpenAPI's date-time means: a full date, a time and a zone. A number would
+# otherwise be read as seconds since 1970.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+
+
 def _lower(value: str) -> str:
-    return " ".join(value.split()).lower()
+    return _ASCII_SPACES.sub(" ", value).strip(" ").lower()
 
 
 def _strip(value: str) -> str:
-    return value.strip()
+    return value.strip(_ASCII_SPACE)
+
+
+def _rfc3339(value: object) -> object:
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        raise PydanticCustomError(
+            "rfc3339", "expected an RFC 3339 date-time with its zone, e.g. 2026-11-25T09:00:00Z"
+        )
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
 
 
 Tag = Annotated[
@@ -56,7 +87,10 @@ def unique_tags(tags: list[str]) -> list[str]:
 
 
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(unique_tags)]
-Attributes = Annotated[dict[AttributeKey, AttributeValue], Field(max_length=MAX_ATTRIBUTES)]
+Attributes = Annotated[
+    dict[AttributeKey, AttributeValue],
+    Field(max_length=MAX_ATTRIBUTES, json_schema_extra={"additionalProperties": False}),
+]
 
 TAGS_DESCRIPTION = (
     f"Short labels (at most {MAX_TAGS}, each at most {MAX_TAG_LENGTH} characters), kept in lower case; "
@@ -83,8 +117,8 @@ class DocumentAttributesIn(BaseModel):
 
     tags: Tags = Field(default_factory=list, description=TAGS_DESCRIPTION)
     attributes: Attributes = Field(default_factory=dict, description=ATTRIBUTES_DESCRIPTION)
-    effective_from: AwareDatetime | None = Field(None, description=EFFECTIVE_FROM_DESCRIPTION)
-    expires_at: AwareDatetime | None = Field(None, description=EXPIRES_AT_DESCRIPTION)
+    effective_from: Timestamp | None = Field(None, description=EFFECTIVE_FROM_DESCRIPTION)
+    expires_at: Timestamp | None = Field(None, description=EXPIRES_AT_DESCRIPTION)
 
     @model_validator(mode="after")
     def _window_in_order(self) -> Self:

@@ -83,6 +83,9 @@ class DocumentController(Controller):
             "JSON `{url, title?, description?, sync_interval_s?}`; or multipart/form-data with a `file` "
             "(.txt .md .html .pdf .docx .pptx .xlsx .csv) and optional `title`, `description`. "
             "Answers 202 with the document in status `pending`; ingestion runs in the background.\n\n"
+            "Each form also takes `tags`, `attributes`, `effective_from` and `expires_at` (in a multipart "
+            "form: tags comma-separated, attributes as JSON text): what query_knowledge's filters select "
+            'by, and when the document may answer (docs/INTEGRATION.md, "Filters and freshness").\n\n'
             "Content the knowledge base already holds (the same bytes; for a URL, the same URL) is "
             "refused with a 409 whose `error` is `duplicate_document` and whose "
             "`existing_document` is `{id, title, status}` of the document holding it, unless "
@@ -135,7 +138,10 @@ class DocumentController(Controller):
     ) -> Page[ChunkRead]:
         return await document_service.chunks(kb_id, doc_id, limit=limit, offset=offset)
 
-    @put("/{doc_id:str}", summary="Update title, description or content (new content is re-indexed)")
+    @put(
+        "/{doc_id:str}",
+        summary="Update title, description, content (re-indexed), tags, attributes or validity window",
+    )
     async def update_document(
         self,
         kb_id: FromPath[uuid.UUID],

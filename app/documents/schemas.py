@@ -5,7 +5,6 @@ from datetime import datetime
 from typing import Annotated, Literal, Self
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,6 +23,7 @@ from app.documents.attributes import (
     Availability,
     DocumentAttributesIn,
     Tags,
+    Timestamp,
 )
 from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 
@@ -57,6 +57,23 @@ class DocumentUploadMeta(Input, DocumentAttributesIn):
 
 class DocumentUploadForm(DocumentUploadMeta):
     """A multipart upload, as the OpenAPI schema describes it (the handler reads the form)."""
+
+    # Form fields are text: app/documents/attributes.py's form_attributes reads these two.
+    tags: Annotated[
+        Tags,
+        WithJsonSchema({"type": "string", "description": "Tags separated by commas (the field may repeat)."}),
+    ] = Field(default_factory=list)
+    attributes: Annotated[
+        Attributes,
+        WithJsonSchema(
+            {"type": "string", "description": 'A JSON object of string values: {"locale": "en-GB"}.'}
+        ),
+    ] = Field(default_factory=dict)
+    # A form field is never null.
+    effective_from: Annotated[Timestamp | None, WithJsonSchema({"type": "string", "format": "date-time"})] = (
+        None
+    )
+    expires_at: Annotated[Timestamp | None, WithJsonSchema({"type": "string", "format": "date-time"})] = None
 
     file: Annotated[
         bytes,
@@ -93,8 +110,8 @@ class DocumentUpdate(Input):
     # Left out: unchanged. An empty list or object clears; null clears a date.
     tags: Tags | None = Field(None, description=TAGS_DESCRIPTION)
     attributes: Attributes | None = Field(None, description=ATTRIBUTES_DESCRIPTION)
-    effective_from: AwareDatetime | None = Field(None, description=EFFECTIVE_FROM_DESCRIPTION)
-    expires_at: AwareDatetime | None = Field(None, description=EXPIRES_AT_DESCRIPTION)
+    effective_from: Timestamp | None = Field(None, description=EFFECTIVE_FROM_DESCRIPTION)
+    expires_at: Timestamp | None = Field(None, description=EXPIRES_AT_DESCRIPTION)
 
     @model_validator(mode="after")
     def _type_with_content(self) -> Self:

@@ -49,7 +49,8 @@ class QueryFilters(Input):
 
     tags: TagFilter | None = None
     attributes: Annotated[
-        dict[AttributeKey, AttributeValue | ValueIn | None], Field(max_length=MAX_ATTRIBUTES)
+        dict[AttributeKey, AttributeValue | ValueIn | None],
+        Field(max_length=MAX_ATTRIBUTES, json_schema_extra={"additionalProperties": False}),
     ] = Field(
         default_factory=dict,
         description='Attribute key -> the value it must have, or `{"in": [values]}` (null: any). A key '

@@ -86,6 +86,8 @@ async def test_availability_is_computed_from_the_window(client, org, kb, window,
         ({"effective_from": "2026-05-01T00:00:00Z", "expires_at": "2026-05-01T00:00:00Z"}, "body"),
         ({"effective_from": "2026-05-02T00:00:00Z", "expires_at": "2026-05-01T00:00:00Z"}, "body"),
         ({"expires_at": "2026-05-01T00:00:00"}, "expires_at"),  # no time zone
+        ({"effective_from": 0}, "effective_from"),  # not seconds since 1970
+        ({"effective_from": "2026-05-01"}, "effective_from"),  # a date is not an instant
         ({"tags": [f"t{i}" for i in range(21)]}, "tags"),
         ({"tags": ["x" * 51]}, "tags.0"),
         ({"tags": ["   "]}, "tags.0"),

@@ -305,6 +305,12 @@ async def test_an_agents_fixed_filters_combine_with_the_calls_and_are_logged(
             "hidden_documents": 2,
         }
 
+        # Malformed fixed filters are refused like a call's, and change nothing.
+        r = await _settings(client, org.headers, agent, {"filters": {"tags": {"any": "returns"}}})
+        assert (r.status_code, r.json()["fields"][0]["field"]) == (422, "filters.tags.any")
+        r = await client.get(f"/api/agents/{agent}/settings", headers=org.headers)
+        assert r.json()["filters"] == {"attributes": {"locale": "en-GB"}}
+
         r = await _settings(client, org.headers, agent, {"filters": None})
         assert r.json()["filters"] is None
         both = await on_both_paths(app, paths, org.headers, agent)

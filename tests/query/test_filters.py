@@ -526,3 +526,30 @@ async def test_no_filters_parameter_without_tags_or_attributes(client, org, faq_
     )
     assert list(parameters["properties"]) == ["query"]
     assert parameters["required"] == ["query"]
+
+
+async def test_the_hnsw_plan_of_large_agents_leaves_hidden_documents_out_too(
+    app, org, database_url, settings, drain_queue
+):
+    """The plan of agents above QUERY__EXACT_SEARCH_MAX_CHUNKS (set to 0 here) filters its
+    vector candidates the same way: with no HNSW index built at this size it scans exactly,
+    and ranks as the exact plan does."""
+    large = create_app(
+        settings.model_copy(
+            update={"query": settings.query.model_copy(update={"exact_search_max_chunks": 0})}
+        ),
+        database_url=database_url,
+        resolver=fake_resolver,
+        run_workers=False,
+    )
+    async with two_paths(app, database_url, settings) as paths, served(large) as hnsw:
+        shop = await make_shop(paths["memory"], org, drain_queue)
+        for filters, expected in (
+            ({"attributes": {"locale": "en-GB"}}, {"Returns GB", "Returns Pro", "Shipping"}),
+            ({"tags": {"any": ["us"]}}, {"Returns US"}),
+        ):
+            exact = (await ask(paths["sql"], org.headers, shop["agent"], filters)).json()
+            body = (await ask(hnsw, org.headers, shop["agent"], filters)).json()
+            assert (exact["debug"]["plan"], body["debug"]["plan"]) == ("exact", "hnsw")
+            assert titles(body) == expected
+            assert ranked(body) == ranked(exact)

@@ -30,6 +30,7 @@ Run from the repository root::
     .venv/bin/python bench/query_bench.py                       # 512 dimensions, 3,000 requests
     .venv/bin/python bench/query_bench.py --dims 1536 --json /tmp/q1536.json
     .venv/bin/python bench/query_bench.py --corpus squad        # real text and questions
+    .venv/bin/python bench/query_bench.py --filters '{"attributes": {"locale": "en-GB"}}'
 
 Every phase reports the load average and "foreign cores": CPU used on the machine by processes
 that are not part of the benchmark (other tests or benchmarks). ``--max-foreign-cores`` makes a
@@ -98,6 +99,7 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
     items: list[list[str]] = config["items"]
     concurrency: int = config["concurrency"]
     think_s: float = config.get("think_s", 0.0)
+    filters: dict[str, Any] | None = config.get("filters")
     headers = {"Authorization": f"Bearer {config['key']}", "Content-Type": "application/json"}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     records: list[list[Any]] = []
@@ -127,7 +129,7 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
                         break
                 agent, question = items[position]
                 position += 1
-                body = json.dumps({"query": question}).encode()
+                body = json.dumps({"query": question, **({"filters": filters} if filters else {})}).encode()
                 started = time.perf_counter()
                 try:
                     response = await client.post(f"/api/agents/{agent}/query_knowledge", content=body)
@@ -193,7 +195,9 @@ def run_phase(
             wait_for_quiet(
                 harness.pids(), max_foreign_cores=args.max_foreign_cores, max_wait_s=args.quiet_wait_s
             )
-        result = _run_phase_once(harness, name, base, key, items, concurrency, attempt, think_s)
+        result = _run_phase_once(
+            harness, name, base, key, items, concurrency, attempt, think_s, filters=args.filters
+        )
         attempts.append(result)
         busy = (result["load"]["foreign_cores"] or 0.0) > args.max_foreign_cores
         result["machine_busy"] = busy
@@ -219,6 +223,8 @@ def _run_phase_once(
     concurrency: int,
     attempt: int,
     think_s: float = 0.0,
+    *,
+    filters: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     config = harness.tmp / f"drive-{name}-{attempt}.json"
     out = harness.tmp / f"drive-{name}-{attempt}.out.json"
@@ -231,6 +237,7 @@ def _run_phase_once(
                 "items": [list(i) for i in items],
                 "think_s": think_s,
                 "seed": attempt,
+                "filters": filters,
             }
         )
     )
@@ -355,7 +362,18 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             await conn.fetchrow(AUTHENTICATE_SQL, key_hash, "query", 60, False)
             timings["authenticate"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            context_args = (org, uuid.UUID(agent), f"bench|{question}", None, "default", question, 30, False)
+            context_args = (
+                org,
+                uuid.UUID(agent),
+                f"bench|{question}",
+                None,
+                "default",
+                question,
+                30,
+                False,
+                "[]",
+                [],
+            )
             ctx = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, *context_args)
             timings["agent_context_and_bm25"].append((time.perf_counter() - t) * 1000)
             kbs = list(ctx["kb_ids"])
@@ -584,6 +602,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a phase is 'busy' when other processes use more cores than this (default 0.5)",
     )
     parser.add_argument("--quiet-wait-s", type=float, default=30.0, help="wait at most this for quiet")
+    parser.add_argument(
+        "--filters",
+        type=json.loads,
+        help="query_knowledge filters sent with every question, as JSON: the seeded documents have "
+        'tags ["faq"] or ["policy"] and attributes {"locale": "en-GB"} or {"locale": "en-US"}, half '
+        'each (e.g. \'{"attributes": {"locale": "en-GB"}}\')',
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep-tmp", action="store_true")
     parser.add_argument("--drive", nargs=2, type=Path, help=argparse.SUPPRESS)

@@ -792,9 +792,9 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
             documents, words, size = await _stage_kb(conn, cfg, i, kb, doc_ids, squad)
             material[str(agent_ids[i])] = words
             text_bytes += size
-            for doc_id, title, count, doc_size in documents:
+            for n, (doc_id, title, count, doc_size) in enumerate(documents):
                 digest = hashlib.sha256(f"{doc_id}".encode()).hexdigest()
-                doc_rows.append((doc_id, org_id, kb, title, count, digest, doc_size))
+                doc_rows.append((doc_id, org_id, kb, title, count, digest, doc_size, n % 2 == 0))
             if (i + 1) % 20 == 0:
                 log(f"  staged {i + 1}/{cfg.kbs} knowledge bases ({time.perf_counter() - t:.1f} s)")
         timings["generate_and_copy"] = round(time.perf_counter() - t, 2)
@@ -803,8 +803,9 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
         await conn.executemany(
             "INSERT INTO documents (id, org_id, kb_id, title, source_kind, status, chunk_count, "
             "content_hash, size_bytes, progress_done, progress_total, attempts, created_at, updated_at, "
-            "indexed_at) VALUES ($1, $2, $3, $4, 'markdown', 'ready', $5, $6, $7, $5, $5, 1, now(), now(), "
-            "now())",
+            "indexed_at, tags, attributes) VALUES ($1, $2, $3, $4, 'markdown', 'ready', $5, $6, $7, $5, $5, "
+            "1, now(), now(), now(), CASE WHEN $8 THEN '{faq}' ELSE '{policy}' END::text[], "
+            "jsonb_build_object('locale', CASE WHEN $8 THEN 'en-GB' ELSE 'en-US' END))",
             doc_rows,
         )
         timings["documents"] = round(time.perf_counter() - t, 2)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
@@ -19,6 +20,8 @@ class AgentRecord:
     on_not_found: OnNotFound
     topics: list[str]
     attribution: AttributionMode
+    # Fixed filters in the clause form documents_match reads (app/query/filters.py).
+    filter_clauses: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,8 @@ class AgentRepository:
         row = (
             await self.session.execute(
                 text(
-                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics, attribution"
-                    " FROM agents WHERE org_id = :org AND agent_id = :agent"
+                    "SELECT prompt_variant, escalation_on_not_found, escalation_topics, attribution,"
+                    " filter_clauses FROM agents WHERE org_id = :org AND agent_id = :agent"
                 ),
                 {"org": self.org_id, "agent": agent_id},
             )
@@ -92,6 +95,7 @@ class AgentRepository:
             on_not_found=row.escalation_on_not_found,
             topics=list(row.escalation_topics),
             attribution=row.attribution,
+            filter_clauses=list(row.filter_clauses),
         )
 
     async def set_prompt_variant(self, agent_id: uuid.UUID, variant: str | None) -> None:
@@ -153,6 +157,15 @@ class AgentRepository:
         await self.session.execute(
             text("DELETE FROM agent_assignments WHERE org_id = :org AND agent_id = :agent AND kb_id = :kb"),
             {"kb": kb_id, "agent": agent_id, "org": self.org_id},
+        )
+
+    async def set_filters(self, agent_id: uuid.UUID, clauses: list[dict[str, Any]]) -> None:
+        await self.session.execute(
+            text(
+                "UPDATE agents SET filter_clauses = CAST(:clauses AS jsonb), updated_at = now()"
+                " WHERE org_id = :org AND agent_id = :agent"
+            ),
+            {"org": self.org_id, "agent": agent_id, "clauses": json.dumps(clauses)},
         )
 
 

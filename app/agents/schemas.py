@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from app.agents.escalation import OnNotFound, phrase_words
 from app.answering.attribution import AttributionMode
+from app.query.filters import QueryFilters
 from app.schemas import Input, NoNul, StrippedRequired
 
 MAX_TOPICS = 20
@@ -60,6 +61,12 @@ class AgentSettingsUpdate(Input):
         'comes from by a speakable title ("According to our returns policy, ..."), or nothing when the '
         "title has nothing speakable (docs/INTEGRATION.md). Left out: stays as it is.",
     )
+    filters: QueryFilters | None = Field(
+        None,
+        description="Fixed filters every query_knowledge call of the agent applies, combined (AND) with "
+        'the call\'s own, e.g. `{"attributes": {"locale": "en-GB"}}`. Left out: unchanged; null '
+        "or `{}`: none.",
+    )
 
 
 class EscalationRead(BaseModel):
@@ -73,3 +80,4 @@ class AgentSettingsRead(BaseModel):
     available_variants: list[str]
     escalation: EscalationRead
     attribution: AttributionMode
+    filters: dict[str, Any] | None = Field(description="The agent's fixed filters; null when none.")

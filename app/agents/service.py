@@ -11,6 +11,7 @@ from app.agents.escalation import phrase_words
 from app.agents.repository import AgentRecord, AgentRepository, AgentSummary
 from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate, EscalationRead, EscalationSettings
 from app.errors import NotFound, ValidationFailed
+from app.query.filters import from_clauses, to_clauses
 
 AGENT_NOT_FOUND = "agent not found: no knowledge base of this organisation is assigned to it"
 # As KnowledgeService says it.
@@ -51,6 +52,10 @@ class AgentService:
             )
         if data.attribution is not None:
             await self.repo.set_attribution(agent_id, data.attribution)
+        if "filters" in data.model_fields_set:
+            # Not checked against the KBs' attribute keys: the documents may come later; a key
+            # none has hides every document (the call's own filters are checked: 422).
+            await self.repo.set_filters(agent_id, to_clauses(data.filters))
         agent = await self.repo.find(agent_id)
         assert agent is not None  # known above, in this transaction
         await self.session.commit()
@@ -83,6 +88,7 @@ class AgentService:
             available_variants=self.variants,
             escalation=EscalationRead(on_not_found=agent.on_not_found, topics=agent.topics),
             attribution=agent.attribution,
+            filters=from_clauses(agent.filter_clauses),
         )
 
 

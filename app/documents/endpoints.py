@@ -11,6 +11,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
+from app.documents.attributes import DocumentAttributesIn, form_attributes
 from app.documents.paths import MAX_PATH_CHARS
 from app.documents.schemas import (
     BulkDelete,
@@ -32,6 +33,7 @@ from app.http import Limit, Offset, parse_json, validate_obj
 from app.schemas import Page
 
 _UPLOAD_FIELDS = set(DocumentUploadForm.model_fields)
+_ATTRIBUTE_FIELDS = set(DocumentAttributesIn.model_fields)
 
 # A query parameter, so the three forms of the body (two JSON, one multipart) take it alike.
 AllowDuplicate = Annotated[
@@ -112,6 +114,9 @@ class DocumentController(Controller):
             "JSON `{url, title?, description?, sync_interval_s?}`; or multipart/form-data with a `file` "
             "(.txt .md .html .pdf .docx .pptx .xlsx .csv) and optional `title`, `description`. "
             "Answers 202 with the document in status `pending`; ingestion runs in the background.\n\n"
+            "Each form also takes `tags`, `attributes`, `effective_from` and `expires_at` (in a multipart "
+            "form: tags comma-separated, attributes as JSON text): what query_knowledge's filters select "
+            'by, and when the document may answer (docs/INTEGRATION.md, "Filters and freshness").\n\n'
             "Content the knowledge base already holds (the same bytes; for a URL, the same URL) is "
             "refused with a 409 whose `error` is `duplicate_document` and whose "
             "`existing_document` is `{id, title, status}` of the document holding it, unless "
@@ -220,7 +225,10 @@ class DocumentController(Controller):
     ) -> Page[ChunkRead]:
         return await document_service.chunks(kb_id, doc_id, limit=limit, offset=offset)
 
-    @put("/{doc_id:str}", summary="Update title, description or content (new content is re-indexed)")
+    @put(
+        "/{doc_id:str}",
+        summary="Update title, description, content (re-indexed), tags, attributes or validity window",
+    )
     async def update_document(
         self,
         kb_id: FromPath[uuid.UUID],
@@ -287,7 +295,10 @@ async def _upload(
         )
     meta = validate_obj(
         DocumentUploadMeta,
-        {k: v for k in ("title", "description", "source_path") if (v := form.get(k)) is not None},
+        {
+            **{k: v for k in ("title", "description", "source_path") if (v := form.get(k)) is not None},
+            **form_attributes(form),
+        },
     )
     data = await upload.read()
     if len(data) > limit:
@@ -300,6 +311,7 @@ async def _upload(
         title=meta.title,
         description=meta.description,
         source_path=meta.source_path,
+        attributes=DocumentAttributesIn.model_validate(meta.model_dump(include=_ATTRIBUTE_FIELDS)),
         allow_duplicate=allow_duplicate,
     )
 

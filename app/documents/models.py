@@ -6,7 +6,8 @@ from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, Column, Identity, LargeBinary, Text
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy import text as sql_text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import deferred
 from sqlmodel import Field, SQLModel
 
@@ -50,6 +51,17 @@ class Document(SQLModel, table=True):
     last_modified: str | None = Field(default=None, max_length=100)
     sync_interval_s: int | None = None
     next_sync_at: datetime | None = optional_ts_field()
+    # What filters select by, and when the document may answer (app/documents/attributes.py).
+    tags: list[str] = Field(
+        default_factory=list,
+        sa_column=Column(ARRAY(Text), nullable=False, server_default=sql_text("'{}'")),
+    )
+    attributes: dict[str, str] = Field(
+        default_factory=dict,
+        sa_column=Column(JSONB, nullable=False, server_default=sql_text("'{}'")),
+    )
+    effective_from: datetime | None = optional_ts_field()
+    expires_at: datetime | None = optional_ts_field()
     created_at: datetime = created_at_field()
     updated_at: datetime | None = optional_ts_field()
     indexed_at: datetime | None = optional_ts_field()

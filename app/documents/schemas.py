@@ -15,6 +15,17 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.documents.attributes import (
+    ATTRIBUTES_DESCRIPTION,
+    EFFECTIVE_FROM_DESCRIPTION,
+    EXPIRES_AT_DESCRIPTION,
+    TAGS_DESCRIPTION,
+    Attributes,
+    Availability,
+    DocumentAttributesIn,
+    Tags,
+    Timestamp,
+)
 from app.documents.paths import MAX_PATH_CHARS, PATH_PATTERN, InvalidPath, normalise_path
 from app.schemas import Description, Input, JsonInteger, LongTitle, Url
 
@@ -48,7 +59,7 @@ SourcePath = Annotated[
 SOURCE_PATH_FIELD = "Where the document's file lives in a synced folder (unique per knowledge base)."
 
 
-class DocumentCreateText(Input):
+class DocumentCreateText(Input, DocumentAttributesIn):
     title: LongTitle
     description: Description = ""
     content: Content
@@ -56,7 +67,7 @@ class DocumentCreateText(Input):
     source_path: SourcePath | None = Field(None, description=SOURCE_PATH_FIELD)
 
 
-class DocumentCreateUrl(Input):
+class DocumentCreateUrl(Input, DocumentAttributesIn):
     url: Url
     title: LongTitle | None = None
     description: Description = ""
@@ -65,7 +76,7 @@ class DocumentCreateUrl(Input):
     )
 
 
-class DocumentUploadMeta(Input):
+class DocumentUploadMeta(Input, DocumentAttributesIn):
     """The text fields of a multipart upload, beside its file."""
 
     title: LongTitle | None = Field(None, description="Default: the file's name without its extension.")
@@ -75,6 +86,23 @@ class DocumentUploadMeta(Input):
 
 class DocumentUploadForm(DocumentUploadMeta):
     """A multipart upload, as the OpenAPI schema describes it (the handler reads the form)."""
+
+    # Form fields are text: app/documents/attributes.py's form_attributes reads these two.
+    tags: Annotated[
+        Tags,
+        WithJsonSchema({"type": "string", "description": "Tags separated by commas (the field may repeat)."}),
+    ] = Field(default_factory=list)
+    attributes: Annotated[
+        Attributes,
+        WithJsonSchema(
+            {"type": "string", "description": 'A JSON object of string values: {"locale": "en-GB"}.'}
+        ),
+    ] = Field(default_factory=dict)
+    # A form field is never null.
+    effective_from: Annotated[Timestamp | None, WithJsonSchema({"type": "string", "format": "date-time"})] = (
+        None
+    )
+    expires_at: Annotated[Timestamp | None, WithJsonSchema({"type": "string", "format": "date-time"})] = None
 
     file: Annotated[
         bytes,
@@ -132,6 +160,11 @@ class DocumentUpdate(Input):
     source_path: SourcePath | None = Field(
         None, description="Move the document to this path (a 409 if another document holds it)."
     )
+    # Left out: unchanged. An empty list or object clears; null clears a date.
+    tags: Tags | None = Field(None, description=TAGS_DESCRIPTION)
+    attributes: Attributes | None = Field(None, description=ATTRIBUTES_DESCRIPTION)
+    effective_from: Timestamp | None = Field(None, description=EFFECTIVE_FROM_DESCRIPTION)
+    expires_at: Timestamp | None = Field(None, description=EXPIRES_AT_DESCRIPTION)
 
     @model_validator(mode="after")
     def _type_with_content(self) -> Self:
@@ -171,6 +204,14 @@ class DocumentRead(DocumentSummary):
     pages_total: int | None
     pages_skipped: int
     attempts: int
+    tags: list[str]
+    attributes: dict[str, str]
+    effective_from: datetime | None
+    expires_at: datetime | None
+    availability: Availability = Field(
+        description="`active`, `expired` (at or after `expires_at`) or `not_yet_effective` (before "
+        "`effective_from`), now: query_knowledge retrieves only active documents."
+    )
 
 
 class ExistingDocument(BaseModel):

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import LimitSettings
 from app.db.base import utcnow
+from app.documents.attributes import DocumentAttributesIn, availability, check_window
 from app.documents.models import Document
 from app.documents.paths import InvalidPath, normalise_path
 from app.documents.repository import DocumentRepository
@@ -111,7 +112,38 @@ def to_read(doc: Document) -> DocumentRead:
         created_at=doc.created_at,
         updated_at=doc.updated_at,
         indexed_at=doc.indexed_at,
+        tags=doc.tags,
+        attributes=doc.attributes,
+        effective_from=doc.effective_from,
+        expires_at=doc.expires_at,
+        availability=availability(doc.effective_from, doc.expires_at, utcnow()),
     )
+
+
+def _with_attributes(doc: Document, data: DocumentAttributesIn) -> Document:
+    doc.tags, doc.attributes = list(data.tags), dict(data.attributes)
+    doc.effective_from, doc.expires_at = data.effective_from, data.expires_at
+    return doc
+
+
+def _update_attributes(doc: Document, data: DocumentUpdate) -> None:
+    """Tags, attributes and dates given in the update replace the stored ones (a trigger
+    moves the KB's content version: migration 0020); the window is checked as it will be."""
+    sent = data.model_fields_set
+    effective_from = data.effective_from if "effective_from" in sent else doc.effective_from
+    expires_at = data.expires_at if "expires_at" in sent else doc.expires_at
+    try:
+        check_window(effective_from, expires_at)
+    except ValueError as exc:
+        raise ValidationFailed(
+            "invalid request body: expires_at",
+            extra=[{"field": "expires_at", "message": "must be after effective_from"}],
+        ) from exc
+    if data.tags is not None:
+        doc.tags = list(data.tags)
+    if data.attributes is not None:
+        doc.attributes = dict(data.attributes)
+    doc.effective_from, doc.expires_at = effective_from, expires_at
 
 
 def _requeue(doc: Document) -> None:
@@ -195,15 +227,18 @@ class DocumentService:
         await self._require_kb(kb_id)
         raw = data.content.encode()
         return await self._queued(
-            Document(
-                org_id=self.repo.org_id,
-                kb_id=kb_id,
-                title=data.title,
-                description=data.description,
-                source_kind=data.content_type,
-                source_path=data.source_path,
-                original=raw,
-                content_hash=content_hash(raw),
+            _with_attributes(
+                Document(
+                    org_id=self.repo.org_id,
+                    kb_id=kb_id,
+                    title=data.title,
+                    description=data.description,
+                    source_kind=data.content_type,
+                    source_path=data.source_path,
+                    original=raw,
+                    content_hash=content_hash(raw),
+                ),
+                data,
             ),
             allow_duplicate=allow_duplicate,
         )
@@ -218,22 +253,26 @@ class DocumentService:
         title: str | None,
         description: str,
         source_path: str | None = None,
+        attributes: DocumentAttributesIn | None = None,
         allow_duplicate: bool = False,
     ) -> DocumentRead:
         await self._require_kb(kb_id)
         kind = _file_kind(filename, content_type, data)
         name = _base_name(filename)
         return await self._queued(
-            Document(
-                org_id=self.repo.org_id,
-                kb_id=kb_id,
-                title=(title or _title_from(name))[:300],
-                description=description,
-                source_kind=kind,
-                source_path=source_path,
-                file_name=name,
-                original=data,
-                content_hash=content_hash(data),
+            _with_attributes(
+                Document(
+                    org_id=self.repo.org_id,
+                    kb_id=kb_id,
+                    title=(title or _title_from(name))[:300],
+                    description=description,
+                    source_kind=kind,
+                    source_path=source_path,
+                    file_name=name,
+                    original=data,
+                    content_hash=content_hash(data),
+                ),
+                attributes or DocumentAttributesIn(),
             ),
             allow_duplicate=allow_duplicate,
         )
@@ -249,15 +288,18 @@ class DocumentService:
             raise BadRequest(f"this URL cannot be fetched: {exc}") from exc
         interval = data.sync_interval_s if data.sync_interval_s is not None else self.default_sync_interval_s
         return await self._queued(
-            Document(
-                org_id=self.repo.org_id,
-                kb_id=kb_id,
-                # The page title replaces this placeholder once fetched, unless one was given.
-                title=data.title or url[:300],
-                description=data.description,
-                source_kind="url",
-                source_url=url,
-                sync_interval_s=interval or None,
+            _with_attributes(
+                Document(
+                    org_id=self.repo.org_id,
+                    kb_id=kb_id,
+                    # The page title replaces this placeholder once fetched, unless one was given.
+                    title=data.title or url[:300],
+                    description=data.description,
+                    source_kind="url",
+                    source_url=url,
+                    sync_interval_s=interval or None,
+                ),
+                data,
             ),
             allow_duplicate=allow_duplicate,
         )
@@ -335,6 +377,7 @@ class DocumentService:
             doc.title = data.title
         if data.description is not None:
             doc.description = data.description
+        _update_attributes(doc, data)
         requeue = False
         if data.content is not None:
             if doc.source_kind == "url":

@@ -269,7 +269,12 @@ def github_raw_url(url: str) -> str:
     The page itself is GitHub's HTML around the file; the raw URL serves the file. Query
     and fragment (``?plain=1``, ``#L10``) are dropped. Any other URL is returned unchanged.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Not a URL urllib can read (an unbalanced "[" of an IPv6 host): validate_url refuses
+        # it with the reason.
+        return url
     if parts.scheme.lower() not in _DEFAULT_PORTS or parts.netloc.lower() not in {
         "github.com",
         "www.github.com",

@@ -116,6 +116,7 @@ class QueryController(Controller):
             variant=data.variant,
             debug=debug,
             evaluation=evaluation,
+            filters=data.filters,
         )
         observe_query(outcome.response)
         return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
@@ -180,6 +181,7 @@ class QueryController(Controller):
             variant=data.variant,
             debug=debug,
             evaluation=evaluation,
+            filters=data.filters,
         )
         return ServerSentEvent(
             _messages(stream.events()),

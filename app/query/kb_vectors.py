@@ -82,6 +82,10 @@ class KBVectors:
     pages: list[int | None]
     texts: list[str]
     nbytes: int
+    # Row i is a chunk of document ``documents[document_rows[i]]``: hiding a document from a
+    # call (migration 0020) is a mask over rows.
+    documents: list[uuid.UUID] = field(default_factory=list)
+    document_rows: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     loaded_at: float = field(default_factory=time.monotonic)
 
     @classmethod
@@ -104,6 +108,9 @@ class KBVectors:
         # One string object per document title, not one per chunk.
         titles_by_doc: dict[uuid.UUID, str] = {}
         titles = [titles_by_doc.setdefault(r["document_id"], r["title"]) for r in rows]
+        documents = list(titles_by_doc)
+        number = {doc: n for n, doc in enumerate(documents)}
+        document_rows = np.fromiter((number[r["document_id"]] for r in rows), dtype=np.int32, count=len(rows))
         texts = [r["text"] for r in rows]
         nbytes = (
             matrix.nbytes
@@ -125,6 +132,8 @@ class KBVectors:
             pages=[r["page"] for r in rows],
             texts=texts,
             nbytes=nbytes,
+            documents=documents,
+            document_rows=document_rows,
         )
 
     async def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -149,19 +158,34 @@ class KBVectors:
             sims[self.zero] = -np.inf
         return sims
 
-    def nearest(self, sims: npt.NDArray[np.float32], limit: int) -> list[tuple[float, int, int]]:
+    def shown_rows(self, hidden: frozenset[uuid.UUID]) -> npt.NDArray[np.intp] | None:
+        """The rows not of a ``hidden`` document; None for all of them."""
+        if not hidden:
+            return None
+        hide = [n for n, doc in enumerate(self.documents) if doc in hidden]
+        if not hide:
+            return None
+        return np.flatnonzero(~np.isin(self.document_rows, hide))
+
+    def nearest(
+        self, sims: npt.NDArray[np.float32], limit: int, shown: npt.NDArray[np.intp] | None = None
+    ) -> list[tuple[float, int, int]]:
         """The ``limit`` rows most similar by ``sims`` as (similarity, chunk id, row), best
-        first, ties by id: the order of VECTOR_EXACT's ``ORDER BY dist, id``."""
-        n = len(self.ids)
+        first, ties by id: the order of VECTOR_EXACT's ``ORDER BY dist, id``; only rows among
+        ``shown`` when given."""
+        n = len(self.ids) if shown is None else len(shown)
         if n == 0:
             return []
+        pool_sims = sims if shown is None else sims[shown]
         if n > limit:
             # Every row as close as the limit-th one, so ties at the cut are broken by id
             # as in SQL, not by argpartition's order.
-            kth = np.argpartition(-sims, limit - 1)[limit - 1]
-            rows = np.flatnonzero(sims >= sims[kth])
+            kth = np.argpartition(-pool_sims, limit - 1)[limit - 1]
+            rows = np.flatnonzero(pool_sims >= pool_sims[kth])
         else:
             rows = np.arange(n)
+        if shown is not None:
+            rows = shown[rows]
         ranked = sorted(
             zip(sims[rows].tolist(), self.ids[rows].tolist(), rows.tolist(), strict=True), key=nearest_first
         )

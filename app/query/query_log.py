@@ -27,7 +27,7 @@ _COLUMNS = (
     "id, agent_id, query, standalone_question, standalone_method, status, confidence, answer, chunks,"
     " prompt_variant, prompt_version, model, timings, cached, semantic_question, semantic_similarity,"
     " semantic_query_id, degraded, action, transfer_reason,"
-    " used_sources, evaluation, created_at"
+    " used_sources, evaluation, filters, created_at"
 )
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 # chunks in all) gives its weight, so rare words count and common ones barely do; a spoken
 # question rarely holds every word of the answer, so any matching lexeme scores. Document
 # length is the chunk's token count against the mean of the chunks that matched. No lexeme is
-# read unless {gate} holds. The arithmetic is float8: integer columns and bare decimal
+# read unless {gate} holds; only chunks for which {visible} holds are ranked (the words'
+# weights and the mean length are the whole KBs': a filter narrows what is returned, not
+# how rare a word is). The arithmetic is float8: integer columns and bare decimal
 # constants would make it numeric: a fifth more time over 2,000 postings (2.4 against 2.0 ms).
 #
 # chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
@@ -47,6 +49,7 @@ terms AS MATERIALIZED (
     FROM postings p
     JOIN idf i ON i.term = p.term,
     (SELECT greatest(avg(dl), 1) AS avgdl FROM postings) m
+    WHERE {visible}
     GROUP BY p.chunk_id
     ORDER BY rank DESC, p.chunk_id
     LIMIT {limit}
@@ -54,8 +57,11 @@ terms AS MATERIALIZED (
 
 # One round trip before the vector search: the agent's KBs (id, content version, language,
 # size), its prompt variant (the request's $4, else the agent's setting, else the default $5),
-# the cached answer whose key binds agent, question, prompts, model, variant and the content
-# version of every KB the agent reads (any change to those KBs changes the key), and BM25's
+# the documents hidden from the call (outside their validity window, or refused by the
+# agent's filters and the call's clauses $9; $10 the call's attribute keys, to find those no
+# document has), the cached answer whose key binds agent, question, prompts, model, variant,
+# the hidden documents and the content version of every KB the agent reads (any change to
+# those KBs changes the key), and BM25's
 # candidates for the question $6 (at most $7), while the question's embedding is on its way.
 # BM25 runs only when it will be used: the agent has chunks, and no cached answer is served
 # ($8 true asks for it regardless: debug mode ignores the cache). Two statements cost a round
@@ -76,13 +82,34 @@ WITH kbs AS (
            coalesce(a.escalation_topics, '{}') AS topics,
            -- Whether answers name their source (migration 0017): part of the cache key when
            -- spoken, so the keys of agents that leave it off are what they were.
-           coalesce(a.attribution, 'off') AS attribution
+           coalesce(a.attribution, 'off') AS attribution,
+           -- Its fixed filters (migration 0020), and the call's $9 joined to them.
+           coalesce(a.filter_clauses, '[]') AS agent_clauses,
+           $9::jsonb || coalesce(a.filter_clauses, '[]') AS clauses
     FROM (SELECT) AS one LEFT JOIN agents a ON a.org_id = $1 AND a.agent_id = $2
+), hidden AS MATERIALIZED (
+    -- The agent's documents no search may return (migration 0020): outside their validity
+    -- window now (read through the partial index of windowed documents), or failing a
+    -- clause of the filters (read only when there are clauses).
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM (
+        SELECT d.id FROM documents d
+        WHERE d.kb_id IN (SELECT id FROM kbs) AND d.org_id = $1
+          AND (d.effective_from IS NOT NULL OR d.expires_at IS NOT NULL)
+          AND NOT (coalesce(d.effective_from <= now(), true) AND coalesce(d.expires_at > now(), true))
+        UNION
+        SELECT d.id FROM documents d
+        WHERE (SELECT jsonb_array_length(clauses) > 0 FROM agent)
+          AND d.kb_id IN (SELECT id FROM kbs) AND d.org_id = $1
+          AND NOT documents_match(d.tags, d.attributes, (SELECT clauses FROM agent))
+    ) h
 ), cache_key AS (
+    -- The hidden documents are part of the key: an answer is never served once a document
+    -- it rests on expires, nor to a call whose filters hide other documents.
     SELECT sha256(convert_to(
         $3 || '|' || (SELECT variant FROM agent) || '|'
         || (SELECT CASE WHEN attribution = 'spoken' THEN 'spoken|' ELSE '' END FROM agent)
-        || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), ''), 'UTF8'
+        || coalesce(string_agg(id::text || ':' || content_version, ',' ORDER BY id), '')
+        || '|' || (SELECT ids::text FROM hidden), 'UTF8'
     )) AS k FROM kbs
 ), ctx AS MATERIALIZED (
     SELECT
@@ -96,6 +123,12 @@ WITH kbs AS (
         (SELECT on_not_found FROM agent) AS on_not_found,
         (SELECT topics FROM agent) AS topics,
         (SELECT attribution FROM agent) AS attribution,
+        (SELECT agent_clauses FROM agent) AS agent_clauses,
+        (SELECT ids FROM hidden) AS hidden_documents,
+        -- Which of the call's attribute keys ($10) some document of the agent's KBs has.
+        (SELECT array_agg(DISTINCT k) FROM documents d, jsonb_object_keys(d.attributes) AS k
+          WHERE cardinality($10::text[]) > 0 AND d.kb_id IN (SELECT id FROM kbs) AND d.org_id = $1
+            AND k = ANY($10::text[])) AS known_keys,
         (SELECT response FROM answer_cache c, cache_key
           WHERE c.cache_key = cache_key.k AND c.org_id = $1 AND c.expires_at > now()) AS cached
 ),"""
@@ -105,6 +138,8 @@ WITH kbs AS (
         gate="(SELECT chunk_total > 0 AND (cached IS NULL OR $8::boolean) FROM ctx)",
         total="(SELECT chunk_total FROM ctx)",
         limit="$7",
+        visible="p.chunk_id NOT IN (SELECT c.id FROM chunks c"
+        " WHERE c.document_id = ANY((SELECT ids FROM hidden)::uuid[]))",
     )
     + """
 SELECT ctx.*,
@@ -119,7 +154,12 @@ FROM ctx
 TEXT_SQL = (
     "WITH"
     + _BM25.format(
-        languages="(SELECT $3::text, $1::uuid[])", question="$2::text", gate="true", total="$4", limit="$5"
+        languages="(SELECT $3::text, $1::uuid[])",
+        question="$2::text",
+        gate="true",
+        total="$4",
+        limit="$5",
+        visible="true",
     )
     + "\nSELECT id, rank FROM bm25 ORDER BY rank DESC, id\n"
 )
@@ -174,7 +214,7 @@ ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
 VECTOR_EXACT = """
     SELECT c.id, c.embedding <=> (SELECT $1::float4[]::vector) AS dist
     FROM chunks c
-    WHERE {kb_filter} AND c.embedding_model = $4
+    WHERE {kb_filter} AND c.embedding_model = $4{hidden_filter}
     ORDER BY dist, c.id
     LIMIT {candidates}
 """
@@ -190,10 +230,14 @@ ANY_KB = "c.kb_id = ANY($2::uuid[])"
 VECTOR_HNSW = """
     SELECT c.id, c.embedding::vector({dim}) <=> $1::float4[]::vector({dim}) AS dist
     FROM chunks c
-    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $4
+    WHERE c.embedding_dim = {dim} AND c.kb_id = ANY($2::uuid[]) AND c.embedding_model = $4{hidden_filter}
     ORDER BY c.embedding::vector({dim}) <=> $1::float4[]::vector({dim})
     LIMIT {candidates}
 """
+
+# With documents hidden from the call ($7, AGENT_CONTEXT_SQL's list): a hashed anti-join,
+# one probe per chunk however many documents are hidden.
+HIDDEN_FILTER = "\n      AND c.document_id NOT IN (SELECT unnest($7::uuid[]))"
 
 PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
@@ -208,7 +252,8 @@ USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE embedding_dim = 
 # transfer reason (escalation); $22 and $23 the standalone question the call was searched
 # and answered with (null when it is the caller's own) and how it was made (conversation.py);
 # $24 the chunk ids the answer was read from (used_sources); $25 to $27 the question, similarity
-# and query id of the paraphrase whose answer was reused (semantic_cache.py), else null.
+# and query id of the paraphrase whose answer was reused (semantic_cache.py), else null; $28
+# the filters applied (migration 0020).
 FINISH_SQL = """
 WITH cache AS (
     INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)
@@ -220,9 +265,9 @@ WITH cache AS (
 INSERT INTO query_log (id, org_id, agent_id, query, normalized_query, status, confidence, chunks, answer,
                        prompt_variant, prompt_version, model, timings, cached, degraded, evaluation,
                        action, transfer_reason, standalone_question, standalone_method, used_sources,
-                       semantic_question, semantic_similarity, semantic_query_id)
+                       semantic_question, semantic_similarity, semantic_query_id, filters)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $19, $20, $21,
-        $22, $23, $24::bigint[], $25, $26, $27)
+        $22, $23, $24::bigint[], $25, $26, $27, $28::jsonb)
 """
 
 # Expired answers are never served (AGENT_CONTEXT_SQL checks expires_at), but every change

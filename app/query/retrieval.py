@@ -110,20 +110,26 @@ class Retriever:
         self.vector_weight = vector_weight
         # Statements are built once per shape and size; asyncpg caches their preparation
         # per connection.
-        self._statements: dict[tuple[str, int, int], str] = {}
+        self._statements: dict[tuple[str, int, int, bool], str] = {}
 
-    def statement(self, plan: str, kbs: int, *, candidates: int, top_k: int) -> str:
+    def statement(self, plan: str, kbs: int, *, candidates: int, top_k: int, hidden: bool = False) -> str:
         """The vector-and-fusion statement of ``plan`` for an agent reading ``kbs`` KBs (BM25
-        runs before it, in AGENT_CONTEXT_SQL), with the sizes written in (see FUSED_SQL)."""
+        runs before it, in AGENT_CONTEXT_SQL), with the sizes written in (see FUSED_SQL), and
+        when ``hidden`` the chunks of the documents hidden from the call ($7) left out."""
         shape = ("one" if kbs == 1 else "any") if plan == "exact" else "hnsw"
-        key = (shape, candidates, top_k)
+        key = (shape, candidates, top_k, hidden)
         statement = self._statements.get(key)
         if statement is None:
+            hidden_filter = sql.HIDDEN_FILTER if hidden else ""
             if shape == "hnsw":
-                vector = sql.VECTOR_HNSW.format(dim=int(self.dimensions), candidates=int(candidates))
+                vector = sql.VECTOR_HNSW.format(
+                    dim=int(self.dimensions), candidates=int(candidates), hidden_filter=hidden_filter
+                )
             else:
                 kb_filter = sql.ONE_KB if shape == "one" else sql.ANY_KB
-                vector = sql.VECTOR_EXACT.format(kb_filter=kb_filter, candidates=int(candidates))
+                vector = sql.VECTOR_EXACT.format(
+                    kb_filter=kb_filter, candidates=int(candidates), hidden_filter=hidden_filter
+                )
             statement = self._statements[key] = sql.FUSED_SQL.format(
                 vector_candidates=vector,
                 weight=repr(float(self.vector_weight)),
@@ -148,15 +154,17 @@ class Retriever:
         chunk_total: int,
         candidates: int,
         top_k: int,
+        hidden: Sequence[uuid.UUID] = (),
     ) -> Retrieval:
-        """The vector side, fused with ``text``, and the chosen chunks. Without a vector
-        (provider down or too slow) BM25 alone answers."""
+        """The vector side, fused with ``text``, and the chosen chunks, none of the ``hidden``
+        documents (``text`` has none either). Without a vector (provider down or too slow)
+        BM25 alone answers."""
         plan = self.plan(chunk_total)
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
         else:
             vector_key = model_key
-        args = (
+        args: tuple[Any, ...] = (
             # A float4[] travels in asyncpg's binary format: 9 us for 512 dimensions where
             # the '[...]' text form took 220 us to write (and PostgreSQL as long to parse).
             vector,
@@ -166,7 +174,9 @@ class Retriever:
             text.ids,
             text.scores,
         )
-        statement = self.statement(plan, len(kb_ids), candidates=candidates, top_k=top_k)
+        if hidden:
+            args = (*args, list(hidden))
+        statement = self.statement(plan, len(kb_ids), candidates=candidates, top_k=top_k, hidden=bool(hidden))
         t = time.perf_counter()
         if plan == "exact":
             rows = await conn.fetch(statement, *args)
@@ -205,10 +215,13 @@ class Retriever:
         vector: Sequence[float] | None,
         candidates: int,
         top_k: int,
+        hidden: Sequence[uuid.UUID] = (),
     ) -> Retrieval | None:
         """``fuse`` over KBs held in memory: FUSED_SQL's exact plan, its chunks in its order
-        with its scores (but for near-ties of the vector side: see kb_vectors.py), or None
-        when the vector's size is not the copies' (the caller searches in SQL)."""
+        with its scores (but for near-ties of the vector side: see kb_vectors.py), none of the
+        ``hidden`` documents, or None when the vector's size is not the copies' (the caller
+        searches in SQL)."""
+        hidden_set = frozenset(hidden)
         t = time.perf_counter()
         nearest: list[tuple[float, int, KBVectors, int]] = []
         if vector is not None:
@@ -220,7 +233,10 @@ class Retriever:
                 query = query / np.float32(norm)
             for kb in held:
                 sims = await kb.similarities(query)
-                nearest.extend((sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(sims, candidates))
+                shown = kb.shown_rows(hidden_set)
+                nearest.extend(
+                    (sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(sims, candidates, shown)
+                )
             if len(held) > 1:
                 nearest.sort(key=nearest_first)
             del nearest[candidates:]

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from app.query.filters import QueryFilters
 from app.schemas import SPACE, Input, StrippedRequired
 
 Status = Literal["answered", "not_found", "unavailable"]
@@ -54,6 +55,11 @@ class QueryRequest(Input):
     )
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None = Field(
         None, description="Prompt variant to use (debug mode only)."
+    )
+    filters: QueryFilters | None = Field(
+        None,
+        description="Only documents whose tags and attributes match are searched (combined with the "
+        'agent\'s fixed filters); see docs/INTEGRATION.md, "Filters and freshness".',
     )
 
 
@@ -155,6 +161,11 @@ class QueryLogRead(BaseModel):
     )
     evaluation: bool = Field(
         description="Asked by an evaluation (`X-Evaluation: true`: vk eval, vk replay), not by a caller."
+    )
+    filters: dict[str, Any] | None = Field(
+        None,
+        description="The call's and the agent's filters as applied, and how many documents they and "
+        "the validity windows hid (`{request, agent, hidden_documents}`); null when none.",
     )
     created_at: datetime
 

@@ -238,8 +238,9 @@ class SemanticAnswerCache:
 
 def scope_of(org_id: uuid.UUID, agent_id: uuid.UUID, ctx: Any, *answering: str) -> tuple[Any, ...]:
     """A call's scope: what the exact cache key binds besides the question (the agent's
-    context row: its KBs and their content versions, the prompt variant, attribution; and
-    ``answering``: prompt and settings fingerprint, answerer, embedding model)."""
+    context row: its KBs and their content versions, the prompt variant, attribution, the
+    documents the call's filters and the validity windows hide; and ``answering``: prompt and
+    settings fingerprint, answerer, embedding model)."""
     return (
         org_id,
         agent_id,
@@ -247,5 +248,6 @@ def scope_of(org_id: uuid.UUID, agent_id: uuid.UUID, ctx: Any, *answering: str) 
         tuple(ctx["kb_versions"]),
         ctx["variant"],
         ctx["attribution"],
+        tuple(ctx["hidden_documents"] or ()),
         *answering,
     )

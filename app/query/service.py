@@ -45,6 +45,7 @@ from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.confidence import calibrated_confidence
 from app.query.conversation import Contextualiser, Standalone, Turn, check_history
+from app.query.filters import QueryFilters, applied, attribute_keys, require_known_keys, to_clauses
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
 from app.query.semantic_cache import SemanticAnswerCache, default_threshold, scope_of
@@ -250,14 +251,24 @@ class QueryService:
         debug: bool = False,
         evaluation: bool = False,
         speaker: Speaker | None = None,
+        filters: QueryFilters | None = None,
     ) -> QueryOutcome:
         """Answer ``question`` for the agent, made standalone from ``history`` first
-        (app/query/conversation.py); the outcome's ``finish`` logs the call (marked as
-        evaluation traffic when ``evaluation``) and caches the answer. A ``speaker`` streams
-        the answering model's sentences as they are written (app/query/streaming.py)."""
+        (app/query/conversation.py), from the documents ``filters`` (and the agent's own)
+        select; the outcome's ``finish`` logs the call (marked as evaluation traffic when
+        ``evaluation``) and caches the answer. A ``speaker`` streams the answering model's
+        sentences as they are written (app/query/streaming.py)."""
         check_history(history, self.settings)
         response, state = await self._respond(
-            org_id, agent_id, question, history, variant, debug=debug, dry=None, speaker=speaker
+            org_id,
+            agent_id,
+            question,
+            history,
+            variant,
+            debug=debug,
+            dry=None,
+            speaker=speaker,
+            filters=filters,
         )
         prompt = state["prompt"]
         model = self.answerer_name(prompt)
@@ -296,7 +307,9 @@ class QueryService:
         debug = response["debug"]
         fused: list[Candidate] = state["found"][0] if state.get("found") else []
         # Listed after the reply is made, so its timings are those of a real call.
-        candidates = await self._every_candidate(dry.inputs) if dry.inputs is not None else []
+        candidates = (
+            await self._every_candidate(dry.inputs, state["hidden"]) if dry.inputs is not None else []
+        )
         messages = debug.get("messages")
         if messages is None and fused:
             messages = self.model_messages(
@@ -314,8 +327,7 @@ class QueryService:
         )
 
     async def _every_candidate(
-        self,
-        inputs: _RetrievalInputs,
+        self, inputs: _RetrievalInputs, hidden: Sequence[uuid.UUID]
     ) -> list[Candidate]:
         """The fusion again, over the same lists, keeping every chunk: the union of BM25's
         and the vectors' ``candidates`` each, with their ranks, scores and fused score."""
@@ -324,11 +336,16 @@ class QueryService:
         found: Retrieval | None = None
         if held is not None:
             found = await self.retriever.fuse_memory(
-                held, text=text, vector=vector, candidates=self.settings.candidates, top_k=every
+                held,
+                text=text,
+                vector=vector,
+                candidates=self.settings.candidates,
+                top_k=every,
+                hidden=hidden,
             )
         if found is None:
             async with raw_connection(self.engine) as conn:
-                found = await self._fuse(conn, text, vector, kb_ids, chunk_total, top_k=every)
+                found = await self._fuse(conn, text, vector, kb_ids, chunk_total, hidden, top_k=every)
         return found.candidates
 
     async def _respond(
@@ -342,6 +359,7 @@ class QueryService:
         debug: bool,
         dry: _DryRun | None,
         speaker: Speaker | None = None,
+        filters: QueryFilters | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The reply, and the state its making left for ``_finish`` and the playground."""
         trace = _Trace()
@@ -358,6 +376,9 @@ class QueryService:
             "standalone": Standalone(question, "none"),
             "dry": dry,
             "speaker": speaker,
+            "filters": filters,
+            "hidden": [],
+            "filters_applied": None,
         }
         try:
             async with asyncio.timeout(self.settings.deadline_s):
@@ -444,6 +465,8 @@ class QueryService:
                     question,
                     self.settings.candidates,
                     state["debug"] is not None,
+                    json.dumps(to_clauses(state["filters"])),
+                    attribute_keys(state["filters"]),
                 )
                 trace.search += (time.perf_counter() - t) * 1000
                 if (early := self._early_reply(ctx, state)) is not None:
@@ -462,7 +485,9 @@ class QueryService:
                 if held is None and embedding.done():
                     if (reused := self._reuse(normalised, embedding.result(), state)) is not None:
                         return reused
-                    found = await self._fuse(conn, text, embedding.result(), kb_ids, chunk_total)
+                    found = await self._fuse(
+                        conn, text, embedding.result(), kb_ids, chunk_total, state["hidden"]
+                    )
             if found is None:
                 # The connection goes back to the pool while the provider is awaited: a real
                 # embedding takes 100-300 ms, and holding a connection through it capped a
@@ -481,10 +506,11 @@ class QueryService:
                         vector=vector,
                         candidates=self.settings.candidates,
                         top_k=self.settings.top_k,
+                        hidden=state["hidden"],
                     )
                 if found is None:
                     async with raw_connection(self.engine) as conn:
-                        found = await self._fuse(conn, text, vector, kb_ids, chunk_total)
+                        found = await self._fuse(conn, text, vector, kb_ids, chunk_total, state["hidden"])
         finally:
             if not embedding.done():
                 if state.get("from_cache"):
@@ -571,6 +597,11 @@ class QueryService:
             # An agent becomes known to an organisation when a KB of it is first assigned
             # to it: never, and the agent is unknown here (another organisation's included).
             raise NotFound(AGENT_NOT_FOUND)
+        require_known_keys(attribute_keys(state["filters"]), ctx["known_keys"])
+        state["hidden"] = ctx["hidden_documents"]
+        state["filters_applied"] = applied(state["filters"], ctx["agent_clauses"], state["hidden"])
+        if state["debug"] is not None:
+            state["debug"]["filters"] = state["filters_applied"]
         if ctx["chunk_total"] == 0:
             # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".
             return self._reply("not_found", prompt.not_found_reply, 0.0, [])
@@ -648,6 +679,7 @@ class QueryService:
         vector: Sequence[float] | None,
         kb_ids: list[uuid.UUID],
         chunk_total: int,
+        hidden: Sequence[uuid.UUID],
         top_k: int | None = None,
     ) -> Retrieval:
         return await self.retriever.fuse(
@@ -659,6 +691,7 @@ class QueryService:
             chunk_total=chunk_total,
             candidates=self.settings.candidates,
             top_k=top_k or self.settings.top_k,
+            hidden=hidden,
         )
 
     def confidence(self, question: str, candidates: list[Candidate]) -> tuple[float, dict[str, float]]:
@@ -963,6 +996,7 @@ class QueryService:
                     match.question if match else None,
                     match.similarity if match else None,
                     match.query_id if match else None,
+                    json.dumps(state["filters_applied"]) if state["filters_applied"] else None,
                 )
         except Exception:
             log.warning("could not record query %s", response.get("query_id"), exc_info=True)

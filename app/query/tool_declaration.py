@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 __all__ = [
     "TOOL_NAME",
     "DocumentInfo",
+    "FilterInfo",
     "KnowledgeBaseInfo",
     "ToolFormat",
     "knowledge_summary",
@@ -185,11 +186,77 @@ def _history(fmt: ToolFormat, description: str) -> dict[str, Any]:
     return {"type": "array", "description": description, "items": turn}
 
 
+# At most this many values are listed as an enum; a key or the tags with more take any string.
+MAX_ENUM = 20
+FILTERS_DESCRIPTION = (
+    "Optional. Narrows the search to documents with these tags or attributes; leave it out unless the "
+    "caller's situation calls for it (for example their country or product)."
+)
+TAGS_DESCRIPTION = "Documents with at least one of these tags."
+
+
+@dataclass(frozen=True, slots=True)
+class FilterInfo:
+    """What query_knowledge's filters can select among the agent's documents: the tags and
+    each attribute key with its values, or None for a list longer than MAX_ENUM."""
+
+    tags: list[str] | None
+    attributes: dict[str, list[str] | None]
+
+    @property
+    def empty(self) -> bool:
+        return self.tags == [] and not self.attributes
+
+
+def _strings(values: list[str] | None, *, upper: bool, nullable: bool) -> dict[str, Any]:
+    if upper:
+        schema: dict[str, Any] = {"type": "STRING"}
+        if values is not None:
+            schema.update(format="enum", enum=list(values))
+        return schema
+    schema = {"type": ["string", "null"] if nullable else "string"}
+    if values is not None:
+        schema["enum"] = [*values, None] if nullable else list(values)
+    return schema
+
+
+def _filters_schema(info: FilterInfo, *, upper: bool, strict: bool) -> dict[str, Any]:
+    """The ``filters`` parameter (the API's form, docs/INTEGRATION.md, with tags as ``any``
+    only and attributes as single values). Strict mode (OpenAI chat) wants every property
+    required and no others, so what may be left out is nullable instead."""
+    obj, arr = ("OBJECT", "ARRAY") if upper else ("object", "array")
+
+    def shape(properties: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": [obj, "null"] if strict else obj, "properties": properties}
+        if description:
+            schema["description"] = description
+        if strict:
+            schema.update(required=list(properties), additionalProperties=False)
+        return schema
+
+    properties: dict[str, Any] = {}
+    if info.tags != []:
+        items = _strings(info.tags, upper=upper, nullable=False)
+        tags_array: dict[str, Any] = {"type": [arr, "null"] if strict else arr, "items": items}
+        properties["tags"] = shape({"any": tags_array}, TAGS_DESCRIPTION)
+    if info.attributes:
+        properties["attributes"] = shape(
+            {key: _strings(values, upper=upper, nullable=strict) for key, values in info.attributes.items()}
+        )
+    return shape(properties, FILTERS_DESCRIPTION)
+
+
 def tool_definition(
-    fmt: ToolFormat, *, description: str, query_description: str, history_description: str | None = None
+    fmt: ToolFormat,
+    *,
+    description: str,
+    query_description: str,
+    history_description: str | None = None,
+    filters: FilterInfo | None = None,
 ) -> dict[str, Any]:
-    """The `query_knowledge` declaration, with one required string parameter `query` and,
-    given its description, the optional `history` (the call's earlier turns).
+    """The `query_knowledge` declaration, with one required string parameter `query`; given
+    its description, the optional `history` (the call's earlier turns); and an optional
+    `filters` when the agent's documents have tags or attributes (``filters``).
 
     - "openai-realtime": an entry for the Realtime API session's `tools` list.
     - "openai-chat": a Chat Completions function tool, in strict mode.
@@ -198,28 +265,27 @@ def tool_definition(
 
     A new dict is built on every call, so callers may change it freely.
     """
+    with_filters = filters is not None and not filters.empty
     if fmt == "gemini":
+        gemini: dict[str, Any] = {
+            "type": "OBJECT",
+            "properties": {"query": {"type": "STRING", "description": query_description}},
+            "required": ["query"],
+        }
+        if history_description:
+            gemini["properties"]["history"] = _history(fmt, history_description)
+        if with_filters:
+            assert filters is not None
+            gemini["properties"]["filters"] = _filters_schema(filters, upper=True, strict=False)
         return {
-            "functionDeclarations": [
-                {
-                    "name": TOOL_NAME,
-                    "description": description,
-                    "parameters": {
-                        "type": "OBJECT",
-                        "properties": {
-                            "query": {"type": "STRING", "description": query_description},
-                            **(
-                                {"history": _history(fmt, history_description)} if history_description else {}
-                            ),
-                        },
-                        "required": ["query"],
-                    },
-                }
-            ]
+            "functionDeclarations": [{"name": TOOL_NAME, "description": description, "parameters": gemini}]
         }
     properties: dict[str, Any] = {"query": {"type": "string", "description": query_description}}
     if history_description:
         properties["history"] = _history(fmt, history_description)
+    if with_filters:
+        assert filters is not None
+        properties["filters"] = _filters_schema(filters, upper=False, strict=fmt == "openai-chat")
     parameters: dict[str, Any] = {"type": "object", "properties": properties, "required": ["query"]}
     if fmt == "openai-realtime":
         return {"type": "function", "name": TOOL_NAME, "description": description, "parameters": parameters}

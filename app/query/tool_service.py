@@ -15,7 +15,9 @@ from app.errors import NotFound
 from app.prompting import PromptLibrary, PromptSet
 from app.query.schemas import ToolRead, ToolUnavailable
 from app.query.tool_declaration import (
+    MAX_ENUM,
     DocumentInfo,
+    FilterInfo,
     KnowledgeBaseInfo,
     ToolFormat,
     knowledge_summary,
@@ -45,6 +47,28 @@ LEFT JOIN LATERAL (
 WHERE a.org_id = :org AND a.agent_id = :agent
 ORDER BY kb.created_at, kb.id, d.created_at, d.id
 """)
+
+# What the agent's filters can select: the tags and attribute values of its KBs' documents
+# that have not expired, each with how many documents have it (attribute keys the most
+# common first), at most MAX_ENUM + 1 values per key (one more says "too many to list").
+FILTER_VALUES_SQL = text(f"""
+WITH docs AS (
+    SELECT d.tags, d.attributes FROM agent_assignments a
+    JOIN documents d ON d.kb_id = a.kb_id AND d.org_id = a.org_id
+    WHERE a.org_id = :org AND a.agent_id = :agent AND (d.expires_at IS NULL OR d.expires_at > now())
+), pairs AS (
+    SELECT NULL::text AS key, t AS value FROM docs, unnest(docs.tags) AS t
+    UNION ALL
+    SELECT a.key, a.value FROM docs, jsonb_each_text(docs.attributes) AS a
+), ranked AS (
+    SELECT key, value, row_number() OVER (PARTITION BY key ORDER BY value) AS n,
+           count(*) OVER (PARTITION BY key) AS documents
+    FROM (SELECT DISTINCT key, value FROM pairs) v
+)
+SELECT key, value FROM ranked WHERE n <= {MAX_ENUM + 1}
+ORDER BY key NULLS FIRST, value
+""")
+MAX_FILTER_KEYS = 20
 
 # OpenAI rejects a function description over 1,024 characters ("string_above_max_length")
 # in Chat Completions; the Realtime API documents no limit, so it gets the same one to be
@@ -101,6 +125,17 @@ class ToolService:
             return topics, "no_knowledge_base"
         return topics, "no_ready_documents" if has_documents else "no_documents"
 
+    async def filter_info(self, agent_id: uuid.UUID) -> FilterInfo:
+        """The tags and attribute values the agent's documents have, for the declaration."""
+        rows = (await self.session.execute(FILTER_VALUES_SQL, {"org": self.org_id, "agent": agent_id})).all()
+        values: dict[str | None, list[str]] = {}
+        for r in rows:
+            values.setdefault(r.key, []).append(r.value)
+        listed = {k: (v if len(v) <= MAX_ENUM else None) for k, v in values.items()}
+        tags = listed.pop(None, [])
+        keys = sorted(k for k in listed if k is not None)[:MAX_FILTER_KEYS]
+        return FilterInfo(tags=tags, attributes={k: listed[k] for k in keys})
+
     async def tool(self, agent_id: uuid.UUID, fmt: ToolFormat, variant: str | None = None) -> ToolRead:
         """The declaration and instructions in the prompt variant that answers for the agent:
         `variant`, else the agent's own setting, else the configured default; and whether the
@@ -111,6 +146,7 @@ class ToolService:
             raise NotFound(AGENT_NOT_FOUND)
         prompt = self.prompts.get_or_default(variant or agent.prompt_variant or self.default_variant)
         topics, unavailable = await self._topics(agent_id)
+        filters = await self.filter_info(agent_id)
         summary = knowledge_summary(topics, budget_chars=SUMMARY_BUDGET)
         return ToolRead(
             format=fmt,
@@ -121,6 +157,7 @@ class ToolService:
                 description=_description(prompt, topics, summary, DESCRIPTION_LIMITS.get(fmt)),
                 query_description=prompt.query_parameter_description,
                 history_description=prompt.history_parameter_description,
+                filters=filters,
             ),
             instructions=prompt.agent_instructions(knowledge_summary=summary),
             prompt_version=prompt.version,

@@ -196,6 +196,8 @@ async def test_github_blob_url_is_stored_as_raw(client, org, kb):
         "http://169.254.169.254/latest/meta-data",
         "file:///etc/passwd",
         "http://example.com:8080/",
+        # urllib cannot split it (an unbalanced IPv6 bracket): once a 500.
+        "http://\x06example[\x93",
     ],
 )
 async def test_blocked_url_is_400_and_stores_nothing(client, org, kb, url):

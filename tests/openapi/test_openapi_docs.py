@@ -122,18 +122,28 @@ async def test_the_document_upload_documents_its_three_forms(schema):
         },
     }
     components = schema["components"]["schemas"]
+    attributes = ["attributes", "effective_from", "expires_at", "tags"]
     forms = {
         name: (sorted(components[name]["properties"]), components[name].get("required"))
         for name in ("DocumentCreateText", "DocumentCreateUrl", "DocumentUploadForm")
     }
     assert forms == {
         "DocumentCreateText": (
-            ["content", "content_type", "description", "source_path", "title"],
+            sorted(["content", "content_type", "description", "source_path", "title", *attributes]),
             ["title", "content"],
         ),
-        "DocumentCreateUrl": (["description", "sync_interval_s", "title", "url"], ["url"]),
-        "DocumentUploadForm": (["description", "file", "source_path", "title"], ["file"]),
+        "DocumentCreateUrl": (
+            sorted(["description", "sync_interval_s", "title", "url", *attributes]),
+            ["url"],
+        ),
+        "DocumentUploadForm": (
+            sorted(["description", "file", "source_path", "title", *attributes]),
+            ["file"],
+        ),
     }
+    # Form fields are text: the tags and attributes of an upload are strings (migration 0018).
+    upload = components["DocumentUploadForm"]["properties"]
+    assert (upload["tags"]["type"], upload["attributes"]["type"]) == ("string", "string")
     file = components["DocumentUploadForm"]["properties"]["file"]
     assert (file["type"], file["format"], file["contentMediaType"]) == (
         "string",

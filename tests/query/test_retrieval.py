@@ -111,7 +111,17 @@ async def test_the_context_statement_carries_bm25_unless_a_cached_answer_is_serv
 
         async def context(*, always: bool) -> Any:
             return await conn.fetchrow(
-                sql.AGENT_CONTEXT_SQL, org_id, agent_id, "key", None, "default", question, 30, always
+                sql.AGENT_CONTEXT_SQL,
+                org_id,
+                agent_id,
+                "key",
+                None,
+                "default",
+                question,
+                30,
+                always,
+                "[]",
+                [],
             )
 
         fresh = await context(always=False)

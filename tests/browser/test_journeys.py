@@ -246,8 +246,8 @@ def test_on_a_390_px_phone_the_navigation_and_forms_work(page: Page, org: Org) -
     # The longest form: a document written in the browser, down to its status turning ready.
     page.find(".page-head .actions a[href$='/documents/new']").click()
     text_form = "form[action$='/documents/text']"
-    page.find(f"{text_form} #field-title").send_keys("Parking")
-    page.find(f"{text_form} #field-content").send_keys(PARKING)
+    page.find(f"{text_form} #text-title").send_keys("Parking")
+    page.find(f"{text_form} #text-content").send_keys(PARKING)
     page.find(f"{text_form} button[type=submit]").click()
     page.wait(lambda d: page.text("h1") == "Parking", "the document's page did not open")
     assert page.text(".flash") == "Document added: it is being processed."

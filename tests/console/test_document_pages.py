@@ -13,7 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import Org
-from tests.console.helpers import assert_labelled, form, text_of
+from tests.console.helpers import assert_ids_unique, assert_labelled, form, text_of
 from tests.helpers import create_kb, create_text_doc
 
 Client = AsyncTestClient[Litestar]
@@ -139,6 +139,34 @@ async def test_add_page_has_three_labelled_forms(signed_in: Browser, client: Cli
     assert '<input type="file" id="field-files" name="files" multiple required' in page.text
     assert '<div class="dropzone">' in page.text
     assert_labelled(page.text)
+
+
+async def test_each_add_form_labels_its_own_controls(signed_in: Browser, client: Client, org: Org) -> None:
+    """The URL and text forms both have a title: each label names its own form's input, and
+    an error summary links to the field of the form that failed."""
+    browser, csrf = signed_in
+    kb = await create_kb(client, org.headers)
+    base = f"/console/knowledge/{kb['id']}/documents"
+    page = await browser.get(f"{base}/new")
+    assert_ids_unique(page.text)
+    assert '<label for="url-title">Title</label>' in page.text
+    assert '<label for="text-title">Title <span class="required">(required)</span></label>' in page.text
+
+    empty_url = await browser.post(
+        f"{base}/url", data=form(csrf, url="  ", title="", description="", sync_interval_s="")
+    )
+    assert empty_url.status_code == 422
+    assert_ids_unique(empty_url.text)
+    assert '<a href="#url-url">url</a>' in empty_url.text
+    assert re.search(r'id="url-url"[^>]*aria-describedby="error-url-url"', empty_url.text)
+
+    empty_text = await browser.post(
+        f"{base}/text", data=form(csrf, title="", description="", content="x", content_type="text")
+    )
+    assert empty_text.status_code == 422
+    assert_ids_unique(empty_text.text)
+    assert '<a href="#text-title">title</a>' in empty_text.text
+    assert re.search(r'id="text-title"[^>]*aria-describedby="error-text-title"', empty_text.text)
 
 
 async def test_upload_several_files_at_once(signed_in: Browser, client: Client, org: Org) -> None:

@@ -66,6 +66,34 @@ async def test_list_polls_only_while_work_is_pending(
     assert not polls((await browser.get(f"/console/knowledge/{kb['id']}")).text)
 
 
+def facts(page: str) -> dict[str, str]:
+    card = re.search(r'<dl id="kb-facts"[^>]*>(.*?)</dl>', page, re.S)
+    assert card, "no facts card"
+    return dict(re.findall(r"<dt>(Documents|Chunks)</dt><dd>([^<]*)</dd>", card.group(1)))
+
+
+async def test_the_polled_table_brings_the_facts_cards_counts(
+    signed_in: Browser, client: Client, org: Org, drain_queue: Any
+) -> None:
+    browser, _ = signed_in
+    kb = await create_kb(client, org.headers)
+    await create_text_doc(client, org.headers, kb["id"], content="We open at nine.")
+    page = await browser.get(f"/console/knowledge/{kb['id']}")
+    assert facts(page.text) == {"Documents": "1", "Chunks": "0"}
+    # On the page itself the card is in place; only the fragment swaps it out of band.
+    assert '<dl id="kb-facts" class="facts card">' in page.text
+    assert page.text.count('id="kb-facts"') == 1
+
+    await drain_queue()
+    fragment = await browser.get(
+        f"/console/knowledge/{kb['id']}/documents/table", headers={"HX-Request": "true"}
+    )
+    assert fragment.status_code == 200
+    assert '<dl id="kb-facts" class="facts card" hx-swap-oob="true">' in fragment.text
+    assert facts(fragment.text) == {"Documents": "1", "Chunks": "1"}
+    assert '<td class="num">1</td>' in fragment.text
+
+
 async def test_processing_shows_progress(
     signed_in: Browser, client: Client, org: Org, engine: AsyncEngine
 ) -> None:

@@ -70,16 +70,21 @@ class DocumentPages(Controller):
         context = await _table(document_service, kb_id, page)
         return render(request, "documents/list.html", kb=kb, kb_id=kb_id, **context)
 
-    @get("/documents/table", summary="The documents table alone (htmx polls it while work is pending)")
+    @get(
+        "/documents/table",
+        summary="The documents table and the KB's counts (htmx polls them while work is pending)",
+    )
     async def table_fragment(
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
+        knowledge_service: NamedDependency[KnowledgeService],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
+        kb = await knowledge_service.read(kb_id)
         context = await _table(document_service, kb_id, page)
-        return render(request, "documents/_table.html", kb_id=kb_id, **context)
+        return render(request, "documents/_table.html", kb=kb, kb_id=kb_id, facts_oob=True, **context)
 
     @get("/documents/new", summary="The forms to add documents")
     async def new_page(

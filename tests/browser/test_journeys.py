@@ -81,6 +81,9 @@ def test_operator_journey_from_sign_in_to_sign_out(page: Page, org: Org, tmp_pat
     page.driver.execute_script("window.vkNotReloaded = true")
     page.wait(lambda d: status_of(page, "front-desk") == "ready", "the PDF never showed as ready")
     assert page.driver.execute_script("return window.vkNotReloaded") is True
+    # The facts card came with the same polled fragment as the row: its counts are current.
+    assert page.text("#kb-facts").split("\n")[:4] == ["Documents", "1", "Chunks", "2"]
+    assert page.find("#kb-facts button[data-copy]").is_displayed()
     row = page.find("#documents tbody tr")
     assert row.find_element("css selector", "td.num").text == "2"
     assert "pdf · front-desk.pdf" in row.text
@@ -246,8 +249,8 @@ def test_on_a_390_px_phone_the_navigation_and_forms_work(page: Page, org: Org) -
     # The longest form: a document written in the browser, down to its status turning ready.
     page.find(".page-head .actions a[href$='/documents/new']").click()
     text_form = "form[action$='/documents/text']"
-    page.find(f"{text_form} #field-title").send_keys("Parking")
-    page.find(f"{text_form} #field-content").send_keys(PARKING)
+    page.find(f"{text_form} #text-title").send_keys("Parking")
+    page.find(f"{text_form} #text-content").send_keys(PARKING)
     page.find(f"{text_form} button[type=submit]").click()
     page.wait(lambda d: page.text("h1") == "Parking", "the document's page did not open")
     assert page.text(".flash") == "Document added: it is being processed."

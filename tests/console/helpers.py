@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
+from html.parser import HTMLParser
 from typing import Any
 
 from litestar import Litestar
@@ -68,3 +70,43 @@ def assert_labelled(page: str) -> None:
         found = re.search(r'\sid="([^"]+)"', attributes)
         assert found, f"<{tag}{attributes}> has no id"
         assert f'<label for="{found.group(1)}">' in page, f"<{tag} id={found.group(1)}> has no label"
+
+
+class _Ids(HTMLParser):
+    """Every id of a page, and each label's ``for`` and each control's id with the form
+    (its position among the page's forms; None outside any) that holds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.labels: list[tuple[str, int | None]] = []
+        self.controls: set[tuple[str, int | None]] = set()
+        self._forms = 0
+        self._form: int | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "form":
+            self._form = self._forms
+            self._forms += 1
+        if (id_ := attributes.get("id")) is not None:
+            self.ids.append(id_)
+            if tag in ("input", "textarea", "select"):
+                self.controls.add((id_, self._form))
+        if tag == "label" and (target := attributes.get("for")) is not None:
+            self.labels.append((target, self._form))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
+
+
+def assert_ids_unique(page: str, where: str = "") -> None:
+    """No id twice on the page, and every <label for> names a control in its own form."""
+    found = _Ids()
+    found.feed(page)
+    assert found.ids, f"{where}: the page has no ids at all"
+    twice = [id_ for id_, n in Counter(found.ids).items() if n > 1]
+    assert twice == [], f"{where}: ids used more than once: {twice}"
+    astray = [target for target, form_ in found.labels if (target, form_) not in found.controls]
+    assert astray == [], f"{where}: labels naming no control of their own form: {astray}"

@@ -13,7 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import Org
-from tests.console.helpers import assert_labelled, form, text_of
+from tests.console.helpers import assert_ids_unique, assert_labelled, form, text_of
 from tests.helpers import create_kb, create_text_doc
 
 Client = AsyncTestClient[Litestar]
@@ -64,6 +64,34 @@ async def test_list_polls_only_while_work_is_pending(
     assert '<span class="status status-ready">ready</span>' in fragment.text
     assert not polls(fragment.text)
     assert not polls((await browser.get(f"/console/knowledge/{kb['id']}")).text)
+
+
+def facts(page: str) -> dict[str, str]:
+    card = re.search(r'<dl id="kb-facts"[^>]*>(.*?)</dl>', page, re.S)
+    assert card, "no facts card"
+    return dict(re.findall(r"<dt>(Documents|Chunks)</dt><dd>([^<]*)</dd>", card.group(1)))
+
+
+async def test_the_polled_table_brings_the_facts_cards_counts(
+    signed_in: Browser, client: Client, org: Org, drain_queue: Any
+) -> None:
+    browser, _ = signed_in
+    kb = await create_kb(client, org.headers)
+    await create_text_doc(client, org.headers, kb["id"], content="We open at nine.")
+    page = await browser.get(f"/console/knowledge/{kb['id']}")
+    assert facts(page.text) == {"Documents": "1", "Chunks": "0"}
+    # On the page itself the card is in place; only the fragment swaps it out of band.
+    assert '<dl id="kb-facts" class="facts card">' in page.text
+    assert page.text.count('id="kb-facts"') == 1
+
+    await drain_queue()
+    fragment = await browser.get(
+        f"/console/knowledge/{kb['id']}/documents/table", headers={"HX-Request": "true"}
+    )
+    assert fragment.status_code == 200
+    assert '<dl id="kb-facts" class="facts card" hx-swap-oob="true">' in fragment.text
+    assert facts(fragment.text) == {"Documents": "1", "Chunks": "1"}
+    assert '<td class="num">1</td>' in fragment.text
 
 
 async def test_processing_shows_progress(
@@ -139,6 +167,34 @@ async def test_add_page_has_three_labelled_forms(signed_in: Browser, client: Cli
     assert '<input type="file" id="field-files" name="files" multiple required' in page.text
     assert '<div class="dropzone">' in page.text
     assert_labelled(page.text)
+
+
+async def test_each_add_form_labels_its_own_controls(signed_in: Browser, client: Client, org: Org) -> None:
+    """The URL and text forms both have a title: each label names its own form's input, and
+    an error summary links to the field of the form that failed."""
+    browser, csrf = signed_in
+    kb = await create_kb(client, org.headers)
+    base = f"/console/knowledge/{kb['id']}/documents"
+    page = await browser.get(f"{base}/new")
+    assert_ids_unique(page.text)
+    assert '<label for="url-title">Title</label>' in page.text
+    assert '<label for="text-title">Title <span class="required">(required)</span></label>' in page.text
+
+    empty_url = await browser.post(
+        f"{base}/url", data=form(csrf, url="  ", title="", description="", sync_interval_s="")
+    )
+    assert empty_url.status_code == 422
+    assert_ids_unique(empty_url.text)
+    assert '<a href="#url-url">url</a>' in empty_url.text
+    assert re.search(r'id="url-url"[^>]*aria-describedby="error-url-url"', empty_url.text)
+
+    empty_text = await browser.post(
+        f"{base}/text", data=form(csrf, title="", description="", content="x", content_type="text")
+    )
+    assert empty_text.status_code == 422
+    assert_ids_unique(empty_text.text)
+    assert '<a href="#text-title">title</a>' in empty_text.text
+    assert re.search(r'id="text-title"[^>]*aria-describedby="error-text-title"', empty_text.text)
 
 
 async def test_upload_several_files_at_once(signed_in: Browser, client: Client, org: Org) -> None:

@@ -31,6 +31,7 @@ Run from the repository root::
     .venv/bin/python bench/query_bench.py --dims 1536 --json /tmp/q1536.json
     .venv/bin/python bench/query_bench.py --corpus squad        # real text and questions
     .venv/bin/python bench/query_bench.py --filters '{"attributes": {"locale": "en-GB"}}'
+    .venv/bin/python bench/query_bench.py --history 4          # each caller sends its last turns
 
 Every phase reports the load average and "foreign cores": CPU used on the machine by processes
 that are not part of the benchmark (other tests or benchmarks). ``--max-foreign-cores`` makes a
@@ -87,6 +88,9 @@ TARGET_P50_MS = 5.0
 TARGET_P99_MS = 25.0
 TARGET_CACHED_P50_MS = 10.0
 STAGES = ("total", "embed", "search", "llm", "own")
+# Follow-ups of the kind a caller says after an answer; each leans on the call's earlier turns.
+FOLLOW_UPS = ("And how much is that?", "What about on Saturdays?", "Is that the same for children?",
+              "How long does it take?", "Can I book it online?", "And the other one?")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +104,7 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
     concurrency: int = config["concurrency"]
     think_s: float = config.get("think_s", 0.0)
     filters: dict[str, Any] | None = config.get("filters")
+    history_turns: int = config.get("history", 0)
     headers = {"Authorization": f"Bearer {config['key']}", "Content-Type": "application/json"}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     records: list[list[Any]] = []
@@ -121,6 +126,10 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
             # (exponential, mean think_s), as callers on the phone do while the answer is spoken.
             rng = random.Random(config.get("seed", 0) * 1000 + index)
             first = True
+            # With --history, a caller sends its own last turns (its questions and the answers it
+            # heard), and one question in four is a follow-up that leans on them, so the
+            # standalone rewrite runs as it does on a real call.
+            turns: list[dict[str, str]] = []
             while position < len(items):
                 if think_s:
                     await asyncio.sleep(rng.uniform(0, think_s) if first else rng.expovariate(1 / think_s))
@@ -129,7 +138,14 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
                         break
                 agent, question = items[position]
                 position += 1
-                body = json.dumps({"query": question, **({"filters": filters} if filters else {})}).encode()
+                if history_turns and turns and rng.random() < 0.25:
+                    question = rng.choice(FOLLOW_UPS)
+                request: dict[str, Any] = {"query": question}
+                if filters:
+                    request["filters"] = filters
+                if history_turns and turns:
+                    request["history"] = turns[-history_turns:]
+                body = json.dumps(request).encode()
                 started = time.perf_counter()
                 try:
                     response = await client.post(f"/api/agents/{agent}/query_knowledge", content=body)
@@ -143,6 +159,11 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
                     errors[f"HTTP {response.status_code}"] += 1
                     records.append([started - t0, rtt, response.status_code, "error"])
                     continue
+                if history_turns:
+                    turns.append({"role": "user", "content": question})
+                    if answer := (payload.get("answer") or "").strip():
+                        turns.append({"role": "assistant", "content": answer[:900]})
+                    del turns[: -2 * history_turns]
                 timings = payload.get("timings_ms") or {}
                 records.append(
                     [
@@ -196,8 +217,9 @@ def run_phase(
                 harness.pids(), max_foreign_cores=args.max_foreign_cores, max_wait_s=args.quiet_wait_s
             )
         result = _run_phase_once(
-            harness, name, base, key, items, concurrency, attempt, think_s, filters=args.filters
-        )
+            harness, name, base, key, items, concurrency, attempt, think_s,
+            filters=args.filters, history=args.history,
+        )  # fmt: skip
         attempts.append(result)
         busy = (result["load"]["foreign_cores"] or 0.0) > args.max_foreign_cores
         result["machine_busy"] = busy
@@ -225,6 +247,7 @@ def _run_phase_once(
     think_s: float = 0.0,
     *,
     filters: dict[str, Any] | None = None,
+    history: int = 0,
 ) -> dict[str, Any]:
     config = harness.tmp / f"drive-{name}-{attempt}.json"
     out = harness.tmp / f"drive-{name}-{attempt}.out.json"
@@ -238,6 +261,7 @@ def _run_phase_once(
                 "think_s": think_s,
                 "seed": attempt,
                 "filters": filters,
+                "history": history,
             }
         )
     )
@@ -609,6 +633,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         'tags ["faq"] or ["policy"] and attributes {"locale": "en-GB"} or {"locale": "en-US"}, half '
         'each (e.g. \'{"attributes": {"locale": "en-GB"}}\')',
     )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="each caller sends up to this many of its own earlier turns as `history` (at most 6), "
+        "and one question in four is then a follow-up that needs them (default 0: none)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep-tmp", action="store_true")
     parser.add_argument("--drive", nargs=2, type=Path, help=argparse.SUPPRESS)
@@ -639,6 +670,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "uvicorn_workers": args.server_workers,
             "shared_buffers": args.shared_buffers,
             "service_env": [f"{name}={value}" for name, value in args.service_env],
+            "filters": args.filters,
+            "history_turns": args.history,
         },
         "phases": {},
     }

@@ -76,6 +76,21 @@ def unit_vector(text: str, dimensions: int) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
+_LAST_QUESTION = re.compile(r"Last question: (.+)")
+_USER_TURN = re.compile(r'<turn role="user">([^<]+)</turn>')
+
+
+def rewrite_reply(prompt: str) -> str | None:
+    """A follow-up's standalone rewrite (prompts/default/rewrite.user.md) as a model would give
+    it: the question with the caller's previous words added, so each rewrite is distinct and
+    searched as such (the fixed answer would make every follow-up the same cached question)."""
+    question = _LAST_QUESTION.search(prompt)
+    turns = _USER_TURN.findall(prompt)
+    if question is None or not turns:
+        return None
+    return f"{question.group(1).strip().rstrip('?')} ({turns[-1].strip().rstrip('?')})?"
+
+
 def approx_tokens(text: str) -> int:
     # About four characters per token for English; exact counts would need tiktoken, and nothing
     # measured here depends on them.
@@ -232,7 +247,8 @@ class StubApp:
             for m in payload["messages"]
             if isinstance(m, dict)
         )
-        prompt_tokens, completion_tokens = approx_tokens(prompt), approx_tokens(self.chat_answer)
+        answer = rewrite_reply(prompt) or self.chat_answer
+        prompt_tokens, completion_tokens = approx_tokens(prompt), approx_tokens(answer)
         return 200, {
             "id": f"chatcmpl-stub-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -241,7 +257,7 @@ class StubApp:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": self.chat_answer, "refusal": None},
+                    "message": {"role": "assistant", "content": answer, "refusal": None},
                     "logprobs": None,
                     "finish_reason": "stop",
                 }

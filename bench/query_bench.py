@@ -130,6 +130,7 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
             # heard), and one question in four is a follow-up that leans on them, so the
             # standalone rewrite runs as it does on a real call.
             turns: list[dict[str, str]] = []
+            last_agent = ""
             while position < len(items):
                 if think_s:
                     await asyncio.sleep(rng.uniform(0, think_s) if first else rng.expovariate(1 / think_s))
@@ -139,7 +140,8 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
                 agent, question = items[position]
                 position += 1
                 if history_turns and turns and rng.random() < 0.25:
-                    question = rng.choice(FOLLOW_UPS)
+                    agent, question = last_agent, rng.choice(FOLLOW_UPS)  # the same call goes on
+                last_agent = agent
                 request: dict[str, Any] = {"query": question}
                 if filters:
                     request["filters"] = filters
@@ -340,6 +342,8 @@ def summarise(name: str, data: dict[str, Any], concurrency: int, load: dict[str,
         "service_other_ms": percentiles(other),  # total - embed - search - llm: Python in the handler
         # The service's own time: total minus the waits for the providers (timings_ms.own).
         "own_ms": percentiles(stage_values["own"]),
+        # The same for the calls answered afresh (a cached reply skips retrieval and answering).
+        "own_ms_uncached": percentiles([r[6 + STAGES.index("own")] for r in ok if not r[4]]),
         # What the call adds to the provider calls (total - embed - llm): the SQL that runs
         # while the embedding is in flight is hidden behind it, so this is less than "own".
         "added_ms": percentiles(added),
@@ -542,6 +546,8 @@ def print_phase(result: dict[str, Any]) -> None:
         print(f"   service {stage:<7} {_fmt(result['service_ms'][stage])}")
     print(f"   service other   {_fmt(result['service_other_ms'])}   (total - embed - search - llm)")
     print(f"   service own     {_fmt(result['own_ms'])}   (total - waits for the providers)")
+    if result["cached"]:
+        print(f"   own, uncached   {_fmt(result['own_ms_uncached'])}   (calls not served from the cache)")
     print(f"   added           {_fmt(result['added_ms'])}   (total - embed - llm)")
     print(f"   client rtt      {_fmt(result['client_rtt_ms'])}")
     print(f"   rtt - total     {_fmt(result['outside_service_ms'])}   (HTTP, auth, routing outside total)")

@@ -10,7 +10,7 @@ with one subscribed endpoint:
 - single-row status updates, each its own transaction (the worker's statement shape), also
   with the trigger disabled: wall time per update, commit included.
 
-    .venv/bin/python -m bench.webhook_trigger_bench --updates 3000
+    .venv/bin/python -m bench.webhook_trigger --updates 3000
 
 It starts its own embedded PostgreSQL in a temporary folder and removes it at the end.
 """

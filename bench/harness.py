@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,15 @@ def ensure_postgres(pgdir: Path) -> None:
     from app.db.embedded import import_pgserver  # noqa: PLC0415 - only when it must start
 
     import_pgserver().get_server(pgdir, cleanup_mode=None)
+
+
+def postgres_url(pgdir: Path) -> str:
+    """The folder's server (started if need be) as a URL for asyncpg and the migrations."""
+    ensure_postgres(pgdir)
+    info = postmaster_info(pgdir)
+    if info is None:
+        raise BenchError("the embedded PostgreSQL is not running")
+    return f"postgresql://postgres@/postgres?host={info['socket_dir'] or '127.0.0.1'}&port={info['port']}"
 
 
 async def pg_connect(pgdir: Path) -> asyncpg.Connection:
@@ -353,6 +362,25 @@ class Harness:
             print(f"kept {self.tmp}")
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run_driver(
+    work: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+    paths: Sequence[Path],
+    *,
+    fast_loop: bool = True,
+) -> int:
+    """The child's side of ``Harness.spawn_driver``: read the config, run ``work`` (on uvloop when
+    it is installed and ``fast_loop``), write what it returns."""
+    config_path, out_path = paths
+    config = json.loads(config_path.read_text())
+    if fast_loop:
+        with contextlib.suppress(ImportError):
+            import uvloop  # noqa: PLC0415 - optional
+
+            uvloop.install()
+    out_path.write_text(json.dumps(asyncio.run(work(config))))
+    return 0
 
 
 def terminate_on_sigterm() -> None:

@@ -59,6 +59,7 @@ from bench.harness import (
     add_service_env_argument,
     pg_connect,
     reported_failure,
+    run_driver,
     service_env,
     terminate_on_sigterm,
     vk_command,
@@ -229,16 +230,6 @@ async def _generate(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def generator_main(config_path: Path, out_path: Path) -> int:
-    config = json.loads(config_path.read_text())
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: PLC0415
-
-        uvloop.install()
-    out_path.write_text(json.dumps(asyncio.run(_generate(config))))
-    return 0
-
-
 # ---------------------------------------------------------------------------------------------
 # The ingestion feeder (its own process)
 
@@ -308,12 +299,6 @@ async def _feed(config: dict[str, Any]) -> dict[str, Any]:
         await asyncio.gather(monitor(), *(poster() for _ in range(config["post_concurrency"])))
     await conn.close()
     return {"posted": posted, "errors": dict(errors), "post_ms": percentiles(latencies)}
-
-
-def feeder_main(config_path: Path, out_path: Path) -> int:
-    config = json.loads(config_path.read_text())
-    out_path.write_text(json.dumps(asyncio.run(_feed(config))))
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,9 +531,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.generate:
-        return generator_main(*args.generate)
+        return run_driver(_generate, args.generate)
     if args.feed:
-        return feeder_main(*args.feed)
+        return run_driver(_feed, args.feed, fast_loop=False)
     terminate_on_sigterm()
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     phases = {p.strip() for p in args.phases.split(",")}

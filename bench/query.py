@@ -70,6 +70,7 @@ from bench.harness import (
     create_query_key,
     pg_connect,
     reported_failure,
+    run_driver,
     terminate_on_sigterm,
 )
 from bench.metering import CpuMeter, machine_info, speed_probe, wait_for_quiet
@@ -166,17 +167,6 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
     return {"records": records, "errors": dict(errors), "wall_s": wall, "driver_cpu_s": cpu}
-
-
-def driver_main(config_path: Path, out_path: Path) -> int:
-    config = json.loads(config_path.read_text())
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: PLC0415
-
-        uvloop.install()
-    result = asyncio.run(_drive(config))
-    out_path.write_text(json.dumps(result))
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -609,7 +599,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.drive:
-        return driver_main(*args.drive)
+        return run_driver(_drive, args.drive)
     terminate_on_sigterm()
     started = time.perf_counter()
     result: dict[str, Any] = {

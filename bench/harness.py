@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,13 +102,7 @@ def postgres_url(pgdir: Path) -> str:
 
 
 async def pg_connect(pgdir: Path) -> asyncpg.Connection:
-    ensure_postgres(pgdir)
-    info = postmaster_info(pgdir)
-    if info is None:
-        raise BenchError("the embedded PostgreSQL is not running")
-    return await asyncpg.connect(
-        host=info["socket_dir"] or "127.0.0.1", port=info["port"], user="postgres", database="postgres"
-    )
+    return await asyncpg.connect(postgres_url(pgdir))
 
 
 def service_env(
@@ -365,7 +359,7 @@ class Harness:
 
 
 def run_driver(
-    work: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+    work: Callable[[dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]],
     paths: Sequence[Path],
     *,
     fast_loop: bool = True,
@@ -452,9 +446,10 @@ def reported_failure(
     the service's log, and kept in ``result``; the harness is closed either way, and the
     caller's report follows."""
     outcome = Outcome()
+    failures: tuple[type[Exception], ...] = (BenchError, OSError, *errors)
     try:
         yield outcome
-    except (BenchError, OSError, *errors) as exc:
+    except failures as exc:
         print(f"benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(f"service log (tail):\n{tail(harness.service_log())}", file=sys.stderr)
         result["error"] = f"{type(exc).__name__}: {exc}"

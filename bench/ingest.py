@@ -23,7 +23,8 @@ Run from the repository root::
 Diagnosis and what-if flags (results in ``docs/BENCHMARKS.md``):
 
     --instrument    start the service through ``bench/instrumented_serve.py``: per-stage timers,
-                    event-loop lag and a stack sampler, printed at the end
+                    event-loop lag and a stack sampler, printed at the end; ingestion then runs
+                    inside the service (``INGESTION__ISOLATION=inline``), where the timers are
     --drop-hnsw     drop the service's HNSW index from the throw-away database before ingesting
     --dimensions N  ``EMBEDDING__OPENAI_DIMENSIONS=N`` (the stub honours ``dimensions``)
     --offline minilm  embed in the service with the offline default instead of the stub
@@ -500,9 +501,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             key = harness.create_org(env, "ingest-bench")
             wrapper = Path(__file__).with_name("instrumented_serve.py") if args.instrument else None
             if wrapper is not None:
-                # PYTHONPATH makes the wrapper load --repo's `app`; it writes its timings on exit.
+                # PYTHONPATH makes the wrapper load --repo's `app`; it writes its timings on exit. The
+                # timers live in the serve process: the worker process would ingest out of their sight.
                 env = {
                     **env,
+                    "INGESTION__ISOLATION": "inline",
                     "PYTHONPATH": str(args.repo),
                     "VK_BENCH_TIMINGS": str(harness.tmp / "timings.json"),
                 }

@@ -34,7 +34,8 @@ from app.evaluation.dataset import Question, load_documents, locate_gold_paragra
 from app.evaluation.inprocess import embedded_postgres, evaluation_settings, in_process_service
 from app.evaluation.runner import Row, load_organisations, run_questions
 from app.query.conversation import Turn, complete_offline
-from bench.seed import machine_info, now_iso
+from bench.metering import machine_info
+from bench.report import now_iso
 
 DATA = PROJECT_ROOT / "bench" / "data" / "multiturn.jsonl"
 DOCS = PROJECT_ROOT.parent / "shared" / "eval" / "callers-dev" / "docs"

@@ -4,7 +4,7 @@ Nothing in ``app/`` changes: this launcher wraps a few functions of the already-
 (``Ingestor.claim/_extract/_embed/_swap/process``, ``chunk_sections``, ``vector_text``, the
 embedder's HTTP request and response validation, the pool's connection checkout), samples the
 event-loop thread's stack every few milliseconds, measures event-loop lag, and writes everything
-as JSON to ``$VK_BENCH_TIMINGS`` when the service exits. ``ingest_bench.py --instrument`` uses it
+as JSON to ``$VK_BENCH_TIMINGS`` when the service exits. ``python -m bench.ingest --instrument`` uses it
 in place of ``python -m app.cli serve``; by hand::
 
     VK_BENCH_TIMINGS=/tmp/t.json .venv/bin/python bench/instrumented_serve.py serve --port 8010

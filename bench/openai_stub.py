@@ -8,8 +8,8 @@ in ``asyncio.sleep`` so concurrent requests overlap as they would against a real
 
 Run it on its own::
 
-    .venv/bin/python bench/openai_stub.py --port 8900 --embed-delay-ms 100
-    .venv/bin/python bench/openai_stub.py --self-test
+    .venv/bin/python -m bench.openai_stub --port 8900 --embed-delay-ms 100
+    .venv/bin/python -m bench.openai_stub --self-test
 
 or from another script, either in a thread of the calling process (simple; shares its GIL)::
 
@@ -18,7 +18,7 @@ or from another script, either in a thread of the calling process (simple; share
     ... OPENAI_BASE_URL = stub.base_url ...
     stub.stop()
 
-or as a separate process (what ``ingest_bench.py`` does, so that encoding thousands of vectors
+or as a separate process (what the benchmarks do, so that encoding thousands of vectors
 does not compete with the benchmark's own client for one interpreter)::
 
     from bench.openai_stub import start_stub_process
@@ -419,7 +419,7 @@ def start_stub_in_thread(
 
 
 class StubProcess:
-    """The stub running as a child process (``python bench/openai_stub.py ...``)."""
+    """The stub running as a child process (``python -m bench.openai_stub ...``)."""
 
     def __init__(self, process: subprocess.Popen[bytes], port: int) -> None:
         self.process = process

@@ -1,6 +1,5 @@
-"""Shared helpers of ``query_bench.py`` and ``load_bench.py``: a fast SQL seeder for a large,
-realistic-looking knowledge set, question makers, and the harness that starts and always stops
-the OpenAI stub, the embedded PostgreSQL and ``vk serve``.
+"""A fast SQL seeder for a large, realistic-looking knowledge set, and the questions to ask it
+(``bench.query``, ``bench.load``, ``bench.stream``, ``bench.console``).
 
 Seeding by SQL (not through ingestion) is what makes 100,000 chunks affordable in a benchmark:
 
@@ -19,210 +18,51 @@ Seeding by SQL (not through ingestion) is what makes 100,000 chunks affordable i
 
 Run on its own, it seeds a fresh throw-away database and prints how long each step took::
 
-    .venv/bin/python bench/seed.py --dims 512
+    .venv/bin/python -m bench.seed --dims 512
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import ctypes
-import datetime as dt
 import hashlib
-import importlib.util
 import itertools
 import json
-import os
-import platform
 import random
 import re
-import shutil
-import signal
 import struct
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import numpy as np
-import psutil
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from app.evaluation.dataset import DatasetError, load_documents, load_questions  # noqa: E402
-from bench.openai_stub import DEFAULT_ANSWER, StubProcess, free_port, start_stub_process  # noqa: E402
+from app.evaluation.dataset import DatasetError, load_documents, load_questions
+from app.query.repository import HNSW_INDEX_SQL
+from bench.harness import (
+    REPO_ROOT,
+    BenchError,
+    Harness,
+    alter_system,
+    pg_connect,
+    service_env,
+    stop_postgres,
+    terminate_on_sigterm,
+)
+from bench.metering import CpuMeter, machine_info
+from bench.report import now_iso
 
 EMBEDDING_MODEL = "text-embedding-3-small"
 NAMESPACE = uuid.UUID("5b3f0a52-8f0e-4a57-9a51-3c1f2d0b7e11")
 
 
-class BenchError(Exception):
-    """The benchmark could not run to the end; the message says where it stopped."""
-
-
 def model_key(dims: int) -> str:
     return f"openai:{EMBEDDING_MODEL}:{dims}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Machine and load
-
-
-def machine_info() -> dict[str, Any]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_model": model,
-        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
-
-
-def loadavg() -> list[float]:
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except (OSError, ValueError):
-        return [float("nan")] * 3
-
-
-def _busy(times: Any) -> float:
-    return float(times.user + times.system + times.nice + getattr(times, "irq", 0.0))
-
-
-def _tree_cpu(pid: int | None) -> float:
-    """CPU seconds of a process and its living children (PostgreSQL backends, pool workers)."""
-    if pid is None:
-        return 0.0
-    try:
-        process = psutil.Process(pid)
-        times = process.cpu_times()
-        total = times.user + times.system + times.children_user + times.children_system
-        for child in process.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child_times = child.cpu_times()
-                total += child_times.user + child_times.system
-    except psutil.Error:
-        return 0.0
-    return float(total)
-
-
-class CpuMeter:
-    """CPU seconds per component between ``start`` and ``stop``; what is left of the machine's busy
-    time after our own processes is "foreign" load (other benchmarks or tests on the machine)."""
-
-    def __init__(self, pids: dict[str, int | None]) -> None:
-        self.pids = pids
-        self._before: dict[str, float] = {}
-        self._t0 = 0.0
-        self._load0: list[float] = []
-        self._max_load = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _snapshot(self) -> dict[str, float]:
-        snap = {name: _tree_cpu(pid) for name, pid in self.pids.items()}
-        own = psutil.Process().cpu_times()
-        snap["bench"] = own.user + own.system  # this process only; drivers report their own CPU
-        snap["_machine"] = _busy(psutil.cpu_times())
-        return snap
-
-    def _watch_load(self) -> None:
-        while not self._stop.wait(1.0):
-            self._max_load = max(self._max_load, loadavg()[0])
-
-    def start(self) -> CpuMeter:
-        self._before = self._snapshot()
-        self._t0 = time.perf_counter()
-        self._load0 = loadavg()
-        self._max_load = self._load0[0]
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._watch_load, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, extra_cpu_s: dict[str, float] | None = None) -> dict[str, Any]:
-        """``extra_cpu_s``: CPU seconds that helper processes (drivers, generators) report for the
-        same window; they count as ours, not as foreign load."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(2)
-        after = self._snapshot()
-        wall = time.perf_counter() - self._t0
-        used = {k: after[k] - self._before.get(k, 0.0) for k in after}
-        used.update(extra_cpu_s or {})
-        ours = sum(v for k, v in used.items() if not k.startswith("_"))
-        machine = used.pop("_machine")
-        cores = {k: round(v / wall, 2) for k, v in used.items()} if wall > 0 else {}
-        return {
-            "wall_s": round(wall, 2),
-            "cpu_s": {k: round(v, 2) for k, v in used.items()},
-            "cores": cores,
-            "machine_cores_busy": round(machine / wall, 2) if wall > 0 else None,
-            # Clock skew between the two kinds of counters can make this slightly negative.
-            "foreign_cores": round(max(0.0, machine - ours) / wall, 2) if wall > 0 else None,
-            "loadavg_start": self._load0,
-            "loadavg_end": loadavg(),
-            "loadavg_max_1m": round(max(self._max_load, loadavg()[0]), 2),
-        }
-
-
-def foreign_load(pids: dict[str, int | None], seconds: float = 3.0) -> dict[str, Any]:
-    """How busy the machine is with work that is not ours, measured over ``seconds``."""
-    meter = CpuMeter(pids).start()
-    time.sleep(seconds)
-    return meter.stop()
-
-
-def wait_for_quiet(
-    pids: dict[str, int | None], *, max_foreign_cores: float, max_wait_s: float
-) -> dict[str, Any]:
-    """Wait (bounded) until other processes use less than ``max_foreign_cores``; returns the last
-    measurement with ``quiet`` set accordingly."""
-    deadline = time.monotonic() + max_wait_s
-    while True:
-        sample = foreign_load(pids)
-        quiet = (sample["foreign_cores"] or 0.0) <= max_foreign_cores
-        if quiet or time.monotonic() >= deadline:
-            sample["quiet"] = quiet
-            return sample
-        print(
-            f"  machine busy: other processes use {sample['foreign_cores']} cores "
-            f"(loadavg {sample['loadavg_end'][0]}); waiting",
-            flush=True,
-        )
-
-
-def percentiles(values: Sequence[float], qs: Sequence[float] = (0.5, 0.9, 0.99)) -> dict[str, float | None]:
-    """Nearest-rank percentiles plus max and mean, rounded to 0.01."""
-    if not values:
-        return {**{f"p{round(q * 100):d}": None for q in qs}, "max": None, "mean": None}
-    ordered = sorted(values)
-    n = len(ordered)
-    out: dict[str, float | None] = {}
-    for q in qs:
-        rank = max(1, int(np.ceil(q * n)))
-        out[f"p{round(q * 100):d}"] = round(float(ordered[rank - 1]), 2)
-    out["max"] = round(float(ordered[-1]), 2)
-    out["mean"] = round(float(sum(ordered) / n), 2)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,75 +373,6 @@ class QuestionMaker:
 
 
 # ---------------------------------------------------------------------------------------------
-# The embedded PostgreSQL
-
-
-def die_with_parent() -> None:
-    # Linux: a child whose benchmark is SIGKILLed gets SIGTERM instead of running on (PR_SET_PDEATHSIG).
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-
-
-def pg_bin(name: str) -> Path:
-    # Found without importing pgserver, whose import creates lock and runtime folders.
-    spec = importlib.util.find_spec("pgserver")
-    if spec is None or not spec.submodule_search_locations:
-        raise BenchError("pgserver is not installed in this environment")
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name
-
-
-def postmaster_info(pgdir: Path) -> dict[str, Any] | None:
-    """pid, port and socket folder from ``postmaster.pid`` (PostgreSQL's documented layout)."""
-    try:
-        lines = (pgdir / "postmaster.pid").read_text().splitlines()
-    except OSError:
-        return None
-    if len(lines) < 5 or not lines[0].strip().isdigit():
-        return None
-    return {"pid": int(lines[0]), "port": int(lines[3] or 5432), "socket_dir": lines[4] or None}
-
-
-def stop_postgres(pgdir: Path) -> None:
-    """Stop the embedded server (``vk`` leaves it running on purpose): ``pg_ctl stop -m fast`` as
-    the user pgserver runs it as, else SIGQUIT to the postmaster read from our own data folder."""
-    info = postmaster_info(pgdir)
-    if info is None or not psutil.pid_exists(info["pid"]):
-        return
-    user = "pgserver" if os.geteuid() == 0 else None
-    try:
-        subprocess.run(
-            [str(pg_bin("pg_ctl")), "-D", str(pgdir), "-m", "fast", "-w", "-t", "30", "stop"],
-            user=user, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=40,
-        )  # fmt: skip
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
-        with contextlib.suppress(psutil.Error):
-            process = psutil.Process(info["pid"])
-            process.send_signal(signal.SIGQUIT)
-            process.wait(10)
-
-
-def ensure_postgres(pgdir: Path) -> None:
-    """Start the folder's server if no one runs it: ``vk create-org`` stops it when it leaves
-    as its last user. Started here without clean-up, it runs until ``stop_postgres``."""
-    info = postmaster_info(pgdir)
-    if info is not None and psutil.pid_exists(info["pid"]):
-        return
-    from app.db.embedded import import_pgserver  # noqa: PLC0415 - only when it must start
-
-    import_pgserver().get_server(pgdir, cleanup_mode=None)
-
-
-async def pg_connect(pgdir: Path) -> asyncpg.Connection:
-    ensure_postgres(pgdir)
-    info = postmaster_info(pgdir)
-    if info is None:
-        raise BenchError("the embedded PostgreSQL is not running")
-    return await asyncpg.connect(
-        host=info["socket_dir"] or "127.0.0.1", port=info["port"], user="postgres", database="postgres"
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # Seeding
 
 
@@ -770,7 +541,7 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
             "chunk_count, created_at, updated_at) VALUES ($1, $2, $3, $4, 'english', 1, 0, now(), now())",
             # chunk_count starts at 0: the chunks' triggers (migration 0009) count them in.
             [
-                (kb, org_id, f"{TextMaker(i, cfg.seed).brand} knowledge", "seeded by bench/seed.py")
+                (kb, org_id, f"{TextMaker(i, cfg.seed).brand} knowledge", "seeded by bench.seed")
                 for i, kb in enumerate(kb_ids)
             ],
         )  # fmt: skip
@@ -838,8 +609,6 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
         # 3. The HNSW index, built once over everything (as app/query/indexes.py would at start-up).
         if cfg.build_index:
             log(f"  building {index} over {cfg.kbs * cfg.chunks_per_kb} vectors")
-            from app.query.repository import HNSW_INDEX_SQL  # noqa: PLC0415 - after sys.path set-up
-
             t = time.perf_counter()
             await conn.execute("SET maintenance_work_mem = '2GB'")
             await conn.execute("SET max_parallel_maintenance_workers = 1")  # leader + 1 worker = 2 cores
@@ -870,245 +639,6 @@ async def seed_database(pgdir: Path, cfg: SeedConfig, *, log: Any = print) -> Se
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Processes: stub, vk create-org, vk serve
-
-
-def service_env(
-    pgdir: Path, stub_base_url: str, *, dims: int, workers: int = 0, extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The service's environment: only what the flags say (service settings of the calling shell
-    are dropped), rate limits off, OpenAI provider through the stub, quiet logs."""
-    prefixes = ("DB__", "EMBEDDING__", "INGESTION__", "QUERY__", "LIMITS__")
-    names = {"DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOG_LEVEL", "HOST", "PORT"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k.upper() not in names}
-    env.update(
-        {
-            "DB__EMBEDDED_DIR": str(pgdir),
-            "OPENAI_API_KEY": "x",
-            "OPENAI_BASE_URL": stub_base_url,
-            "EMBEDDING__PROVIDER": "openai",
-            "EMBEDDING__OPENAI_DIMENSIONS": str(dims),
-            "INGESTION__WORKERS": str(workers),
-            "LIMITS__QUERY_PER_MINUTE": "0",
-            "LIMITS__MANAGE_PER_MINUTE": "0",
-            "LOG_LEVEL": "WARNING",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "PYTHONUNBUFFERED": "1",
-            **(extra or {}),
-        }
-    )
-    return env
-
-
-def vk_command(*args: str) -> list[str]:
-    vk = Path(sys.executable).with_name("vk")
-    return [str(vk), *args] if vk.exists() else [sys.executable, "-m", "app.cli", *args]
-
-
-def tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
-@dataclass
-class Harness:
-    """Everything a benchmark starts, stopped in reverse order by ``close`` (also on errors,
-    Ctrl-C and SIGTERM), and the temporary folder removed."""
-
-    tmp: Path
-    keep_tmp: bool = False
-    stub: StubProcess | None = None
-    service: subprocess.Popen[bytes] | None = None
-    children: list[subprocess.Popen[Any]] = field(default_factory=list)
-    extra_pids: dict[str, int] = field(default_factory=dict)  # helpers whose CPU counts as ours
-    _logs: list[Any] = field(default_factory=list)
-
-    @classmethod
-    def create(cls, prefix: str, *, keep_tmp: bool = False) -> Harness:
-        return cls(Path(tempfile.mkdtemp(prefix=prefix)), keep_tmp=keep_tmp)
-
-    @property
-    def pgdir(self) -> Path:
-        return self.tmp / "postgres"
-
-    def pids(self) -> dict[str, int | None]:
-        info = postmaster_info(self.pgdir)
-        return {
-            "service": self.service.pid if self.service and self.service.poll() is None else None,
-            "postgres": info["pid"] if info else None,
-            "stub": self.stub.process.pid if self.stub else None,
-            **self.extra_pids,
-        }
-
-    def start_stub(
-        self,
-        *,
-        embed_delay_ms: float = 0.0,
-        chat_delay_ms: float = 0.0,
-        dims: int,
-        port: int = 0,
-        chat_answer: str = DEFAULT_ANSWER,
-    ) -> StubProcess:
-        self.stop_stub()
-        self.stub = start_stub_process(
-            port,
-            embed_delay_ms=embed_delay_ms,
-            chat_delay_ms=chat_delay_ms,
-            dimensions=dims,
-            chat_answer=chat_answer,
-        )
-        return self.stub
-
-    def stop_stub(self) -> None:
-        if self.stub is not None:
-            self.stub.stop()
-            self.stub = None
-
-    def create_org(self, env: dict[str, str], name: str) -> str:
-        log = self.tmp / "create-org.log"
-        # Output to a file, not a pipe: the daemonised PostgreSQL could inherit and hold a pipe.
-        with log.open("w") as out:
-            done = subprocess.run(
-                vk_command("create-org", name), cwd=REPO_ROOT, env=env, stdout=out,
-                stderr=subprocess.STDOUT, timeout=180, check=False, preexec_fn=die_with_parent,
-            )  # fmt: skip
-        text = log.read_text()
-        match = re.search(r"admin key:\s+(\S+)", text)
-        if done.returncode != 0 or match is None:
-            raise BenchError(f"vk create-org failed (status {done.returncode}):\n{tail(text)}")
-        return match.group(1)
-
-    def start_service(self, env: dict[str, str], *, timeout_s: float = 300.0) -> tuple[str, float]:
-        """``vk serve`` on a free port; returns its base URL and the seconds until /ready."""
-        self.stop_service()
-        port = free_port()
-        log = self.tmp / f"service-{port}.log"
-        out = log.open("wb")
-        self._logs.append(out)
-        started = time.perf_counter()
-        self.service = subprocess.Popen(
-            vk_command("serve", "--port", str(port), "--host", "127.0.0.1"),
-            cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.service.poll() is not None:
-                raise BenchError(
-                    f"vk serve exited with status {self.service.returncode}:\n{tail(log.read_text())}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
-                    return base, round(time.perf_counter() - started, 2)
-            time.sleep(0.25)
-        raise BenchError(f"vk serve was not ready within {timeout_s:g} s:\n{tail(log.read_text())}")
-
-    def service_log(self) -> str:
-        logs = sorted(self.tmp.glob("service-*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1].read_text(errors="replace") if logs else ""
-
-    def stop_service(self) -> None:
-        process, self.service = self.service, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown
-        try:
-            process.wait(40)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-    def spawn(
-        self, command: list[str], log_name: str, env: dict[str, str] | None = None
-    ) -> subprocess.Popen[bytes]:
-        """A helper process (driver, load generator, feeder, worker), stopped by ``close`` if still
-        running."""
-        out = (self.tmp / log_name).open("wb")
-        self._logs.append(out)
-        process = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
-        )  # fmt: skip
-        self.children.append(process)
-        return process
-
-    def stop_children(self) -> None:
-        for process in self.children:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(5)
-        self.children.clear()
-
-    def close(self) -> None:
-        steps = (
-            ("helpers", self.stop_children),
-            ("service", self.stop_service),
-            ("postgres", lambda: stop_postgres(self.pgdir)),
-            ("stub", self.stop_stub),
-            ("temp folder", self._remove_tmp),
-        )
-        for name, step in steps:
-            try:
-                step()
-            except Exception as exc:
-                print(f"warning: could not stop {name}: {exc}", file=sys.stderr)
-
-    def _remove_tmp(self) -> None:
-        for handle in self._logs:
-            handle.close()
-        if self.keep_tmp:
-            print(f"kept {self.tmp}")
-        else:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def terminate_on_sigterm() -> None:
-    """SIGTERM takes the same way out as Ctrl-C, through every ``finally``."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-async def create_query_key(base: str, admin_key: str) -> str:
-    async with httpx.AsyncClient(base_url=base, timeout=30.0, trust_env=False) as client:
-        response = await client.post(
-            "/api/keys",
-            json={"role": "query", "name": "benchmark voice runtime"},
-            headers={"Authorization": f"Bearer {admin_key}"},
-        )
-        if response.status_code not in (200, 201):
-            raise BenchError(f"creating a query key answered {response.status_code}: {response.text[:300]}")
-        key: str = response.json()["key"]
-        return key
-
-
-def service_setting(text: str) -> tuple[str, str]:
-    """An argparse type: ``NAME=VALUE``, a setting for the service (--service-env)."""
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
-def add_service_env_argument(parser: argparse.ArgumentParser) -> None:
-    """``--service-env NAME=VALUE`` (repeatable): settings passed to the benchmarked service."""
-    parser.add_argument(
-        "--service-env",
-        action="append",
-        type=service_setting,
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for the service, e.g. QUERY__VECTOR_CACHE_MB=0 (repeatable)",
-    )
-
-
 def seeded_service(
     harness: Harness,
     cfg: SeedConfig,
@@ -1135,97 +665,13 @@ def seeded_service(
     base, ready_s = harness.start_service(env)
     seed.timings_s["service_start"] = ready_s
     # What the running server uses (an ALTER SYSTEM above takes effect only after the restart).
-    seed.sizes["shared_buffers"] = asyncio.run(_show(harness.pgdir, "shared_buffers"))
+    seed.sizes["shared_buffers"] = harness.fetchrow("SELECT current_setting('shared_buffers') AS s")["s"]
     print(
         f"seeded in {seed.timings_s['seed_total']} s, HNSW built in {seed.timings_s.get('hnsw_build')} s; "
         f"service ready in {ready_s} s on {base}",
         flush=True,
     )
     return seed, base, admin_key
-
-
-async def _show(pgdir: Path, name: str) -> str:
-    conn = await pg_connect(pgdir)
-    try:
-        return str(await conn.fetchval(f"SELECT current_setting('{name}')"))
-    finally:
-        await conn.close()
-
-
-async def alter_system(pgdir: Path, settings: dict[str, str]) -> None:
-    conn = await pg_connect(pgdir)
-    try:
-        for name, value in settings.items():
-            if not re.fullmatch(r"[a-z_]+", name) or not re.fullmatch(r"[A-Za-z0-9_.]+", value):
-                raise BenchError(f"refusing PostgreSQL setting {name}={value}")
-            await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
-    finally:
-        await conn.close()
-
-
-def finish_report(
-    result: dict[str, Any], started: float, report: Callable[[dict[str, Any]], None], path: Path | None
-) -> None:
-    """Every benchmark's last step: total wall time, the printed report, and the JSON figures."""
-    result["wall_s"] = round(time.perf_counter() - started, 1)
-    report(result)
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"figures written to {path}")
-
-
-def speed_probe(repeat: int = 5) -> float:
-    """Milliseconds a fixed pure-Python workload takes, best of ``repeat``: the machine's speed
-    at that moment. The development VM's host slows it by a third to a half at times, with
-    no process here using more CPU and no steal time reported; no change to the service
-    touches this figure, so runs and phases measured at different speeds can be told apart."""
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        total = 0
-        for i in range(200_000):
-            total += i * i % 7
-        best = min(best, time.perf_counter() - started)
-    return round(best * 1000, 2)
-
-
-@dataclass
-class Outcome:
-    """A benchmark's exit status: 0, 1 when a phase saw errors, 2 when it failed, 130 when
-    interrupted."""
-
-    status: int = 0
-
-
-@contextlib.contextmanager
-def reported_failure(harness: Harness, result: dict[str, Any]) -> Iterator[Outcome]:
-    """The body of a benchmark's main: a failure or an interrupt is printed, with the tail of
-    the service's log, and kept in ``result``; the harness is closed either way, and the
-    caller's report follows."""
-    outcome = Outcome()
-    try:
-        yield outcome
-    except (BenchError, OSError) as exc:
-        print(f"benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"service log (tail):\n{tail(harness.service_log())}", file=sys.stderr)
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        outcome.status = 2
-    except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
-        result["error"] = "interrupted"
-        outcome.status = 130
-    finally:
-        harness.close()
-
-
-def iter_batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _main() -> int:

@@ -49,7 +49,8 @@ from app.prompting import PromptLibrary
 from app.query.retrieval import Retriever
 from app.query.semantic_cache import SemanticAnswerCache, particulars, same_particulars
 from app.query.service import QueryService, normalise_question
-from bench.seed import machine_info, now_iso
+from bench.metering import machine_info
+from bench.report import now_iso
 
 QUESTIONS = PROJECT_ROOT.parent / "shared" / "eval" / "callers-dev" / "questions.jsonl"
 THRESHOLDS = (0.70, 0.75, 0.80, 0.85, 0.88, 0.90, 0.92, 0.94, 0.96)

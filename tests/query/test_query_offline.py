@@ -190,7 +190,7 @@ async def test_small_kb_among_many_gets_full_top_k(client, org, other_org, faq_a
     """FIELD-NOTES: a filtered HNSW scan reads ef_search (40) candidates and filters after,
     so a small KB can come back short, even empty. Here 3,000 chunks of another
     organisation carry exactly the question's own vector (the nearest possible), and our
-    4-chunk KB must still return all 4 chunks. (bench/query_bench.py runs the full
+    4-chunk KB must still return all 4 chunks. (`python -m bench.query` runs the full
     100,000-chunk case.)"""
     from app.embeddings.lexical import LexicalEmbedder
     from app.query.service import normalise_question

@@ -4,7 +4,7 @@ base with 1,000 documents, for a signed-in browser session.
 What it does, in order:
 
 1. starts the OpenAI-compatible stub, ``vk create-org`` on a fresh embedded PostgreSQL, and
-   seeds it by SQL (``bench/seed.py``): one knowledge base of ``--docs`` ready documents of
+   seeds it by SQL (``bench.seed``): one knowledge base of ``--docs`` ready documents of
    ``--chunks-per-doc`` chunks each, one agent; then ``vk serve`` (no ingestion workers, rate
    limits off);
 2. asks the agent ``--queries`` distinct questions through ``query_knowledge`` with a query
@@ -19,8 +19,8 @@ What it does, in order:
 
 Run from the repository root::
 
-    uv run --frozen --no-sync python -m bench.console_bench
-    uv run --frozen --no-sync python -m bench.console_bench --rounds 200 --json /tmp/console.json
+    uv run --frozen --no-sync python -m bench.console
+    uv run --frozen --no-sync python -m bench.console --rounds 200 --json /tmp/console.json
 """
 
 from __future__ import annotations
@@ -37,23 +37,10 @@ from typing import Any
 
 import httpx
 
-from bench.seed import (
-    BenchError,
-    CpuMeter,
-    Harness,
-    QuestionMaker,
-    SeedConfig,
-    SeedResult,
-    create_query_key,
-    finish_report,
-    machine_info,
-    now_iso,
-    percentiles,
-    reported_failure,
-    seeded_service,
-    speed_probe,
-    terminate_on_sigterm,
-)
+from bench.harness import BenchError, Harness, create_query_key, reported_failure, terminate_on_sigterm
+from bench.metering import CpuMeter, machine_info, speed_probe
+from bench.report import finish_report, now_iso, percentiles
+from bench.seed import QuestionMaker, SeedConfig, SeedResult, seeded_service
 
 TARGET_P50_MS = 50.0
 _SIGN_IN_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -86,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "console pages, server side",
         "date": now_iso(),
-        "command": " ".join(["python -m bench.console_bench", *sys.argv[1:]]),
+        "command": " ".join(["python -m bench.console", *sys.argv[1:]]),
         "machine": machine_info(),
         "settings": {
             "docs": args.docs,

@@ -12,13 +12,12 @@ Measured: the first crawl until every page is a ready document; the re-crawl unt
 completes, with the site's 200 and 304 answers counted, and whether anything was indexed
 again (documents re-queued, ``indexed_at`` moved, embedding cache rows added: each must be 0)::
 
-    .venv/bin/python -m bench.crawl_bench --pages 200 --json /tmp/crawl.json
+    .venv/bin/python -m bench.crawl --pages 200 --json /tmp/crawl.json
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import sys
@@ -31,8 +30,11 @@ from typing import Any
 
 import httpx
 
-from bench.isolation_bench import progress, service_environment
-from bench.seed import BenchError, Harness, TextMaker, machine_info, now_iso, pg_connect, terminate_on_sigterm
+from bench.harness import BenchError, Harness, offline_env, terminate_on_sigterm
+from bench.isolation import progress
+from bench.metering import machine_info
+from bench.report import now_iso
+from bench.seed import TextMaker
 
 LINKS_PER_PAGE = 5
 
@@ -130,21 +132,16 @@ class Site:
         self.server.server_close()
 
 
-async def index_state(harness: Harness, kb_id: str) -> dict[str, Any]:
-    conn = await pg_connect(harness.pgdir)
-    try:
-        row = await conn.fetchrow(
-            """
-            SELECT count(*) FILTER (WHERE status <> 'ready') AS not_ready,
-                   max(indexed_at) AS last_indexed,
-                   (SELECT count(*) FROM embedding_cache) AS cached_vectors
-            FROM documents WHERE kb_id = $1::uuid
-            """,
-            kb_id,
-        )
-        return dict(row)
-    finally:
-        await conn.close()
+def index_state(harness: Harness, kb_id: str) -> dict[str, Any]:
+    return harness.fetchrow(
+        """
+        SELECT count(*) FILTER (WHERE status <> 'ready') AS not_ready,
+               max(indexed_at) AS last_indexed,
+               (SELECT count(*) FROM embedding_cache) AS cached_vectors
+        FROM documents WHERE kb_id = $1::uuid
+        """,
+        kb_id,
+    )
 
 
 def wait_for_crawl(http: httpx.Client, path: str, after: str | None, timeout_s: float) -> dict[str, Any]:
@@ -160,7 +157,7 @@ def wait_for_crawl(http: httpx.Client, path: str, after: str | None, timeout_s: 
 def wait_for_ready(harness: Harness, kb_id: str, pages: int, timeout_s: float) -> dict[str, int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        state = asyncio.run(progress(harness, kb_id))
+        state = progress(harness, kb_id)
         if state["ready"] + state["failed"] >= pages:
             return state
         time.sleep(0.25)
@@ -168,7 +165,7 @@ def wait_for_ready(harness: Harness, kb_id: str, pages: int, timeout_s: float) -
 
 
 def run(harness: Harness, site: Site, args: argparse.Namespace) -> dict[str, Any]:
-    env = service_environment(harness, "process", args.workers)
+    env = offline_env(harness.pgdir, workers=args.workers)
     env.update(
         {
             "INGESTION__ALLOWED_HOSTS": f"127.0.0.1:{site.port}",
@@ -196,7 +193,7 @@ def run(harness: Harness, site: Site, args: argparse.Namespace) -> dict[str, Any
         indexed = wait_for_ready(harness, kb["id"], args.pages, args.timeout_s)
         ready_all_s = time.perf_counter() - started
         first_answers = site.take_counts()
-        before = asyncio.run(index_state(harness, kb["id"]))
+        before = index_state(harness, kb["id"])
 
         started = time.perf_counter()
         if http.post(f"{path}/run").status_code != 202:
@@ -205,7 +202,7 @@ def run(harness: Harness, site: Site, args: argparse.Namespace) -> dict[str, Any
         recrawl_s = time.perf_counter() - started
         # Anything re-queued would be taken by the worker within a poll or two.
         time.sleep(3.0)
-        after = asyncio.run(index_state(harness, kb["id"]))
+        after = index_state(harness, kb["id"])
         second_answers = site.take_counts()
     return {
         "service_ready_s": ready_s,

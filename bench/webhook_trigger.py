@@ -10,7 +10,7 @@ with one subscribed endpoint:
 - single-row status updates, each its own transaction (the worker's statement shape), also
   with the trigger disabled: wall time per update, commit included.
 
-    .venv/bin/python -m bench.webhook_trigger_bench --updates 3000
+    .venv/bin/python -m bench.webhook_trigger --updates 3000
 
 It starts its own embedded PostgreSQL in a temporary folder and removes it at the end.
 """
@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import asyncpg
 
 from app.db.migrate import upgrade
+from bench.harness import Harness, postgres_url
 
 UPDATE = "UPDATE documents SET status = $2, updated_at = now() WHERE id = $1"
 STATUSES = ("processing", "ready", "pending")
@@ -80,7 +78,8 @@ async def _trigger_us_per_row(conn: asyncpg.Connection, documents: int) -> float
     return float(timing["Time"]) * 1000 / documents
 
 
-async def _run(url: str, updates: int) -> None:
+async def _run(harness: Harness, updates: int) -> None:
+    url = postgres_url(harness.pgdir)
     await asyncio.to_thread(upgrade, url)
     conn = await asyncpg.connect(url)
     try:
@@ -119,15 +118,11 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=3000)
     args = parser.parse_args()
 
-    import pgserver  # noqa: PLC0415 - heavy import, only when running
-
-    tmp = Path(tempfile.mkdtemp(prefix="vk-pg-webhooks-"))
-    server = pgserver.get_server(tmp / "pg", cleanup_mode="stop")
+    harness = Harness.create("vk-pg-webhooks-")
     try:
-        asyncio.run(_run(server.get_uri(), args.updates))
+        asyncio.run(_run(harness, args.updates))
     finally:
-        server.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        harness.close()
 
 
 if __name__ == "__main__":

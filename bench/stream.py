@@ -3,10 +3,10 @@ plain JSON form, when the answering model is slow.
 
 What it does, in order:
 
-1. starts the OpenAI-compatible stub (``bench/openai_stub.py``) in its own process with
+1. starts the OpenAI-compatible stub (``bench.openai_stub``) in its own process with
    ``--embed-ms`` per embedding and ``--chat-ms`` per chat answer, the answer a three-sentence
    ``ANSWER``; streamed, its words are paced so that the whole answer takes ``--chat-ms``;
-2. ``vk create-org`` on a fresh embedded PostgreSQL, seeded by SQL (``bench/seed.py``, a small
+2. ``vk create-org`` on a fresh embedded PostgreSQL, seeded by SQL (``bench.seed``, a small
    set: ``--kbs`` knowledge bases of ``--chunks-per-kb`` chunks), then ``vk serve`` and a
    ``query`` key;
 3. asks ``--calls`` distinct questions one at a time (no cache hit), alternating the JSON
@@ -17,8 +17,8 @@ What it does, in order:
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.stream_bench
-    .venv/bin/python -m bench.stream_bench --calls 100 --json /tmp/stream.json
+    .venv/bin/python -m bench.stream
+    .venv/bin/python -m bench.stream --calls 100 --json /tmp/stream.json
 """
 
 from __future__ import annotations
@@ -33,22 +33,16 @@ from typing import Any
 
 import httpx
 
-from bench.seed import (
+from bench.harness import (
     Harness,
-    QuestionMaker,
-    SeedConfig,
     add_service_env_argument,
     create_query_key,
-    finish_report,
-    loadavg,
-    machine_info,
-    now_iso,
-    percentiles,
     reported_failure,
-    seeded_service,
-    speed_probe,
     terminate_on_sigterm,
 )
+from bench.metering import loadavg, machine_info, speed_probe
+from bench.report import finish_report, now_iso, percentiles
+from bench.seed import QuestionMaker, SeedConfig, seeded_service
 
 # The stub model's answer: three sentences, 35 words, so the first is ready well before the last.
 ANSWER = (

@@ -5,7 +5,7 @@ What it does, in order:
 
 1. generates ``--docs`` distinct markdown documents of about ``--doc-bytes`` each (seeded);
 2. measures extract + chunk throughput in this process, on one core, over the same documents;
-3. starts the OpenAI-compatible stub (``bench/openai_stub.py``) as a child process, answering
+3. starts the OpenAI-compatible stub (``bench.openai_stub``) as a child process, answering
    embeddings after ``--embed-delay-ms``;
 4. runs ``vk create-org`` and ``vk serve`` against a fresh embedded PostgreSQL in a temporary
    folder, with the stub as ``OPENAI_BASE_URL``;
@@ -17,13 +17,14 @@ What it does, in order:
 
 Run from the repository root::
 
-    .venv/bin/python bench/ingest_bench.py                      # 1,000 docs, 8 workers
-    .venv/bin/python bench/ingest_bench.py --workers 2 --json bench/results/w2.json
+    .venv/bin/python -m bench.ingest                      # 1,000 docs, 8 workers
+    .venv/bin/python -m bench.ingest --workers 2 --json bench/results/w2.json
 
 Diagnosis and what-if flags (results in ``docs/BENCHMARKS.md``):
 
     --instrument    start the service through ``bench/instrumented_serve.py``: per-stage timers,
-                    event-loop lag and a stack sampler, printed at the end
+                    event-loop lag and a stack sampler, printed at the end; ingestion then runs
+                    inside the service (``INGESTION__ISOLATION=inline``), where the timers are
     --drop-hnsw     drop the service's HNSW index from the throw-away database before ingesting
     --dimensions N  ``EMBEDDING__OPENAI_DIMENSIONS=N`` (the stub honours ``dimensions``)
     --offline minilm  embed in the service with the offline default instead of the stub
@@ -41,64 +42,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime as dt
 import json
-import os
-import re
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))  # `python bench/ingest_bench.py` puts only bench/ on the path
-
-from bench.corpus import make_corpus  # noqa: E402
-from bench.openai_stub import StubProcess, free_port, start_stub_process  # noqa: E402
-from bench.seed import (  # noqa: E402
-    BenchError,
-    die_with_parent,
-    finish_report,
-    machine_info,
-    pg_bin,
-    postmaster_info,
-    stop_postgres,
-)
+from bench.corpus import make_corpus
+from bench.harness import REPO_ROOT, BenchError, Harness, reported_failure, service_env, terminate_on_sigterm
+from bench.metering import CpuMeter, machine_info
+from bench.report import code_version, finish_report, line, now_iso, percentiles
 
 TARGET_S = 60.0  # the figure the project promised for 1,000 documents of ~5 KB
-
-
-def code_version(repo: Path) -> dict[str, Any]:
-    """Which code was measured: the commit and whether the working tree had changes (read-only git)."""
-
-    def git(*args: str) -> str:
-        try:
-            done = subprocess.run(
-                ["git", *args], check=False, cwd=repo, capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    changed = git("status", "--porcelain", "--untracked-files=no")
-    return {
-        "repo": str(repo),
-        "commit": git("rev-parse", "--short", "HEAD") or None,
-        "modified_files": len(changed.splitlines()),
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +69,8 @@ def measure_chunking(
     docs: Sequence[tuple[str, str]], *, chunk_tokens: int, overlap_tokens: int
 ) -> dict[str, Any]:
     """Extract + chunk every document exactly as the worker does, on one core, no I/O."""
-    from app.ingestion.chunking import chunk_sections, get_encoding  # noqa: PLC0415 - after sys.path set-up
+    # Imported here: with --repo, from that checkout, as the service runs it.
+    from app.ingestion.chunking import chunk_sections, get_encoding  # noqa: PLC0415
     from app.ingestion.extract import extract  # noqa: PLC0415
 
     encoding = get_encoding("cl100k_base")
@@ -157,158 +118,20 @@ def measure_chunking(
 
 
 # ---------------------------------------------------------------------------------------------
-# Processes
+# The service under test
 
 
-@dataclass
-class Resources:
-    """Everything the benchmark starts, stopped in reverse order by ``close``."""
-
-    tmp: Path
-    keep_tmp: bool = False
-    stub: StubProcess | None = None
-    service: subprocess.Popen[bytes] | None = None
-    log_files: list[Any] = field(default_factory=list)
-
-    @property
-    def pgdir(self) -> Path:
-        return self.tmp / "postgres"
-
-    def close(self) -> None:
-        steps = (("service", self.stop_service), ("postgres", lambda: stop_postgres(self.pgdir)))
-        for name, step in (*steps, ("stub", self._stop_stub), ("temp folder", self._remove_tmp)):
-            try:
-                step()
-            except Exception as exc:
-                print(f"warning: could not stop {name}: {exc}", file=sys.stderr)
-
-    def stop_service(self) -> None:
-        process = self.service
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown: workers release leases
-        try:
-            process.wait(45)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-    def _stop_stub(self) -> None:
-        if self.stub is not None:
-            self.stub.stop()
-
-    def _remove_tmp(self) -> None:
-        for handle in self.log_files:
-            handle.close()
-        if self.keep_tmp:
-            print(f"kept {self.tmp}")
-        else:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def service_env(pgdir: Path, stub: StubProcess, args: argparse.Namespace) -> dict[str, str]:
-    # Drop whatever service settings the calling shell has, so the run depends on the flags only.
-    prefixes = ("DB__", "EMBEDDING__", "INGESTION__", "QUERY__", "LIMITS__")
-    names = {"DATABASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "LOG_LEVEL", "HOST", "PORT"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and k.upper() not in names}
-    provider = (
-        {"EMBEDDING__PROVIDER": args.offline}
-        if args.offline
-        else {"OPENAI_API_KEY": "dummy", "OPENAI_BASE_URL": stub.base_url, "EMBEDDING__PROVIDER": "openai"}
+def ingest_env(harness: Harness, args: argparse.Namespace) -> dict[str, str]:
+    assert harness.stub is not None
+    extra = {
+        "EMBEDDING__MAX_CONCURRENCY": str(args.embed_concurrency),
+        "INGESTION__POLL_INTERVAL_S": str(args.worker_poll_s),
+        "LOG_LEVEL": args.log_level,
+        **({"EMBEDDING__PROVIDER": args.offline} if args.offline else {}),
+    }
+    return service_env(
+        harness.pgdir, harness.stub.base_url, dims=args.dimensions, workers=args.workers, extra=extra
     )
-    env.update(
-        {
-            "DB__EMBEDDED_DIR": str(pgdir),
-            **provider,
-            "EMBEDDING__MAX_CONCURRENCY": str(args.embed_concurrency),
-            "INGESTION__WORKERS": str(args.workers),
-            **({"EMBEDDING__OPENAI_DIMENSIONS": str(args.dimensions)} if args.dimensions else {}),
-            "INGESTION__POLL_INTERVAL_S": str(args.worker_poll_s),
-            "LOG_LEVEL": args.log_level,
-            # 1,000 POSTs plus polls in a minute are far above the per-organisation management
-            # budget (300/min): this measures ingestion, not the rate limiter.
-            "LIMITS__MANAGE_PER_MINUTE": "0",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
-
-
-def vk_command(*args: str) -> list[str]:
-    # `python -m app.cli` is `vk`, but resolves `app` from the working directory (--repo) first.
-    return [sys.executable, "-m", "app.cli", *args]
-
-
-def create_org(repo: Path, env: dict[str, str], log: Path) -> str:
-    # Output to a file, not a pipe: pg_ctl's daemonised server may inherit a pipe and keep it open.
-    with log.open("w") as out:
-        done = subprocess.run(
-            vk_command("create-org", "ingest-bench"), cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
-            timeout=180, check=False, preexec_fn=die_with_parent,
-        )  # fmt: skip
-    text = log.read_text()
-    match = re.search(r"admin key:\s+(\S+)", text)
-    if done.returncode != 0 or match is None:
-        raise BenchError(f"vk create-org failed (status {done.returncode}):\n{_tail(text)}")
-    return match.group(1)
-
-
-def start_service(
-    repo: Path, env: dict[str, str], port: int, resources: Resources, *, instrument: bool
-) -> str:
-    log = resources.tmp / "service.log"
-    out = log.open("wb")
-    resources.log_files.append(out)
-    command = vk_command("serve", "--port", str(port), "--host", "127.0.0.1")
-    if instrument:
-        # Same CLI, started through the timing wrapper; PYTHONPATH makes it load --repo's `app`.
-        command = [sys.executable, str(BENCH_DIR / "instrumented_serve.py"), *command[3:]]
-        env = {**env, "PYTHONPATH": str(repo), "VK_BENCH_TIMINGS": str(resources.tmp / "timings.json")}
-    resources.service = subprocess.Popen(
-        command,
-        cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT,
-        # Own session: Ctrl-C reaches the benchmark only, which stops the service in order.
-        start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if resources.service.poll() is not None:
-            raise BenchError(
-                f"vk serve exited with status {resources.service.returncode}:\n{_tail(log.read_text())}"
-            )
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
-                return base
-        time.sleep(0.25)
-    raise BenchError(f"vk serve was not ready within 120 s:\n{_tail(log.read_text())}")
-
-
-def psql(pgdir: Path, sql: str) -> str:
-    """Run SQL on the embedded server through its own psql and Unix socket; stdout, unaligned."""
-    info = postmaster_info(pgdir)
-    if info is None:
-        raise BenchError("the embedded PostgreSQL is not running")
-    host = info["socket_dir"] or "127.0.0.1"
-    command = [str(pg_bin("psql")), "-h", host, "-p", str(info["port"]), "-U", "postgres"]
-    command += ["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"psql failed: {done.stderr.strip()}")
-    return done.stdout
-
-
-def postgres_versions(pgdir: Path) -> dict[str, str | None]:
-    try:
-        lines = psql(
-            pgdir,
-            "SELECT current_setting('server_version'); "
-            "SELECT extversion FROM pg_extension WHERE extname = 'vector';",
-        ).split()
-    except BenchError:
-        lines = []
-    return {"postgresql": lines[0] if lines else None, "pgvector": lines[1] if len(lines) > 1 else None}
 
 
 # An experiment, not a setting of the service: drops the HNSW indexes the service made at start-up
@@ -320,73 +143,16 @@ BEGIN
     FOR r IN SELECT indexname FROM pg_indexes WHERE indexname LIKE 'ix_chunks_hnsw_%' LOOP
         EXECUTE 'DROP INDEX ' || quote_ident(r.indexname);
     END LOOP;
-END $$;
-SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'ix_chunks_hnsw_%';
+END $$
 """
-
-
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
-# ---------------------------------------------------------------------------------------------
-# CPU accounting: who burns the two cores during ingestion
-
-
-def _cpu_seconds(pid: int | None, *, with_children: bool = False) -> float:
-    if pid is None:
-        return 0.0
-    try:
-        process = psutil.Process(pid)
-        times = process.cpu_times()
-        total = times.user + times.system
-        if with_children:
-            # PostgreSQL backends are the postmaster's children; exited ones are in children_*.
-            total += times.children_user + times.children_system
-            for child in process.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    child_times = child.cpu_times()
-                    total += child_times.user + child_times.system
-    except psutil.Error:
-        return 0.0
-    return total
-
-
-def _main_thread_cpu(pid: int | None) -> float:
-    """CPU of the service's main thread, which runs the event loop (its thread id is the pid)."""
-    if pid is None:
-        return 0.0
-    with contextlib.suppress(psutil.Error):
-        for thread in psutil.Process(pid).threads():
-            if thread.id == pid:
-                return thread.user_time + thread.system_time
-    return 0.0
-
-
-def cpu_snapshot(service_pid: int | None, pgdir: Path, stub_pid: int | None) -> dict[str, float]:
-    info = postmaster_info(pgdir)
-    machine = psutil.cpu_times()
-    return {
-        "service": _cpu_seconds(service_pid),
-        "service_loop_thread": _main_thread_cpu(service_pid),
-        "postgres": _cpu_seconds(info["pid"] if info else None, with_children=True),
-        "stub": _cpu_seconds(stub_pid),
-        "benchmark": _cpu_seconds(os.getpid()),
-        "machine_busy": machine.user + machine.system + machine.nice + getattr(machine, "irq", 0.0)
-        + getattr(machine, "softirq", 0.0),
-        "machine_total": sum(machine),
-    }  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
 # The ingestion run, over HTTP
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+def _ms(values: Sequence[float]) -> dict[str, float | None]:
+    return percentiles([1000 * v for v in values], (0.5, 0.95))
 
 
 def _epoch(value: str | None) -> float | None:
@@ -398,9 +164,9 @@ async def run_ingestion(
     key: str,
     docs: Sequence[tuple[str, str]],
     args: argparse.Namespace,
-    resources: Resources,
+    harness: Harness,
 ) -> dict[str, Any]:
-    if resources.stub is None or resources.service is None:
+    if harness.stub is None or harness.service is None:
         raise BenchError("the stub and the service must be running")
     limits = httpx.Limits(
         max_connections=args.post_concurrency + 4, max_keepalive_connections=args.post_concurrency + 4
@@ -410,7 +176,7 @@ async def run_ingestion(
         httpx.AsyncClient(
             base_url=base, headers=headers, timeout=60.0, limits=limits, trust_env=False
         ) as api,
-        httpx.AsyncClient(base_url=resources.stub.root, timeout=10.0, trust_env=False) as stub,
+        httpx.AsyncClient(base_url=harness.stub.root, timeout=10.0, trust_env=False) as stub,
     ):
         created = await api.post("/api/knowledge", json={"title": "Ingestion benchmark"})
         if created.status_code != 201:
@@ -427,7 +193,7 @@ async def run_ingestion(
         posting_done = asyncio.Event()
         posted = 0
         semaphore = asyncio.Semaphore(args.post_concurrency)
-        cpu_before = cpu_snapshot(resources.service.pid, resources.pgdir, resources.stub.process.pid)
+        meter = CpuMeter(harness.pids(), loop_thread_of="service").start()
         t0_wall, t0 = time.time(), time.perf_counter()
 
         async def post(title: str, body: str) -> None:
@@ -453,7 +219,7 @@ async def run_ingestion(
             posting_done.set()
             return time.perf_counter() - t0
 
-        async def poll() -> tuple[list[dict[str, Any]], float | None, dict[str, float]]:
+        async def poll() -> tuple[list[dict[str, Any]], float | None, dict[str, Any]]:
             """Poll until every accepted document is ready or failed; None as time = timed out."""
             last_report = 0.0
             while True:
@@ -475,17 +241,11 @@ async def run_ingestion(
                         flush=True,
                     )
                 if posting_done.is_set() and finished >= posted:
-                    cpu_after = cpu_snapshot(
-                        resources.service.pid, resources.pgdir, resources.stub.process.pid
-                    )
-                    return documents, elapsed, cpu_after
+                    return documents, elapsed, meter.stop()
                 if elapsed > args.timeout_s:
-                    cpu_after = cpu_snapshot(
-                        resources.service.pid, resources.pgdir, resources.stub.process.pid
-                    )
-                    return documents, None, cpu_after
+                    return documents, None, meter.stop()
 
-        post_s, (documents, observed_s, cpu_after) = await asyncio.gather(post_all(), poll())
+        post_s, (documents, observed_s, load) = await asyncio.gather(post_all(), poll())
         stub_stats = (await stub.get("/stats")).json()
         kb = (await api.get(f"/api/knowledge/{kb_id}")).json()
 
@@ -512,19 +272,13 @@ async def run_ingestion(
         steady = ((len(ready_at) * 9) // 10 - len(ready_at) // 10) / (hi - lo) if hi > lo else None
     megabytes = sum(len(body.encode()) for _, body in docs) / 1e6
     window = (all_done_s or observed_s or args.timeout_s) or 1.0
-    cpu = {
-        k: round(cpu_after[k] - cpu_before[k], 2)
-        for k in ("service", "service_loop_thread", "postgres", "stub")
-    }
-    machine_total = cpu_after["machine_total"] - cpu_before["machine_total"]
-    cpu["machine_busy_pct"] = round(
-        100 * (cpu_after["machine_busy"] - cpu_before["machine_busy"]) / machine_total, 1
-    ) if machine_total > 0 else None  # fmt: skip
-    cpu["window_s"] = round(observed_s or args.timeout_s, 2)
+    cpu = {k: load["cpu_s"].get(k, 0.0) for k in ("service", "service_loop_thread", "postgres", "stub")}
+    nproc = machine_info()["nproc"]
+    cpu["machine_busy_pct"] = round(100 * load["machine_cores_busy"] / nproc, 1)
+    cpu["window_s"] = load["wall_s"]
     # Whatever else ran on the machine meanwhile (other people's tests, servers): a run with a
     # large figure here measured a shared machine and should be repeated.
-    ours = sum(cpu_after[k] - cpu_before[k] for k in ("service", "postgres", "stub", "benchmark"))
-    cpu["other_processes"] = round(cpu_after["machine_busy"] - cpu_before["machine_busy"] - ours, 1)
+    cpu["other_processes"] = round(load["foreign_cores"] * load["wall_s"], 1)
 
     requests, inputs = stub_stats["embedding_requests"], stub_stats["embedding_inputs"]
     return {
@@ -533,19 +287,15 @@ async def run_ingestion(
         "megabytes": round(megabytes, 3),
         "post_s": round(post_s, 2),
         "post_docs_s": round(posted / post_s, 1) if post_s else None,
-        "post_latency_p50_ms": round(1000 * _percentile(post_latencies, 0.5), 1),
-        "post_latency_p95_ms": round(1000 * _percentile(post_latencies, 0.95), 1),
+        "post_latency_ms": _ms(post_latencies),
         "post_to_all_ready_s": round(all_done_s, 2) if all_done_s is not None else None,
         "post_to_all_ready_polled_s": round(observed_s, 2) if observed_s is not None else None,
         "timed_out": observed_s is None,
         "docs_per_s": round(len(finished_at) / window, 1),
         "mb_per_s": round(megabytes / window, 3),
         "steady_docs_per_s": round(steady, 1) if steady else None,
-        "doc_latency_p50_s": round(_percentile(latencies, 0.5), 2),
-        "doc_latency_p95_s": round(_percentile(latencies, 0.95), 2),
-        "doc_latency_max_s": round(max(latencies), 2) if latencies else None,
-        "poll_latency_p50_ms": round(1000 * _percentile(poll_latencies, 0.5), 1),
-        "poll_latency_max_ms": round(1000 * max(poll_latencies), 1) if poll_latencies else None,
+        "doc_latency_s": percentiles(latencies, (0.5, 0.95)),
+        "poll_latency_ms": _ms(poll_latencies),
         "ready": len(ready),
         "failed": len(failed),
         "unfinished": posted - len(ready) - len(failed),
@@ -567,22 +317,18 @@ async def run_ingestion(
 # Report
 
 
-def _line(label: str, text: str) -> None:
-    print(f"{label:<19}{text}")
-
-
 def print_report(result: dict[str, Any]) -> None:
     config, machine = result["config"], result["machine"]
     print()
     print("== ingestion benchmark ==")
-    _line(
+    line(
         "machine",
         f"{machine['nproc']} cpus ({machine['cpu_model']}), {machine['memory_gb']} GB RAM, "
         f"Python {machine['python']}",
     )
     if pg := result.get("postgres"):
-        _line("database", f"PostgreSQL {pg['postgresql']}, pgvector {pg['pgvector']} (embedded)")
-    _line(
+        line("database", f"PostgreSQL {pg['postgresql']}, pgvector {pg['pgvector']} (embedded)")
+    line(
         "settings",
         f"workers {config['workers']}, embedding concurrency {config['embed_concurrency']}, "
         f"embedding delay {config['embed_delay_ms']:g} ms, POST concurrency {config['post_concurrency']}"
@@ -590,7 +336,7 @@ def print_report(result: dict[str, Any]) -> None:
         + (", WHAT-IF: HNSW indexes dropped" if config.get("drop_hnsw") else ""),
     )
     if chunking := result.get("chunking"):
-        _line(
+        line(
             "chunking (1 core)",
             f"{chunking['megabytes']:.2f} MB: extract {chunking['extract_mb_s']} MB/s, "
             f"chunk {chunking['chunk_mb_s']} MB/s, extract+chunk {chunking['extract_chunk_mb_s']} MB/s; "
@@ -601,57 +347,57 @@ def print_report(result: dict[str, Any]) -> None:
     if not run:
         return
     total = run["post_to_all_ready_s"]
-    _line("documents", f"{run['documents']} ({run['megabytes']:.2f} MB), accepted {run['accepted']}")
-    _line(
+    line("documents", f"{run['documents']} ({run['megabytes']:.2f} MB), accepted {run['accepted']}")
+    line(
         "POST phase",
         f"{run['post_s']} s ({run['post_docs_s']} docs/s; "
-        f"p50 {run['post_latency_p50_ms']} ms, p95 {run['post_latency_p95_ms']} ms)",
+        f"p50 {run['post_latency_ms']['p50']} ms, p95 {run['post_latency_ms']['p95']} ms)",
     )
     if total is None:
-        _line(
+        line(
             "POST -> all ready", f"TIMED OUT after {config['timeout_s']:g} s ({run['unfinished']} unfinished)"
         )
     else:
         verdict = ""
         if run["documents"] >= 1000:
             verdict = f" - target < {TARGET_S:g} s " + ("met" if total < TARGET_S else "MISSED")
-        _line(
+        line(
             "POST -> all ready",
             f"{total} s (seen by polling at {run['post_to_all_ready_polled_s']} s){verdict}",
         )
-    _line(
+    line(
         "throughput",
         f"{run['docs_per_s']} docs/s overall, {run['steady_docs_per_s']} docs/s steady "
         f"(10th-90th percentile), {run['mb_per_s']} MB/s",
     )
-    _line(
+    line(
         "doc latency",
-        f"created -> indexed p50 {run['doc_latency_p50_s']} s, p95 {run['doc_latency_p95_s']} s, "
-        f"max {run['doc_latency_max_s']} s",
+        f"created -> indexed p50 {run['doc_latency_s']['p50']} s, p95 {run['doc_latency_s']['p95']} s, "
+        f"max {run['doc_latency_s']['max']} s",
     )
-    _line("KB poll latency", f"p50 {run['poll_latency_p50_ms']} ms, max {run['poll_latency_max_ms']} ms")
-    _line("chunks", f"{run['chunks']} ({run['chunks_per_doc']} per document)")
-    _line(
+    line("KB poll latency", f"p50 {run['poll_latency_ms']['p50']} ms, max {run['poll_latency_ms']['max']} ms")
+    line("chunks", f"{run['chunks']} ({run['chunks_per_doc']} per document)")
+    line(
         "embedding requests",
         f"{run['embedding_requests']} for {run['embedding_inputs']} inputs = "
         f"{run['embedding_inputs_per_request']} inputs/request (max batch {run['embedding_max_batch']}, "
         f"max in flight {run['embedding_max_in_flight']})",
     )
     cpu = run["cpu_seconds"]
-    _line(
+    line(
         "CPU seconds",
         f"service {cpu['service']} (event-loop thread {cpu['service_loop_thread']}), "
         f"postgres {cpu['postgres']}, stub {cpu['stub']} "
         f"in {cpu['window_s']} s; machine busy {cpu['machine_busy_pct']} %, "
         f"other processes {cpu['other_processes']} s",
     )
-    _line(
+    line(
         "failures",
         f"{run['failed']} failed, {run['unfinished']} unfinished, {run['post_errors']} POST errors",
     )
     if timings := result.get("service_timings"):
         loop = timings["event_loop"]
-        _line(
+        line(
             "event loop",
             f"Python code in {loop['python_fraction']:.0%} of samples; lag p50 {loop['lag_ms']['p50']} ms, "
             f"p99 {loop['lag_ms']['p99']} ms, max {loop['lag_ms']['max']} ms",
@@ -726,20 +472,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, frame: object) -> None:
-    # SIGTERM takes the same way out as Ctrl-C, through every `finally`.
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if str(args.repo) != str(REPO_ROOT):
+    if args.repo != REPO_ROOT:
         sys.path.insert(0, str(args.repo))  # chunking is measured on the same code as the service
-    signal.signal(signal.SIGTERM, _terminate)
+    terminate_on_sigterm()
     result: dict[str, Any] = {
         "benchmark": "ingestion",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": now_iso(),
+        "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "machine": machine_info(),
         "code": code_version(args.repo),
@@ -751,46 +492,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("measuring extract + chunk throughput in-process", flush=True)
         result["chunking"] = measure_chunking(docs, chunk_tokens=500, overlap_tokens=60)
 
-    resources = Resources(Path(tempfile.mkdtemp(prefix="vk-ingest-bench-")), keep_tmp=args.keep_tmp)
-    status = 0
-    try:
-        resources.stub = start_stub_process(0, embed_delay_ms=args.embed_delay_ms)
-        print(f"stub on {resources.stub.base_url}; embedded PostgreSQL in {resources.pgdir}", flush=True)
-        env = service_env(resources.pgdir, resources.stub, args)
-        key = create_org(args.repo, env, resources.tmp / "create-org.log")
-        base = start_service(args.repo, env, free_port(), resources, instrument=args.instrument)
-        result["postgres"] = postgres_versions(resources.pgdir)
-        if args.drop_hnsw:
-            left = psql(resources.pgdir, DROP_HNSW_SQL).strip()
-            print(f"what-if: dropped the HNSW indexes (left: {left})", flush=True)
-        print(f"service on {base} (workers {args.workers}); posting {args.docs} documents", flush=True)
-        result["ingestion"] = asyncio.run(run_ingestion(base, key, docs, args, resources))
-        run = result["ingestion"]
-        if args.instrument:
-            resources.stop_service()  # the wrapper writes its timings on exit
-            timings = resources.tmp / "timings.json"
-            if timings.exists():
-                result["service_timings"] = json.loads(timings.read_text())
-        if run["timed_out"] or run["failed"] or run["post_errors"]:
-            status = 1
-    except (BenchError, httpx.HTTPError) as exc:
-        print(f"benchmark failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        log = resources.tmp / "service.log"
-        if not isinstance(exc, BenchError) and log.exists():
-            print(f"service log (tail):\n{_tail(log.read_text(errors='replace'))}", file=sys.stderr)
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        status = 2
-    except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
-        result["error"] = "interrupted"
-        status = 130
-    finally:
-        if args.service_log and (resources.tmp / "service.log").exists():
-            args.service_log.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(resources.tmp / "service.log", args.service_log)
-        resources.close()
+    harness = Harness.create("vk-ingest-bench-", keep_tmp=args.keep_tmp, repo=args.repo)
+    with reported_failure(harness, result, errors=(httpx.HTTPError,)) as outcome:
+        try:
+            stub = harness.start_stub(embed_delay_ms=args.embed_delay_ms)
+            print(f"stub on {stub.base_url}; embedded PostgreSQL in {harness.pgdir}", flush=True)
+            env = ingest_env(harness, args)
+            key = harness.create_org(env, "ingest-bench")
+            wrapper = Path(__file__).with_name("instrumented_serve.py") if args.instrument else None
+            if wrapper is not None:
+                # PYTHONPATH makes the wrapper load --repo's `app`; it writes its timings on exit. The
+                # timers live in the serve process: the worker process would ingest out of their sight.
+                env = {
+                    **env,
+                    "INGESTION__ISOLATION": "inline",
+                    "PYTHONPATH": str(args.repo),
+                    "VK_BENCH_TIMINGS": str(harness.tmp / "timings.json"),
+                }
+            base, _ = harness.start_service(env, timeout_s=120, wrapper=wrapper)
+            result["postgres"] = harness.fetchrow(
+                "SELECT current_setting('server_version') AS postgresql, "
+                "(SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector"
+            )
+            if args.drop_hnsw:
+                harness.fetchrow(DROP_HNSW_SQL)
+                left = harness.fetchrow(
+                    "SELECT count(*) AS n FROM pg_indexes WHERE indexname LIKE 'ix_chunks_hnsw_%'"
+                )["n"]
+                print(f"what-if: dropped the HNSW indexes (left: {left})", flush=True)
+            print(f"service on {base} (workers {args.workers}); posting {args.docs} documents", flush=True)
+            result["ingestion"] = run = asyncio.run(run_ingestion(base, key, docs, args, harness))
+            if wrapper is not None:
+                harness.stop_service()
+                timings = harness.tmp / "timings.json"
+                if timings.exists():
+                    result["service_timings"] = json.loads(timings.read_text())
+            if run["timed_out"] or run["failed"] or run["post_errors"]:
+                outcome.status = 1
+        finally:
+            if args.service_log and (log := harness.service_log()):
+                args.service_log.parent.mkdir(parents=True, exist_ok=True)
+                args.service_log.write_text(log)
     finish_report(result, started, print_report, args.json)
-    return status
+    return outcome.status
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ Questions come from callers-dev and a squad-dev sample (``../shared/eval``), or 
 when that folder is absent. Each precision is timed in turns (int8, fp32, int8, ...) so both
 see the same machine. Run from the repository root::
 
-    .venv/bin/python -m bench.embed_bench
-    .venv/bin/python -m bench.embed_bench --rounds 5 --precisions int8
+    .venv/bin/python -m bench.embed
+    .venv/bin/python -m bench.embed --rounds 5 --precisions int8
 
 Prints p50/p99 of one question's embedding (tokenising, the model, normalising: what a call
 waits for), single-threaded as the service runs it, then documents' throughput on one thread,

@@ -6,27 +6,24 @@ threshold flaky, so the figure is measured here and read by a person.
 
 Run from the repository root::
 
-    .venv/bin/python bench/prompt_render_bench.py
+    .venv/bin/python -m bench.prompt_render
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from app.prompting import KnowledgeItem, PromptLibrary  # noqa: E402
+from app.config import PROJECT_ROOT
+from app.prompting import KnowledgeItem, PromptLibrary
 
 ROUNDS = 20
 RUNS = 50
 
 
 def main() -> None:
-    prompt = PromptLibrary.load(REPO_ROOT / "prompts").get()
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    prompt = PromptLibrary.load(PROJECT_ROOT / "prompts").get()
     text = "Opening hours are 9 am to 5 pm & Saturdays <by appointment>. " * 25
     chunks = [KnowledgeItem(title=f"FAQ {i}", section="Hours", page=i, text=text) for i in range(8)]
     best = float("inf")

@@ -15,7 +15,7 @@ reports its own send lag so a generator that fell behind is visible.
 What it does, in order:
 
 1. starts the stub, ``vk create-org`` on a fresh embedded PostgreSQL, seeds it by SQL
-   (``bench/seed.py``: ``--kbs`` x ``--chunks-per-kb`` chunks, one agent per KB, HNSW built once);
+   (``bench.seed``: ``--kbs`` x ``--chunks-per-kb`` chunks, one agent per KB, HNSW built once);
 2. ``vk serve`` with ``INGESTION__WORKERS=0`` and both rate limits disabled
    (``LIMITS__QUERY_PER_MINUTE=0``, ``LIMITS__MANAGE_PER_MINUTE=0``);
 3. steps the rate (``--rates``, ``--step-s`` each, distinct questions, so no cache hits), stops
@@ -30,8 +30,8 @@ What it does, in order:
 
 Run from the repository root::
 
-    .venv/bin/python bench/load_bench.py --json /tmp/load.json
-    .venv/bin/python bench/load_bench.py --rates 50,100,150 --step-s 10 --phases plain
+    .venv/bin/python -m bench.load --json /tmp/load.json
+    .venv/bin/python -m bench.load --rates 50,100,150 --step-s 10 --phases plain
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import asyncio
 import contextlib
 import json
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -51,30 +50,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+import httpx
 
-from bench.seed import (  # noqa: E402
+from bench.corpus import make_document
+from bench.harness import (
     BenchError,
-    CpuMeter,
     Harness,
-    QuestionMaker,
-    SeedConfig,
     add_service_env_argument,
-    finish_report,
-    machine_info,
-    now_iso,
-    percentiles,
     pg_connect,
     reported_failure,
-    seeded_service,
+    run_driver,
     service_env,
     terminate_on_sigterm,
     vk_command,
-    wait_for_quiet,
 )
+from bench.metering import CpuMeter, machine_info, wait_for_quiet
+from bench.report import finish_report, now_iso, percentiles
+from bench.seed import QuestionMaker, SeedConfig, seeded_service
 
 P99_TARGET_MS = 100.0
 
@@ -238,25 +230,11 @@ async def _generate(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def generator_main(config_path: Path, out_path: Path) -> int:
-    config = json.loads(config_path.read_text())
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: PLC0415
-
-        uvloop.install()
-    out_path.write_text(json.dumps(asyncio.run(_generate(config))))
-    return 0
-
-
 # ---------------------------------------------------------------------------------------------
 # The ingestion feeder (its own process)
 
 
 async def _feed(config: dict[str, Any]) -> dict[str, Any]:
-    import httpx  # noqa: PLC0415 - feeder process only
-
-    from bench.corpus import make_document  # noqa: PLC0415
-
     kb_id: str = config["kb_id"]
     target_backlog: int = config["backlog"]
     rng = random.Random(config["seed"])
@@ -323,47 +301,15 @@ async def _feed(config: dict[str, Any]) -> dict[str, Any]:
     return {"posted": posted, "errors": dict(errors), "post_ms": percentiles(latencies)}
 
 
-def feeder_main(config_path: Path, out_path: Path) -> int:
-    config = json.loads(config_path.read_text())
-    out_path.write_text(json.dumps(asyncio.run(_feed(config))))
-    return 0
-
-
 # ---------------------------------------------------------------------------------------------
 # Steps, from the benchmark process
 
 
-def _spawn(
-    harness: Harness, role: str, config: dict[str, Any], name: str
-) -> tuple[subprocess.Popen[str], Path]:
-    config_path = harness.tmp / f"{name}.json"
-    out = harness.tmp / f"{name}.out.json"
-    config_path.write_text(json.dumps(config))
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), role, str(config_path), str(out)],
-        cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    harness.children.append(process)
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if line != "ready":
-        process.wait(30)
-        raise BenchError(f"{name} did not start (said {line!r}, status {process.returncode})")
-    return process, out
-
-
-async def _ready_count(harness: Harness, kb_id: str | None) -> int:
+def _count(harness: Harness, kb_id: str | None, status: str) -> int:
     if kb_id is None:
         return 0
-    conn = await pg_connect(harness.pgdir)
-    try:
-        return int(
-            await conn.fetchval(
-                "SELECT count(*) FROM documents WHERE kb_id = $1::uuid AND status = 'ready'", kb_id
-            )
-        )
-    finally:
-        await conn.close()
+    sql = "SELECT count(*) AS n FROM documents WHERE kb_id = $1::uuid AND status = $2"
+    return int(harness.fetchrow(sql, kb_id, status)["n"])
 
 
 def run_step(
@@ -389,8 +335,10 @@ def run_step(
             "max_inflight": max(1, args.max_inflight // procs), "timeout_s": args.timeout_s,
             "items": [list(item) for item in items[k::procs]],
         }  # fmt: skip
-        generators.append(_spawn(harness, "--generate", config, f"gen-{label}-{rate:g}-{k}"))
-    ready_before = asyncio.run(_ready_count(harness, ingest_kb))
+        generators.append(
+            harness.spawn_driver("bench.load", "--generate", config, f"gen-{label}-{rate:g}-{k}")
+        )
+    ready_before = _count(harness, ingest_kb, "ready")
     meter = CpuMeter(harness.pids()).start()
     t0 = time.time() + 0.3
     for process, _ in generators:
@@ -406,7 +354,7 @@ def run_step(
             raise BenchError(f"a generator failed with status {process.returncode}")
         outputs.append(json.loads(out.read_text()))
     window = time.time() - t0
-    ready_after = asyncio.run(_ready_count(harness, ingest_kb))
+    ready_after = _count(harness, ingest_kb, "ready")
     load = meter.stop(extra_cpu_s={"generator": sum(o["generator_cpu_s"] for o in outputs)})
     step = summarise_step(rate, seconds, outputs, load, args)
     if ingest_kb is not None:
@@ -583,9 +531,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.generate:
-        return generator_main(*args.generate)
+        return run_driver(_generate, args.generate)
     if args.feed:
-        return feeder_main(*args.feed)
+        return run_driver(_feed, args.feed, fast_loop=False)
     terminate_on_sigterm()
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     phases = {p.strip() for p in args.phases.split(",")}
@@ -593,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "query_knowledge at a fixed arrival rate",
         "date": now_iso(),
-        "command": " ".join([".venv/bin/python", *sys.argv]),
+        "command": " ".join(["python -m bench.load", *sys.argv[1:]]),
         "machine": machine_info(),
         "settings": {
             "dims": args.dims,
@@ -646,8 +594,6 @@ def ingest_phase(
     rates: Sequence[float],
     best: float | None,
 ) -> dict[str, Any]:
-    import httpx  # noqa: PLC0415
-
     assert harness.stub is not None
     in_service = args.ingest_in == "service"
     env = service_env(
@@ -693,8 +639,8 @@ def ingest_phase(
         ingest_rates = [r for r in rates if r <= best * 1.5] or rates[:2]
     else:
         ingest_rates = list(rates)
-    feeder, feeder_out = _spawn(
-        harness,
+    feeder, feeder_out = harness.spawn_driver(
+        "bench.load",
         "--feed",
         {
             "base": base,
@@ -712,11 +658,11 @@ def ingest_phase(
     assert feeder.stdin is not None
     harness.extra_pids["feeder"] = feeder.pid  # its CPU is ours, not foreign load
     t0 = time.perf_counter()
-    ready0 = asyncio.run(_ready_count(harness, kb_id))
+    ready0 = _count(harness, kb_id, "ready")
     # Let the queue fill and the workers reach full speed before the first step.
     time.sleep(5.0)
     phase = ladder(harness, base, admin_key, maker, args, ingest_rates, label="ingest", ingest_kb=kb_id)
-    ready1 = asyncio.run(_ready_count(harness, kb_id))
+    ready1 = _count(harness, kb_id, "ready")
     elapsed = time.perf_counter() - t0
     feeder.stdin.write("stop\n")
     feeder.stdin.flush()
@@ -734,7 +680,7 @@ def ingest_phase(
             "ingestion_docs_per_s": round((ready1 - ready0) / elapsed, 2),
             "ingestion_window_s": round(elapsed, 1),
             "feeder": feed,
-            "ingestion_failed": asyncio.run(_failed_count(harness, kb_id)),
+            "ingestion_failed": _count(harness, kb_id, "failed"),
         }
     )
     print(
@@ -743,18 +689,6 @@ def ingest_phase(
         f"failed {phase['ingestion_failed']}, POST errors {feed.get('errors')}"
     )
     return phase
-
-
-async def _failed_count(harness: Harness, kb_id: str) -> int:
-    conn = await pg_connect(harness.pgdir)
-    try:
-        return int(
-            await conn.fetchval(
-                "SELECT count(*) FROM documents WHERE kb_id = $1::uuid AND status = 'failed'", kb_id
-            )
-        )
-    finally:
-        await conn.close()
 
 
 def print_summary(result: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 On one ``vk serve`` with the defaults of a fresh install (the offline minilm embedder, the
 ingestion worker process), into a fresh knowledge base:
 
-1. a folder of ``--files`` generated markdown pages (``bench/corpus.py``, 2-5 KB each, in
+1. a folder of ``--files`` generated markdown pages (``bench.corpus``, 2-5 KB each, in
    twenty sub-folders) is synced with ``vk sync --wait``: wall time until every document is
    ready;
 2. ``--change`` of the files get a new paragraph and the folder is synced again;
@@ -15,13 +15,12 @@ rows the run added to ``embedding_cache``, where ingestion stores every vector i
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.sync_bench --json /tmp/sync.json
+    .venv/bin/python -m bench.sync --json /tmp/sync.json
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
 import subprocess
@@ -34,20 +33,17 @@ from typing import Any
 import httpx
 
 from bench.corpus import make_document
-from bench.isolation_bench import service_environment
-from bench.seed import (
+from bench.harness import (
     BenchError,
     Harness,
-    finish_report,
-    loadavg,
-    machine_info,
-    now_iso,
-    pg_connect,
+    offline_env,
     reported_failure,
     tail,
     terminate_on_sigterm,
     vk_command,
 )
+from bench.metering import loadavg, machine_info
+from bench.report import finish_report, now_iso
 
 
 def write_folder(root: Path, count: int, seed: int) -> list[Path]:
@@ -62,22 +58,17 @@ def write_folder(root: Path, count: int, seed: int) -> list[Path]:
     return paths
 
 
-async def counts(harness: Harness, kb_id: str) -> dict[str, int]:
-    conn = await pg_connect(harness.pgdir)
-    try:
-        row = await conn.fetchrow(
-            "SELECT (SELECT count(*) FROM embedding_cache) AS embeddings,"
-            " (SELECT count(*) FROM chunks WHERE kb_id = $1) AS chunks,"
-            " (SELECT count(*) FROM documents WHERE kb_id = $1 AND status = 'ready') AS ready",
-            kb_id,
-        )
-    finally:
-        await conn.close()
-    return dict(row)
+def counts(harness: Harness, kb_id: str) -> dict[str, int]:
+    return harness.fetchrow(
+        "SELECT (SELECT count(*) FROM embedding_cache) AS embeddings,"
+        " (SELECT count(*) FROM chunks WHERE kb_id = $1) AS chunks,"
+        " (SELECT count(*) FROM documents WHERE kb_id = $1 AND status = 'ready') AS ready",
+        kb_id,
+    )
 
 
 def sync_once(harness: Harness, env: dict[str, str], folder: Path, kb_id: str, name: str) -> dict[str, Any]:
-    before = asyncio.run(counts(harness, kb_id))
+    before = counts(harness, kb_id)
     log = harness.tmp / f"sync-{name}.log"
     started = time.perf_counter()
     with log.open("w") as out:
@@ -89,7 +80,7 @@ def sync_once(harness: Harness, env: dict[str, str], folder: Path, kb_id: str, n
     output = log.read_text()
     if done.returncode != 0:
         raise BenchError(f"vk sync ({name}) exited with {done.returncode}:\n{tail(output)}")
-    after = asyncio.run(counts(harness, kb_id))
+    after = counts(harness, kb_id)
     plan = next(line for line in output.splitlines() if line.startswith("plan:"))
     step = {
         "wall_s": wall,
@@ -114,7 +105,7 @@ def change_files(paths: Sequence[Path], count: int, seed: int) -> list[str]:
 
 
 def run(args: argparse.Namespace, harness: Harness, result: dict[str, Any]) -> None:
-    env = service_environment(harness, "process", args.workers)
+    env = offline_env(harness.pgdir, workers=args.workers)
     admin_key = harness.create_org(env, "sync-bench")
     base, ready_s = harness.start_service(env)
     result["service_ready_s"] = ready_s

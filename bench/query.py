@@ -2,9 +2,9 @@
 
 What it does, in order:
 
-1. starts the OpenAI-compatible stub (``bench/openai_stub.py``, zero delay) in its own process;
+1. starts the OpenAI-compatible stub (``bench.openai_stub``, zero delay) in its own process;
 2. ``vk create-org`` on a fresh embedded PostgreSQL in a temporary folder, then seeds it by SQL
-   (``bench/seed.py``): ``--kbs`` knowledge bases of ``--chunks-per-kb`` chunks of generated
+   (``bench.seed``): ``--kbs`` knowledge bases of ``--chunks-per-kb`` chunks of generated
    English (with ``--corpus squad``: paragraphs of squad-dev's Wikipedia articles), unit-random
    ``--dims`` vectors, one agent per knowledge base, the HNSW index built
    once at the end (seeding and index build are timed);
@@ -27,11 +27,11 @@ What it does, in order:
 
 Run from the repository root::
 
-    .venv/bin/python bench/query_bench.py                       # 512 dimensions, 3,000 requests
-    .venv/bin/python bench/query_bench.py --dims 1536 --json /tmp/q1536.json
-    .venv/bin/python bench/query_bench.py --corpus squad        # real text and questions
-    .venv/bin/python bench/query_bench.py --filters '{"attributes": {"locale": "en-GB"}}'
-    .venv/bin/python bench/query_bench.py --history 4          # each caller sends its last turns
+    .venv/bin/python -m bench.query                       # 512 dimensions, 3,000 requests
+    .venv/bin/python -m bench.query --dims 1536 --json /tmp/q1536.json
+    .venv/bin/python -m bench.query --corpus squad        # real text and questions
+    .venv/bin/python -m bench.query --filters '{"attributes": {"locale": "en-GB"}}'
+    .venv/bin/python -m bench.query --history 4          # each caller sends its last turns
 
 Every phase reports the load average and "foreign cores": CPU used on the machine by processes
 that are not part of the benchmark (other tests or benchmarks). ``--max-foreign-cores`` makes a
@@ -57,32 +57,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+import httpx
+import numpy as np
 
-from bench.seed import (  # noqa: E402
+from app.keys.repository import AUTHENTICATE_SQL
+from app.query import repository as sql
+from app.query.retrieval import Retriever
+from bench.harness import (
     BenchError,
-    CpuMeter,
     Harness,
-    QuestionMaker,
-    SeedConfig,
-    SeedResult,
     add_service_env_argument,
     create_query_key,
-    finish_report,
-    machine_info,
-    model_key,
-    now_iso,
-    percentiles,
     pg_connect,
     reported_failure,
-    seeded_service,
-    speed_probe,
+    run_driver,
     terminate_on_sigterm,
-    wait_for_quiet,
 )
+from bench.metering import CpuMeter, machine_info, speed_probe, wait_for_quiet
+from bench.report import finish_report, now_iso, percentiles
+from bench.seed import QuestionMaker, SeedConfig, SeedResult, model_key, seeded_service
 
 TARGET_P50_MS = 5.0
 TARGET_P99_MS = 25.0
@@ -98,8 +91,6 @@ FOLLOW_UPS = ("And how much is that?", "What about on Saturdays?", "Is that the 
 
 
 async def _drive(config: dict[str, Any]) -> dict[str, Any]:
-    import httpx  # noqa: PLC0415 - the driver process only
-
     items: list[list[str]] = config["items"]
     concurrency: int = config["concurrency"]
     think_s: float = config.get("think_s", 0.0)
@@ -180,17 +171,6 @@ async def _drive(config: dict[str, Any]) -> dict[str, Any]:
     return {"records": records, "errors": dict(errors), "wall_s": wall, "driver_cpu_s": cpu}
 
 
-def driver_main(config_path: Path, out_path: Path) -> int:
-    config = json.loads(config_path.read_text())
-    with contextlib.suppress(ImportError):
-        import uvloop  # noqa: PLC0415
-
-        uvloop.install()
-    result = asyncio.run(_drive(config))
-    out_path.write_text(json.dumps(result))
-    return 0
-
-
 # ---------------------------------------------------------------------------------------------
 # Phases, run from the benchmark process
 
@@ -251,36 +231,14 @@ def _run_phase_once(
     filters: dict[str, Any] | None = None,
     history: int = 0,
 ) -> dict[str, Any]:
-    config = harness.tmp / f"drive-{name}-{attempt}.json"
-    out = harness.tmp / f"drive-{name}-{attempt}.out.json"
-    config.write_text(
-        json.dumps(
-            {
-                "base": base,
-                "key": key,
-                "concurrency": concurrency,
-                "items": [list(i) for i in items],
-                "think_s": think_s,
-                "seed": attempt,
-                "filters": filters,
-                "history": history,
-            }
-        )
-    )
+    config = {
+        "base": base, "key": key, "concurrency": concurrency, "items": [list(i) for i in items],
+        "think_s": think_s, "seed": attempt, "filters": filters, "history": history,
+    }  # fmt: skip
     pacing = f", a pause of {think_s:g} s on average between a caller's questions" if think_s else ""
     print(f"{name}: {len(items)} requests, {concurrency} callers{pacing}", flush=True)
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--drive", str(config), str(out)],
-        cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    harness.children.append(process)
+    process, out = harness.spawn_driver("bench.query", "--drive", config, f"drive-{name}-{attempt}")
     assert process.stdin is not None
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    if line != "ready":
-        process.wait(30)
-        raise BenchError(f"the driver did not start (said {line!r}, status {process.returncode})")
     plans_before = search_plans(base)
     speed_before = speed_probe()
     meter = CpuMeter(harness.pids()).start()
@@ -304,8 +262,6 @@ def _run_phase_once(
 
 def search_plans(base: str) -> dict[str, float]:
     """The service's searches so far by plan (memory, exact, ...), from /metrics."""
-    import httpx  # noqa: PLC0415 - only where the service is up
-
     prefix = 'vk_query_search_plans_total{plan="'
     counts: dict[str, float] = {}
     for line in httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text.splitlines():
@@ -362,12 +318,6 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
     """Time AUTHENTICATE, AGENT_CONTEXT and the exact-plan hybrid statement (as the service's
     Retriever builds it) serially on one idle connection, with custom plans as the service's
     connections use, and keep one EXPLAIN ANALYZE."""
-    import numpy as np  # noqa: PLC0415
-
-    from app.keys.repository import AUTHENTICATE_SQL  # noqa: PLC0415 - after sys.path set-up
-    from app.query import repository as sql  # noqa: PLC0415
-    from app.query.retrieval import Retriever  # noqa: PLC0415
-
     maker = QuestionMaker.of(seed, 7)
     conn = await pg_connect(harness.pgdir)
     try:
@@ -655,13 +605,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.drive:
-        return driver_main(*args.drive)
+        return run_driver(_drive, args.drive)
     terminate_on_sigterm()
     started = time.perf_counter()
     result: dict[str, Any] = {
         "benchmark": "query_knowledge latency",
         "date": now_iso(),
-        "command": " ".join([".venv/bin/python", *sys.argv]),
+        "command": " ".join(["python -m bench.query", *sys.argv[1:]]),
         "machine": machine_info(),
         "settings": {
             "dims": args.dims,

@@ -6,7 +6,7 @@ isolation (``INGESTION__ISOLATION=inline`` = workers in the service process, ``p
 Per round, on one ``vk serve`` with the default offline embedder (minilm) and
 ``INGESTION__WORKERS=2``, a fresh set of documents (no embedding-cache hits between rounds):
 
-1. ``--idle-s`` of queries at ``--rate`` (open loop, wrk2-style, from load_bench's generator
+1. ``--idle-s`` of queries at ``--rate`` (open loop, wrk2-style, from bench.load's generator
    processes: latency counts from each request's due time) and ``/health`` every 50 ms;
 2. the same for ``--window-s`` while, from its first second, the big document and then the small
    ones are POSTed; ingestion throughput is the chunks embedded in the window (the big
@@ -14,7 +14,7 @@ Per round, on one ``vk serve`` with the default offline embedder (minilm) and
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.isolation_bench --rounds 2 --json /tmp/isolation.json
+    .venv/bin/python -m bench.isolation --rounds 2 --json /tmp/isolation.json
 """
 
 from __future__ import annotations
@@ -33,20 +33,9 @@ from typing import Any
 import httpx
 
 from bench.corpus import make_corpus, make_document
-from bench.load_bench import _spawn
-from bench.seed import (
-    BenchError,
-    CpuMeter,
-    Harness,
-    create_query_key,
-    machine_info,
-    now_iso,
-    percentiles,
-    pg_connect,
-    service_env,
-    terminate_on_sigterm,
-    wait_for_quiet,
-)
+from bench.harness import BenchError, Harness, create_query_key, offline_env, terminate_on_sigterm
+from bench.metering import CpuMeter, machine_info, wait_for_quiet
+from bench.report import now_iso, percentiles
 
 QUESTIONS = (
     "How much does the {p} cost?",
@@ -69,19 +58,6 @@ Items can be returned within 30 days with the receipt. Refunds go back to the ca
 
 Orders can be picked up at the front desk from the next working day.
 """
-
-
-def service_environment(harness: Harness, isolation: str, workers: int) -> dict[str, str]:
-    """The defaults of a fresh install (offline: minilm, no key), rate limits off."""
-    env = service_env(harness.pgdir, "http://127.0.0.1:9", dims=384, workers=workers)
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "EMBEDDING__PROVIDER", "EMBEDDING__OPENAI_DIMENSIONS"):
-        env.pop(name, None)
-    # "process:19": the worker process at that niceness.
-    isolation, _, nice = isolation.partition(":")
-    env["INGESTION__ISOLATION"] = isolation
-    if nice:
-        env["INGESTION__NICE"] = nice
-    return env
 
 
 def big_document(seed: int, target_bytes: int) -> bytes:
@@ -161,28 +137,25 @@ def feed(
         out["small_upload_s"] = round(time.perf_counter() - t, 2)
 
 
-async def progress(harness: Harness, kb_id: str) -> dict[str, int]:
-    conn = await pg_connect(harness.pgdir)
-    try:
-        row = await conn.fetchrow(
-            """
-            SELECT count(*) FILTER (WHERE status = 'ready') AS ready,
-                   count(*) FILTER (WHERE status = 'failed') AS failed,
-                   coalesce(sum(CASE WHEN status = 'ready' THEN chunk_count
-                                     WHEN status = 'processing' THEN progress_done ELSE 0 END), 0) AS chunks
-            FROM documents WHERE kb_id = $1::uuid
-            """,
-            kb_id,
-        )
-        return {"ready": int(row["ready"]), "failed": int(row["failed"]), "chunks": int(row["chunks"])}
-    finally:
-        await conn.close()
+def progress(harness: Harness, kb_id: str) -> dict[str, int]:
+    """Documents ready and failed in a knowledge base, and the chunks embedded so far."""
+    row = harness.fetchrow(
+        """
+        SELECT count(*) FILTER (WHERE status = 'ready') AS ready,
+               count(*) FILTER (WHERE status = 'failed') AS failed,
+               coalesce(sum(CASE WHEN status = 'ready' THEN chunk_count
+                                 WHEN status = 'processing' THEN progress_done ELSE 0 END), 0) AS chunks
+        FROM documents WHERE kb_id = $1::uuid
+        """,
+        kb_id,
+    )
+    return {name: int(value) for name, value in row.items()}
 
 
 def queries(
     harness: Harness, base: str, key: str, agent: str, rate: float, seconds: float, label: str, offset: int
 ) -> tuple[list[tuple[Any, Any]], float]:
-    """Start the generator processes (load_bench's); returns them and the start time."""
+    """Start the generator processes (bench.load's); returns them and the start time."""
     count = round(rate * seconds)
     items = [
         [agent, QUESTIONS[i % len(QUESTIONS)].format(p=f"order {offset + i}")] for i in range(count)
@@ -191,7 +164,7 @@ def queries(
         "base": base, "key": key, "rate": rate, "procs": 1, "index": 0, "max_inflight": 256,
         "timeout_s": 10.0, "items": items,
     }  # fmt: skip
-    generator = _spawn(harness, "--generate", config, f"gen-{label}")
+    generator = harness.spawn_driver("bench.load", "--generate", config, f"gen-{label}")
     t0 = time.time() + 0.3
     process = generator[0]
     assert process.stdin is not None
@@ -224,7 +197,7 @@ def collect(harness: Harness, generators: list[tuple[Any, Any]], seconds: float)
 def run_round(
     harness: Harness, admin_key: str, isolation: str, index: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    env = service_environment(harness, isolation, args.workers)
+    env = offline_env(harness.pgdir, isolation=isolation, workers=args.workers)
     base, ready_s = harness.start_service(env)
     headers = {"Authorization": f"Bearer {admin_key}"}
     with httpx.Client(base_url=base, timeout=60.0, trust_env=False, headers=headers) as http:
@@ -235,7 +208,7 @@ def run_round(
         ingest_kb = http.post("/api/knowledge", json={"title": f"Ingestion {index}"}).json()["id"]
     query_key = asyncio.run(create_query_key(base, admin_key))
     deadline = time.monotonic() + 120
-    while asyncio.run(progress(harness, faq_kb))["ready"] < 1:
+    while progress(harness, faq_kb)["ready"] < 1:
         if time.monotonic() > deadline:
             raise BenchError("the FAQ was not ingested within 120 s")
         time.sleep(0.2)
@@ -258,7 +231,7 @@ def run_round(
         feeder = None
         if phase == "ingesting":
             time.sleep(max(0.0, t0 - time.time()) + 1.0)
-            before = asyncio.run(progress(harness, ingest_kb))
+            before = progress(harness, ingest_kb)
             feeder = threading.Thread(
                 target=feed, args=(base, admin_key, ingest_kb, big, small, fed), daemon=True
             )
@@ -267,7 +240,7 @@ def run_round(
         step["health_ms"] = probe.stop()
         step["load"] = meter.stop()
         if feeder is not None:
-            after = asyncio.run(progress(harness, ingest_kb))
+            after = progress(harness, ingest_kb)
             window = time.time() - t0 - 1.0
             step["ingestion"] = {
                 **fed,
@@ -329,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     started = now_iso()
     try:
-        admin_key = harness.create_org(service_environment(harness, "process", args.workers), "isolation")
+        admin_key = harness.create_org(offline_env(harness.pgdir, workers=args.workers), "isolation")
         order = args.order.split(",")
         for index in range(args.rounds * len(order)):
             results.append(run_round(harness, admin_key, order[index % len(order)], index, args))

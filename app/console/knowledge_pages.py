@@ -9,19 +9,9 @@ from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Template
-from pydantic import ValidationError
 
-from app.console.web import (
-    FieldErrors,
-    PageNumber,
-    Pager,
-    app_error_fields,
-    form_int,
-    form_text,
-    redirect,
-    render,
-    validation_errors,
-)
+from app.console.forms import FieldErrors, app_error_fields, form_int, form_values, validated
+from app.console.web import PageNumber, Pager, redirect, render
 from app.errors import ValidationFailed
 from app.knowledge.schemas import BUILT_IN_LANGUAGES, KnowledgeBaseCreate, KnowledgeBaseUpdate
 from app.knowledge.service import KnowledgeService
@@ -53,7 +43,7 @@ class KnowledgePages(Controller):
         self, request: Request[Any, Any, Any], knowledge_service: NamedDependency[KnowledgeService]
     ) -> Response[Any]:
         form = await request.form()
-        values = {name: form_text(form, name) for name in _CREATE_FIELDS}
+        values = form_values(form, _CREATE_FIELDS)
         errors: FieldErrors = {}
         data: dict[str, Any] = {
             "title": values["title"],
@@ -62,11 +52,10 @@ class KnowledgePages(Controller):
             "chunk_tokens": form_int(form, "chunk_tokens", errors),
             "chunk_overlap_tokens": form_int(form, "chunk_overlap_tokens", errors),
         }
-        try:
-            create = KnowledgeBaseCreate.model_validate({k: v for k, v in data.items() if v is not None})
-        except ValidationError as exc:
-            return _form(request, values=values, errors={**validation_errors(exc), **errors})
-        if errors:
+        create, errors = validated(
+            KnowledgeBaseCreate, {k: v for k, v in data.items() if v is not None}, errors
+        )
+        if create is None or errors:
             return _form(request, values=values, errors=errors)
         try:
             kb = await knowledge_service.create(create)
@@ -93,12 +82,9 @@ class KnowledgePages(Controller):
         knowledge_service: NamedDependency[KnowledgeService],
     ) -> Response[Any]:
         kb = await knowledge_service.read(kb_id)
-        form = await request.form()
-        values = {name: form_text(form, name) for name in ("title", "description")}
-        try:
-            data = KnowledgeBaseUpdate.model_validate(values)
-        except ValidationError as exc:
-            errors = validation_errors(exc)
+        values = form_values(await request.form(), ("title", "description"))
+        data, errors = validated(KnowledgeBaseUpdate, values)
+        if data is None:
             return render(
                 request, "knowledge/edit.html", status_code=422, kb=kb, values=values, errors=errors
             )

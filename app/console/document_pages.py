@@ -8,7 +8,7 @@ from typing import Any
 
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict, UploadFile
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Template
 
@@ -44,19 +44,27 @@ def textarea_text(value: str) -> str:
     return value.replace("\r\n", "\n")
 
 
+async def provide_kb(
+    kb_id: FromPath[uuid.UUID], knowledge_service: NamedDependency[KnowledgeService]
+) -> KnowledgeBaseRead:
+    """The knowledge base every page here is about: a 404 page for an id this organisation
+    does not have, before anything else is read."""
+    return await knowledge_service.read(kb_id)
+
+
 class DocumentPages(Controller):
     path = "/knowledge/{kb_id:str}"
+    dependencies = {"kb": Provide(provide_kb)}
 
     @get("/", summary="A knowledge base and its documents")
     async def kb_page(
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         context = await _table(document_service, kb_id, page)
         return render(request, "documents/list.html", kb=kb, kb_id=kb_id, **context)
 
@@ -68,22 +76,17 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         context = await _table(document_service, kb_id, page)
         return render(request, "documents/_table.html", kb=kb, kb_id=kb_id, facts_oob=True, **context)
 
     @get("/documents/new", summary="The forms to add documents")
     async def new_page(
-        self,
-        request: Request[Any, Any, Any],
-        kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        self, request: Request[Any, Any, Any], kb: NamedDependency[KnowledgeBaseRead]
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         return _add_forms(request, kb)
 
     @post("/documents/upload", summary="Add documents from uploaded files (several at once)")
@@ -91,10 +94,9 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         form = await request.form()
         files = [f for f in form.getall("files", []) if isinstance(f, UploadFile) and f.filename]
         if not files:
@@ -120,10 +122,9 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         form = await request.form()
         values = form_values(form, ("url", "title", "description", "sync_interval_s"))
         errors: FieldErrors = {}
@@ -153,10 +154,9 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         form = await request.form()
         values = form_values(form, _TEXT_FIELDS)
         create, errors = validated(
@@ -193,11 +193,10 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         chunks = await document_service.chunks(
             kb_id, doc_id, limit=CHUNKS_PER_PAGE, offset=(page - 1) * CHUNKS_PER_PAGE
@@ -234,10 +233,9 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         content = await document_service.editable_content(kb_id, doc_id)
         values = {
@@ -254,10 +252,9 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         current = await document_service.editable_content(kb_id, doc_id)
         values = form_values(await request.form(), _TEXT_FIELDS)
@@ -299,10 +296,9 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         return render(request, "documents/delete.html", kb=kb, doc=doc)
 

@@ -13,12 +13,12 @@ from litestar.params import FromPath
 from litestar.response import Template
 
 from app.console.forms import FieldErrors, app_error_fields, form_int, form_text, form_values, validated
+from app.console.knowledge_pages import provide_kb
 from app.console.web import PageNumber, Pager, redirect, render
 from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate
 from app.documents.service import DocumentService, DuplicateDocument
 from app.errors import AppError, BadRequest, NotFound
 from app.knowledge.schemas import KnowledgeBaseRead
-from app.knowledge.service import KnowledgeService
 
 DOCUMENTS_PER_PAGE = 50
 CHUNKS_PER_PAGE = 20
@@ -42,14 +42,6 @@ def busy(documents: list[DocumentRead]) -> bool:
 def textarea_text(value: str) -> str:
     """Browsers send a textarea's line breaks as CRLF; the content keeps the LF it was given."""
     return value.replace("\r\n", "\n")
-
-
-async def provide_kb(
-    kb_id: FromPath[uuid.UUID], knowledge_service: NamedDependency[KnowledgeService]
-) -> KnowledgeBaseRead:
-    """The knowledge base every page here is about: a 404 page for an id this organisation
-    does not have, before anything else is read."""
-    return await knowledge_service.read(kb_id)
 
 
 class DocumentPages(Controller):

@@ -6,22 +6,37 @@ import uuid
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Template
 
 from app.console.forms import FieldErrors, app_error_fields, form_int, form_values, validated
 from app.console.web import PageNumber, Pager, redirect, render
 from app.errors import ValidationFailed
-from app.knowledge.schemas import BUILT_IN_LANGUAGES, KnowledgeBaseCreate, KnowledgeBaseUpdate
+from app.knowledge.schemas import (
+    BUILT_IN_LANGUAGES,
+    KnowledgeBaseCreate,
+    KnowledgeBaseRead,
+    KnowledgeBaseUpdate,
+)
 from app.knowledge.service import KnowledgeService
 
 PAGE_SIZE = 25
 LANGUAGES = [(name, name.capitalize()) for name in BUILT_IN_LANGUAGES]
 
 
+async def provide_kb(
+    kb_id: FromPath[uuid.UUID], knowledge_service: NamedDependency[KnowledgeService]
+) -> KnowledgeBaseRead:
+    """The knowledge base a page under ``/knowledge/{kb_id}`` is about (these pages and the
+    document pages): a 404 page for an id this organisation does not have, before anything
+    else is read."""
+    return await knowledge_service.read(kb_id)
+
+
 class KnowledgePages(Controller):
     path = "/knowledge"
+    dependencies = {"kb": Provide(provide_kb)}
 
     @get("/", summary="Knowledge bases")
     async def list_page(
@@ -65,12 +80,8 @@ class KnowledgePages(Controller):
 
     @get("/{kb_id:str}/edit", summary="The form to edit a knowledge base")
     async def edit_page(
-        self,
-        request: Request[Any, Any, Any],
-        kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        self, request: Request[Any, Any, Any], kb: NamedDependency[KnowledgeBaseRead]
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         values = {"title": kb.title, "description": kb.description}
         return render(request, "knowledge/edit.html", kb=kb, values=values, errors={})
 
@@ -79,9 +90,9 @@ class KnowledgePages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
+        kb: NamedDependency[KnowledgeBaseRead],
         knowledge_service: NamedDependency[KnowledgeService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         values = form_values(await request.form(), ("title", "description"))
         data, errors = validated(KnowledgeBaseUpdate, values)
         if data is None:
@@ -93,12 +104,8 @@ class KnowledgePages(Controller):
 
     @get("/{kb_id:str}/delete", summary="Confirm deleting a knowledge base")
     async def delete_page(
-        self,
-        request: Request[Any, Any, Any],
-        kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        self, request: Request[Any, Any, Any], kb: NamedDependency[KnowledgeBaseRead]
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         return render(request, "knowledge/delete.html", kb=kb)
 
     @post("/{kb_id:str}/delete", summary="Delete a knowledge base, its documents and chunks")

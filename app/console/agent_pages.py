@@ -123,29 +123,16 @@ class AgentPages(Controller):
                     "escalation": {"on_not_found": values["on_not_found"], "topics": topics},
                 }
             )
-        except ValidationError as exc:
-            return await _detail(
-                request,
-                agent_id,
-                agent_service,
-                knowledge_service,
-                tool_service,
-                values=values,
-                errors=_settings_errors(exc),
-            )
-        try:
             await agent_service.update(agent_id, data)
+        except ValidationError as exc:
+            errors = _settings_errors(exc)
         except ValidationFailed as exc:  # a variant removed from prompts/ since the page was drawn
-            return await _detail(
-                request,
-                agent_id,
-                agent_service,
-                knowledge_service,
-                tool_service,
-                values=values,
-                errors=app_error_fields(exc),
-            )
-        return redirect(f"/console/agents/{agent_id}", done="agent-saved")
+            errors = app_error_fields(exc)
+        else:
+            return redirect(f"/console/agents/{agent_id}", done="agent-saved")
+        return await _detail(
+            request, agent_id, agent_service, knowledge_service, tool_service, values=values, errors=errors
+        )
 
     @post("/{agent_id:str}/kbs", summary="Assign a knowledge base to the agent")
     async def assign(

@@ -31,6 +31,9 @@ async def provide_kb(
     """The knowledge base a page under ``/knowledge/{kb_id}`` is about (these pages and the
     document pages): a 404 page for an id this organisation does not have, before anything
     else is read."""
+    # The one dependency that reads the database: Litestar resolves the dependencies a
+    # handler needs at the same level concurrently, and two reading one session at once
+    # would fail. That is why the handlers read the document themselves.
     return await knowledge_service.read(kb_id)
 
 

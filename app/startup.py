@@ -36,7 +36,9 @@ def startup_text(
     """
     url = service_url(host, port)
     lines = [
-        f"Voice knowledge service on {url} (API reference: {url}/schema)",
+        f"Voice knowledge service on {url}",
+        f"  console   {url}/console (sign in with an admin key)",
+        f"  API docs  {url}/schema",
         f"  database  {database_text(settings, database_url)}",
         f"  embedder  {embedder_text(settings)}",
         f"  answerer  {answerer_text(settings)}",

@@ -38,7 +38,9 @@ def test_a_fresh_offline_install_says_where_what_and_the_next_step(tmp_path):
         vk=".venv/bin/vk",
     )
     assert text == (
-        "Voice knowledge service on http://127.0.0.1:8000 (API reference: http://127.0.0.1:8000/schema)\n"
+        "Voice knowledge service on http://127.0.0.1:8000\n"
+        "  console   http://127.0.0.1:8000/console (sign in with an admin key)\n"
+        "  API docs  http://127.0.0.1:8000/schema\n"
         f"  database  embedded PostgreSQL in {tmp_path / 'pg'}, stopped with the service\n"
         "  embedder  all-MiniLM-L6-v2 (int8), offline\n"
         "  answerer  extractive, offline: reads out the best sentences of your documents\n"
@@ -65,7 +67,9 @@ def test_an_openai_deployment_shows_its_database_without_the_password():
         organisations=3,
     )
     assert text == (
-        "Voice knowledge service on http://127.0.0.1:9000 (API reference: http://127.0.0.1:9000/schema)\n"
+        "Voice knowledge service on http://127.0.0.1:9000\n"
+        "  console   http://127.0.0.1:9000/console (sign in with an admin key)\n"
+        "  API docs  http://127.0.0.1:9000/schema\n"
         "  database  postgresql://vk@db.internal:5432/vk\n"
         "  embedder  OpenAI text-embedding-3-small at https://llm.internal/v1\n"
         "  answerer  OpenAI gpt-4.1-mini at https://llm.internal/v1\n"

@@ -16,16 +16,15 @@ from pydantic import ValidationError
 
 from app.agents.schemas import AgentSettingsUpdate
 from app.agents.service import AgentService
-from app.console.web import (
+from app.console.forms import (
     FieldErrors,
-    PageNumber,
-    Pager,
     app_error_fields,
     form_text,
-    redirect,
-    render,
+    form_values,
+    parse_uuid,
     validation_errors,
 )
+from app.console.web import PageNumber, Pager, redirect, render
 from app.errors import ValidationFailed
 from app.knowledge.schemas import KnowledgeBaseRead
 from app.knowledge.service import KnowledgeService
@@ -75,8 +74,8 @@ class AgentPages(Controller):
         form = await request.form()
         values = {"agent_id": form_text(form, "agent_id").strip(), "kb_id": form_text(form, "kb_id")}
         errors: FieldErrors = {}
-        agent_id = _uuid(values["agent_id"], "agent_id", errors, "Enter the agent's id (a UUID).")
-        kb_id = _uuid(values["kb_id"], "kb_id", errors, "Choose a knowledge base.")
+        agent_id = parse_uuid(values["agent_id"], "agent_id", errors, "Enter the agent's id (a UUID).")
+        kb_id = parse_uuid(values["kb_id"], "kb_id", errors, "Choose a knowledge base.")
         if agent_id is None or kb_id is None:
             options = _options(await _kb_choices(knowledge_service))
             return render(
@@ -115,7 +114,7 @@ class AgentPages(Controller):
     ) -> Response[Any]:
         await agent_service.get(agent_id)
         form = await request.form()
-        values = {name: form_text(form, name) for name in ("prompt_variant", "on_not_found", "topics")}
+        values = form_values(form, ("prompt_variant", "on_not_found", "topics"))
         topics = [line.strip() for line in values["topics"].splitlines() if line.strip()]
         try:
             data = AgentSettingsUpdate.model_validate(
@@ -124,29 +123,16 @@ class AgentPages(Controller):
                     "escalation": {"on_not_found": values["on_not_found"], "topics": topics},
                 }
             )
-        except ValidationError as exc:
-            return await _detail(
-                request,
-                agent_id,
-                agent_service,
-                knowledge_service,
-                tool_service,
-                values=values,
-                errors=_settings_errors(exc),
-            )
-        try:
             await agent_service.update(agent_id, data)
+        except ValidationError as exc:
+            errors = _settings_errors(exc)
         except ValidationFailed as exc:  # a variant removed from prompts/ since the page was drawn
-            return await _detail(
-                request,
-                agent_id,
-                agent_service,
-                knowledge_service,
-                tool_service,
-                values=values,
-                errors=app_error_fields(exc),
-            )
-        return redirect(f"/console/agents/{agent_id}", done="agent-saved")
+            errors = app_error_fields(exc)
+        else:
+            return redirect(f"/console/agents/{agent_id}", done="agent-saved")
+        return await _detail(
+            request, agent_id, agent_service, knowledge_service, tool_service, values=values, errors=errors
+        )
 
     @post("/{agent_id:str}/kbs", summary="Assign a knowledge base to the agent")
     async def assign(
@@ -158,7 +144,7 @@ class AgentPages(Controller):
         await agent_service.get(agent_id)
         form = await request.form()
         errors: FieldErrors = {}
-        kb_id = _uuid(form_text(form, "kb_id"), "kb_id", errors, "Choose a knowledge base.")
+        kb_id = parse_uuid(form_text(form, "kb_id"), "kb_id", errors, "Choose a knowledge base.")
         if kb_id is None:
             # The page's list always sends one: only a hand-made request gets here.
             raise ValidationFailed(
@@ -217,14 +203,6 @@ async def _kb_choices(knowledge_service: KnowledgeService) -> list[KnowledgeBase
 
 def _options(kbs: list[KnowledgeBaseRead]) -> list[tuple[str, str]]:
     return [(str(kb.id), kb.title) for kb in kbs]
-
-
-def _uuid(value: str, name: str, errors: FieldErrors, message: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value.strip())
-    except ValueError:
-        errors[name] = message
-        return None
 
 
 def _settings_errors(exc: ValidationError) -> FieldErrors:

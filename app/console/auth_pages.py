@@ -10,6 +10,7 @@ from litestar.params import QueryParameter
 from litestar.response import Template
 
 from app.console import sessions
+from app.console.forms import form_text
 from app.console.security import (
     PREFIX,
     PUBLIC,
@@ -19,7 +20,7 @@ from app.console.security import (
     session_cookie,
     sign_in_cookie,
 )
-from app.console.web import SIGN_IN_PATH, form_text, redirect, render
+from app.console.web import SIGN_IN_PATH, redirect, render
 
 HOME = "/console/knowledge"
 NextPath = Annotated[str, QueryParameter(name="next", max_length=2000)]

@@ -8,27 +8,17 @@ from typing import Any
 
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import FormMultiDict, UploadFile
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Template
-from pydantic import ValidationError
 
-from app.console.web import (
-    FieldErrors,
-    PageNumber,
-    Pager,
-    app_error_fields,
-    form_int,
-    form_text,
-    redirect,
-    render,
-    validation_errors,
-)
+from app.console.forms import FieldErrors, app_error_fields, form_int, form_text, form_values, validated
+from app.console.knowledge_pages import provide_kb
+from app.console.web import PageNumber, Pager, redirect, render
 from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate
 from app.documents.service import DocumentService, DuplicateDocument
 from app.errors import AppError, BadRequest, NotFound
 from app.knowledge.schemas import KnowledgeBaseRead
-from app.knowledge.service import KnowledgeService
 
 DOCUMENTS_PER_PAGE = 50
 CHUNKS_PER_PAGE = 20
@@ -56,17 +46,17 @@ def textarea_text(value: str) -> str:
 
 class DocumentPages(Controller):
     path = "/knowledge/{kb_id:str}"
+    dependencies = {"kb": Provide(provide_kb)}
 
     @get("/", summary="A knowledge base and its documents")
     async def kb_page(
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         context = await _table(document_service, kb_id, page)
         return render(request, "documents/list.html", kb=kb, kb_id=kb_id, **context)
 
@@ -78,22 +68,17 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         context = await _table(document_service, kb_id, page)
         return render(request, "documents/_table.html", kb=kb, kb_id=kb_id, facts_oob=True, **context)
 
     @get("/documents/new", summary="The forms to add documents")
     async def new_page(
-        self,
-        request: Request[Any, Any, Any],
-        kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        self, request: Request[Any, Any, Any], kb: NamedDependency[KnowledgeBaseRead]
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         return _add_forms(request, kb)
 
     @post("/documents/upload", summary="Add documents from uploaded files (several at once)")
@@ -101,17 +86,15 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         form = await request.form()
         files = [f for f in form.getall("files", []) if isinstance(f, UploadFile) and f.filename]
         if not files:
             return _add_forms(request, kb, form="upload", errors={"files": "Choose at least one file."})
-        allow_duplicate = form_text(form, "allow_duplicate") == "1"
         results = [
-            await _upload_one(document_service, kb_id, upload, allow_duplicate=allow_duplicate)
+            await _upload_one(document_service, kb_id, upload, allow_duplicate=_allow_duplicate(form))
             for upload in files
         ]
         added = [doc for _, doc, _ in results if doc is not None]
@@ -131,12 +114,11 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         form = await request.form()
-        values = {name: form_text(form, name) for name in ("url", "title", "description", "sync_interval_s")}
+        values = form_values(form, ("url", "title", "description", "sync_interval_s"))
         errors: FieldErrors = {}
         data: dict[str, Any] = {"url": values["url"], "description": values["description"]}
         if values["title"].strip():
@@ -144,16 +126,11 @@ class DocumentPages(Controller):
         interval = form_int(form, "sync_interval_s", errors)
         if interval is not None:
             data["sync_interval_s"] = interval
-        try:
-            create = DocumentCreateUrl.model_validate(data)
-        except ValidationError as exc:
-            errors = {**validation_errors(exc), **errors}
-        if errors:
+        create, errors = validated(DocumentCreateUrl, data, errors)
+        if create is None or errors:
             return _add_forms(request, kb, form="url", values=values, errors=errors)
         try:
-            doc = await document_service.create_url(
-                kb_id, create, allow_duplicate=form_text(form, "allow_duplicate") == "1"
-            )
+            doc = await document_service.create_url(kb_id, create, allow_duplicate=_allow_duplicate(form))
         except DuplicateDocument as exc:
             return _add_forms(
                 request, kb, form="url", values=values, errors={"url": exc.detail}, status_code=409
@@ -169,27 +146,24 @@ class DocumentPages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         form = await request.form()
-        values = {name: form_text(form, name) for name in ("title", "description", "content", "content_type")}
+        values = form_values(form, _TEXT_FIELDS)
+        create, errors = validated(
+            DocumentCreateText,
+            {
+                "title": values["title"],
+                "description": values["description"],
+                "content": textarea_text(values["content"]),
+                "content_type": values["content_type"] or "text",
+            },
+        )
+        if create is None:
+            return _add_forms(request, kb, form="text", values=values, errors=errors)
         try:
-            create = DocumentCreateText.model_validate(
-                {
-                    "title": values["title"],
-                    "description": values["description"],
-                    "content": textarea_text(values["content"]),
-                    "content_type": values["content_type"] or "text",
-                }
-            )
-        except ValidationError as exc:
-            return _add_forms(request, kb, form="text", values=values, errors=validation_errors(exc))
-        try:
-            doc = await document_service.create_text(
-                kb_id, create, allow_duplicate=form_text(form, "allow_duplicate") == "1"
-            )
+            doc = await document_service.create_text(kb_id, create, allow_duplicate=_allow_duplicate(form))
         except DuplicateDocument as exc:
             return _add_forms(
                 request, kb, form="text", values=values, errors={"content": exc.detail}, status_code=409
@@ -211,11 +185,10 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
         page: PageNumber = 1,
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         chunks = await document_service.chunks(
             kb_id, doc_id, limit=CHUNKS_PER_PAGE, offset=(page - 1) * CHUNKS_PER_PAGE
@@ -252,10 +225,9 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         content = await document_service.editable_content(kb_id, doc_id)
         values = {
@@ -272,38 +244,31 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         current = await document_service.editable_content(kb_id, doc_id)
-        form = await request.form()
-        values = _edit_values(form)
+        values = form_values(await request.form(), _TEXT_FIELDS)
         data: dict[str, Any] = {"title": values["title"], "description": values["description"]}
         # Content is sent on only when it changed: an untouched text box re-indexes nothing.
         content = textarea_text(values["content"])
         if current is not None and (content != current or values["content_type"] != doc.source_kind):
             data["content"] = content
             data["content_type"] = values["content_type"] or None
-        try:
-            update = DocumentUpdate.model_validate(data)
-            await document_service.update(kb_id, doc_id, update)
-        except ValidationError as exc:
-            errors = validation_errors(exc)
-            return _edit_form(request, kb, doc, values=values, editable=current is not None, errors=errors)
-        except AppError as exc:
-            if isinstance(exc, NotFound):
+        update, errors = validated(DocumentUpdate, data)
+        status_code = None
+        if update is not None:
+            try:
+                await document_service.update(kb_id, doc_id, update)
+            except NotFound:
                 raise
-            errors = app_error_fields(exc)
+            except AppError as exc:
+                errors, status_code = app_error_fields(exc), exc.status_code
+        if errors:
+            editable = current is not None
             return _edit_form(
-                request,
-                kb,
-                doc,
-                values=values,
-                editable=current is not None,
-                errors=errors,
-                status_code=exc.status_code,
+                request, kb, doc, values=values, editable=editable, errors=errors, status_code=status_code
             )
         return redirect(f"/console/knowledge/{kb_id}/documents/{doc_id}", done="doc-updated")
 
@@ -323,10 +288,9 @@ class DocumentPages(Controller):
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
         doc_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        kb: NamedDependency[KnowledgeBaseRead],
         document_service: NamedDependency[DocumentService],
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         doc = await document_service.get(kb_id, doc_id)
         return render(request, "documents/delete.html", kb=kb, doc=doc)
 
@@ -379,6 +343,13 @@ async def _upload_one(
 
 
 _ADD_FORMS = ("upload", "url", "text")
+# The fields of the text form, which the edit form shares.
+_TEXT_FIELDS = ("title", "description", "content", "content_type")
+
+
+def _allow_duplicate(form: FormMultiDict) -> bool:
+    """Ticked after a refusal, to add a document whose content the KB already holds."""
+    return form_text(form, "allow_duplicate") == "1"
 
 
 def _add_forms(
@@ -412,10 +383,6 @@ def _add_forms(
         sync_intervals=SYNC_INTERVALS,
         max_upload_mb=request.app.state.settings.limits.max_upload_bytes // (1024 * 1024),
     )
-
-
-def _edit_values(form: FormMultiDict) -> dict[str, str]:
-    return {name: form_text(form, name) for name in ("title", "description", "content", "content_type")}
 
 
 def _edit_form(

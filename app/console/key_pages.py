@@ -10,9 +10,9 @@ from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Template
-from pydantic import ValidationError
 
-from app.console.web import FieldErrors, PageNumber, Pager, form_text, redirect, render, validation_errors
+from app.console.forms import FieldErrors, form_values, validated
+from app.console.web import PageNumber, Pager, redirect, render
 from app.errors import Conflict
 from app.keys.schemas import ApiKeyCreate
 from app.keys.service import ApiKeyService
@@ -46,12 +46,10 @@ class KeyPages(Controller):
     async def create(
         self, request: Request[Any, Any, Any], api_key_service: NamedDependency[ApiKeyService]
     ) -> Template:
-        form = await request.form()
-        values = {"name": form_text(form, "name"), "role": form_text(form, "role")}
-        try:
-            data = ApiKeyCreate.model_validate(values)
-        except ValidationError as exc:
-            return _form(request, values=values, errors=validation_errors(exc))
+        values = form_values(await request.form(), ("name", "role"))
+        data, errors = validated(ApiKeyCreate, values)
+        if data is None:
+            return _form(request, values=values, errors=errors)
         created = await api_key_service.create(data)
         # Rendered, not redirected to: the secret is in this response only (no-store, as
         # every console page), so reloading or going back cannot show it again.

@@ -6,32 +6,40 @@ import uuid
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Template
-from pydantic import ValidationError
 
-from app.console.web import (
-    FieldErrors,
-    PageNumber,
-    Pager,
-    app_error_fields,
-    form_int,
-    form_text,
-    redirect,
-    render,
-    validation_errors,
-)
+from app.console.forms import FieldErrors, app_error_fields, form_int, form_values, validated
+from app.console.web import PageNumber, Pager, redirect, render
 from app.errors import ValidationFailed
-from app.knowledge.schemas import BUILT_IN_LANGUAGES, KnowledgeBaseCreate, KnowledgeBaseUpdate
+from app.knowledge.schemas import (
+    BUILT_IN_LANGUAGES,
+    KnowledgeBaseCreate,
+    KnowledgeBaseRead,
+    KnowledgeBaseUpdate,
+)
 from app.knowledge.service import KnowledgeService
 
 PAGE_SIZE = 25
 LANGUAGES = [(name, name.capitalize()) for name in BUILT_IN_LANGUAGES]
 
 
+async def provide_kb(
+    kb_id: FromPath[uuid.UUID], knowledge_service: NamedDependency[KnowledgeService]
+) -> KnowledgeBaseRead:
+    """The knowledge base a page under ``/knowledge/{kb_id}`` is about (these pages and the
+    document pages): a 404 page for an id this organisation does not have, before anything
+    else is read."""
+    # The one dependency that reads the database: Litestar resolves the dependencies a
+    # handler needs at the same level concurrently, and two reading one session at once
+    # would fail. That is why the handlers read the document themselves.
+    return await knowledge_service.read(kb_id)
+
+
 class KnowledgePages(Controller):
     path = "/knowledge"
+    dependencies = {"kb": Provide(provide_kb)}
 
     @get("/", summary="Knowledge bases")
     async def list_page(
@@ -53,7 +61,7 @@ class KnowledgePages(Controller):
         self, request: Request[Any, Any, Any], knowledge_service: NamedDependency[KnowledgeService]
     ) -> Response[Any]:
         form = await request.form()
-        values = {name: form_text(form, name) for name in _CREATE_FIELDS}
+        values = form_values(form, _CREATE_FIELDS)
         errors: FieldErrors = {}
         data: dict[str, Any] = {
             "title": values["title"],
@@ -62,11 +70,10 @@ class KnowledgePages(Controller):
             "chunk_tokens": form_int(form, "chunk_tokens", errors),
             "chunk_overlap_tokens": form_int(form, "chunk_overlap_tokens", errors),
         }
-        try:
-            create = KnowledgeBaseCreate.model_validate({k: v for k, v in data.items() if v is not None})
-        except ValidationError as exc:
-            return _form(request, values=values, errors={**validation_errors(exc), **errors})
-        if errors:
+        create, errors = validated(
+            KnowledgeBaseCreate, {k: v for k, v in data.items() if v is not None}, errors
+        )
+        if create is None or errors:
             return _form(request, values=values, errors=errors)
         try:
             kb = await knowledge_service.create(create)
@@ -76,12 +83,8 @@ class KnowledgePages(Controller):
 
     @get("/{kb_id:str}/edit", summary="The form to edit a knowledge base")
     async def edit_page(
-        self,
-        request: Request[Any, Any, Any],
-        kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        self, request: Request[Any, Any, Any], kb: NamedDependency[KnowledgeBaseRead]
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         values = {"title": kb.title, "description": kb.description}
         return render(request, "knowledge/edit.html", kb=kb, values=values, errors={})
 
@@ -90,15 +93,12 @@ class KnowledgePages(Controller):
         self,
         request: Request[Any, Any, Any],
         kb_id: FromPath[uuid.UUID],
+        kb: NamedDependency[KnowledgeBaseRead],
         knowledge_service: NamedDependency[KnowledgeService],
     ) -> Response[Any]:
-        kb = await knowledge_service.read(kb_id)
-        form = await request.form()
-        values = {name: form_text(form, name) for name in ("title", "description")}
-        try:
-            data = KnowledgeBaseUpdate.model_validate(values)
-        except ValidationError as exc:
-            errors = validation_errors(exc)
+        values = form_values(await request.form(), ("title", "description"))
+        data, errors = validated(KnowledgeBaseUpdate, values)
+        if data is None:
             return render(
                 request, "knowledge/edit.html", status_code=422, kb=kb, values=values, errors=errors
             )
@@ -107,12 +107,8 @@ class KnowledgePages(Controller):
 
     @get("/{kb_id:str}/delete", summary="Confirm deleting a knowledge base")
     async def delete_page(
-        self,
-        request: Request[Any, Any, Any],
-        kb_id: FromPath[uuid.UUID],
-        knowledge_service: NamedDependency[KnowledgeService],
+        self, request: Request[Any, Any, Any], kb: NamedDependency[KnowledgeBaseRead]
     ) -> Template:
-        kb = await knowledge_service.read(kb_id)
         return render(request, "knowledge/delete.html", kb=kb)
 
     @post("/{kb_id:str}/delete", summary="Delete a knowledge base, its documents and chunks")

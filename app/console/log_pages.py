@@ -15,7 +15,8 @@ from litestar.params import FromPath, QueryParameter
 from litestar.response import Template
 
 from app.agents.service import AgentService
-from app.console.web import FieldErrors, PageNumber, Pager, render
+from app.console.forms import FieldErrors, parse_uuid
+from app.console.web import PageNumber, Pager, render
 from app.query.query_log import QueryLogService
 
 PAGE_SIZE = 50
@@ -142,12 +143,9 @@ class LogPages(Controller):
 def _filters(*, agent_id: str, status: str, calls: str, since: str, until: str) -> Filters:
     values = {"agent_id": agent_id.strip(), "status": status, "calls": calls, "since": since, "until": until}
     errors: FieldErrors = {}
-    agent: uuid.UUID | None = None
+    agent = None
     if values["agent_id"]:
-        try:
-            agent = uuid.UUID(values["agent_id"])
-        except ValueError:
-            errors["agent_id"] = "Choose an agent."
+        agent = parse_uuid(values["agent_id"], "agent_id", errors, "Choose an agent.")
     if status not in {value for value, _ in STATUSES}:
         errors["status"] = "Choose a status from the list."
     if calls not in _EVALUATION:

@@ -5,7 +5,6 @@ JavaScript the form posts and the whole page comes back with them."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from litestar import Controller, Request, get, post
@@ -14,8 +13,9 @@ from litestar.response import Template
 from pydantic import ValidationError
 
 from app.agents.service import AgentService
+from app.console.forms import FieldErrors, app_error_fields, form_values, parse_uuid, validation_errors
 from app.console.log_pages import Text, agent_options
-from app.console.web import FieldErrors, app_error_fields, form_text, is_htmx, render, validation_errors
+from app.console.web import is_htmx, render
 from app.errors import ValidationFailed
 from app.query.playground import PlaygroundService
 from app.query.schemas import PlaygroundRequest, PlaygroundResponse
@@ -45,13 +45,9 @@ class PlaygroundPages(Controller):
         playground_service: NamedDependency[PlaygroundService],
     ) -> Template:
         form = await request.form()
-        values = {name: form_text(form, name) for name in _FIELDS}
+        values = form_values(form, _FIELDS)
         errors: FieldErrors = {}
-        agent_id: uuid.UUID | None = None
-        try:
-            agent_id = uuid.UUID(values["agent_id"].strip())
-        except ValueError:
-            errors["agent_id"] = "Choose an agent."
+        agent_id = parse_uuid(values["agent_id"], "agent_id", errors, "Choose an agent.")
         data: PlaygroundRequest | None = None
         try:
             data = PlaygroundRequest.model_validate(

@@ -1,5 +1,5 @@
 """What every console page uses: rendering with the common context, pagination, flash
-messages, form helpers, and errors rendered as pages."""
+messages, and errors rendered as pages (reading forms: forms.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,13 @@ from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from litestar import Request, Response
-from litestar.datastructures import FormMultiDict
 from litestar.exceptions import HTTPException
 from litestar.params import QueryParameter
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, Template
 from litestar.template import TemplateConfig
-from pydantic import ValidationError
 
 from app.console.security import SESSION_COOKIE, SignInRequired, console_session, removed_cookie
-from app.errors import AppError
 from app.exception_handlers import HANDLERS
 
 log = logging.getLogger(__name__)
@@ -133,42 +130,6 @@ class Pager:
     @property
     def last_item(self) -> int:
         return min(self.total, self.offset + self.size)
-
-
-# -- forms ---------------------------------------------------------------------------------
-
-FieldErrors = dict[str, str]
-
-
-def form_text(form: FormMultiDict, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
-
-
-def form_int(form: FormMultiDict, name: str, errors: FieldErrors) -> int | None:
-    """A whole number from a text field; empty is None; anything else is an error on it."""
-    raw = form_text(form, name).strip()
-    if not raw:
-        return None
-    if not raw.isascii() or not raw.lstrip("-").isdigit() or len(raw) > 12:
-        errors[name] = "Enter a whole number."
-        return None
-    return int(raw)
-
-
-def validation_errors(exc: ValidationError) -> FieldErrors:
-    errors: FieldErrors = {}
-    for err in exc.errors():
-        name = str(err["loc"][0]) if err["loc"] else "form"
-        errors.setdefault(name, err["msg"])
-    return errors
-
-
-def app_error_fields(exc: AppError) -> FieldErrors:
-    """The fields a service's error names (``extra``), else the whole form."""
-    fields = exc.extra if isinstance(exc.extra, list) else []
-    named = {str(f["field"]): str(f["message"]) for f in fields if isinstance(f, dict) and "field" in f}
-    return named or {"form": exc.detail}
 
 
 # -- errors as pages -----------------------------------------------------------------------

@@ -45,6 +45,7 @@ from app.crawl.site import (
     same_site,
 )
 from app.db.engine import raw_connection
+from app.db.leasing import release_leases, stop_loops
 from app.ingestion.fetch import BlockedURL, Fetcher, FetchError, FetchResult, Resolver, UnsupportedContentType
 
 log = logging.getLogger(__name__)
@@ -563,18 +564,8 @@ class CrawlLoop:
         """Stop taking crawls; a run still going after ``grace_s`` is released to the queue,
         to start again (cheaply: its pages are re-fetched conditionally) wherever it is taken."""
         self._stopping = True
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        try:
-            async with raw_connection(self.runner.engine) as conn:
-                await conn.execute(RELEASE_SQL, self.runner.owner)
-        except Exception:  # noqa: BLE001 - leases expire on their own if the database is gone
-            log.warning("could not release crawl leases on shutdown; they will expire")
+        await stop_loops(self._tasks, grace_s=grace_s)
+        await release_leases(self.runner.engine, RELEASE_SQL, self.runner.owner, what="crawl leases")
         await self.runner.aclose()
 
     async def _loop(self, index: int) -> None:

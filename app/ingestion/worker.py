@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
 import uuid
-from typing import Any
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import raw_connection
+from app.db.leasing import listen, release_leases, sleep_until_woken, stop_loops
 from app.ingestion.pipeline import Ingestor
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,14 @@ class WorkerPool:
 
     async def start(self) -> None:
         await self.ingestor.maintenance(self.ingestor.embedder.model_key)
-        await self._listen()
+        self._listener = await listen(
+            self.ingestor.engine,
+            INGESTION_CHANNEL,
+            LISTENER_NAME,
+            self._wake,
+            what="queued documents",
+            poll_s=self.poll_interval_s,
+        )
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"ingest-{i}") for i in range(self.concurrency)
         ]
@@ -72,44 +78,10 @@ class WorkerPool:
         the leases of anything unfinished so another worker takes it at once."""
         self._stopping = True
         self._wake.set()
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.close(timeout=5)
-        if self._maintenance is not None:
-            # Housekeeping has nothing to finish; waiting for its sleep to end held every
-            # shutdown for the whole grace period.
-            self._maintenance.cancel()
-            await asyncio.gather(self._maintenance, return_exceptions=True)
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        try:
-            async with raw_connection(self.ingestor.engine) as conn:
-                released = await conn.execute(RELEASE_SQL, self.ingestor.owner)
-            if not released.endswith(" 0"):
-                log.info("released leases on shutdown: %s", released)
-        except Exception:  # noqa: BLE001 - leases expire on their own if the database is gone
-            log.warning("could not release leases on shutdown; they will expire")
-
-    async def _listen(self) -> None:
-        # Its own connection, outside the pool: a listening connection is held for the
-        # pool's whole life and must not be reset or handed to anyone else.
-        url = self.ingestor.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        try:
-            self._listener = await asyncpg.connect(
-                url, timeout=10, server_settings={"application_name": LISTENER_NAME}
-            )
-            await self._listener.add_listener(INGESTION_CHANNEL, self._notified)
-        except Exception:  # noqa: BLE001 - polling still finds the work
-            log.warning("cannot listen for queued documents; polling every %.1f s", self.poll_interval_s)
-            self._listener = None
-
-    def _notified(self, *args: Any) -> None:
-        self._wake.set()
+        await stop_loops(
+            self._tasks, grace_s=grace_s, listener=self._listener, housekeeping=self._maintenance
+        )
+        await release_leases(self.ingestor.engine, RELEASE_SQL, self.ingestor.owner, what="leases")
 
     async def _loop(self, index: int) -> None:
         while not self._stopping:
@@ -120,9 +92,7 @@ class WorkerPool:
                 await asyncio.sleep(self.poll_interval_s)
                 continue
             if not claimed:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval_s)
+                await sleep_until_woken(self._wake, self.poll_interval_s)
                 continue
             for doc in claimed:
                 outcome = await self.ingestor.process(doc)

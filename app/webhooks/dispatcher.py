@@ -14,7 +14,6 @@ on ``WEBHOOK_CHANNEL`` when an event is queued, and otherwise polling.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import json
@@ -33,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import WebhookSettings
 from app.db.engine import raw_connection
+from app.db.leasing import listen, release_leases, sleep_until_woken, stop_loops
 from app.ingestion.fetch import BlockedURL, FetchError, IntranetAccess, Resolver, pinned_urls
 from app.webhooks.repository import (
     CLAIM_SQL,
@@ -249,7 +249,14 @@ class WebhookDispatcher:
         self._wake.set()
 
     async def start(self) -> None:
-        await self._listen()
+        self._listener = await listen(
+            self.engine,
+            WEBHOOK_CHANNEL,
+            LISTENER_NAME,
+            self._wake,
+            what="webhook events",
+            poll_s=self.settings.poll_interval_s,
+        )
         self._tasks = [
             asyncio.create_task(self._loop(i), name=f"webhooks-{i}") for i in range(self.settings.concurrency)
         ]
@@ -259,44 +266,12 @@ class WebhookDispatcher:
         """Stop taking work, let attempts under way finish within ``grace_s``, put back the rest."""
         self._stopping = True
         self._wake.set()
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.close(timeout=5)
-        if self._pruning is not None:
-            # Nothing to finish there; waiting for its sleep would hold the shutdown.
-            self._pruning.cancel()
-            await asyncio.gather(self._pruning, return_exceptions=True)
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        try:
-            async with raw_connection(self.engine) as conn:
-                await conn.execute(RELEASE_SQL, self.owner)
-        except Exception:  # noqa: BLE001 - leases expire on their own if the database is gone
-            log.warning("could not release webhook leases on shutdown; they will expire")
+        await stop_loops(self._tasks, grace_s=grace_s, listener=self._listener, housekeeping=self._pruning)
+        await release_leases(self.engine, RELEASE_SQL, self.owner, what="webhook leases")
         await self.aclose()
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-    async def _listen(self) -> None:
-        # Its own connection, outside the pool, held for the dispatcher's whole life.
-        url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        try:
-            self._listener = await asyncpg.connect(
-                url, timeout=10, server_settings={"application_name": LISTENER_NAME}
-            )
-            await self._listener.add_listener(WEBHOOK_CHANNEL, self._notified)
-        except Exception:  # noqa: BLE001 - polling still finds the work
-            log.warning(
-                "cannot listen for webhook events; polling every %.1f s", self.settings.poll_interval_s
-            )
-            self._listener = None
-
-    def _notified(self, *args: Any) -> None:
-        self._wake.set()
 
     async def _loop(self, index: int) -> None:
         while not self._stopping:
@@ -306,9 +281,7 @@ class WebhookDispatcher:
                 log.warning("webhook loop %d could not claim deliveries; retrying", index, exc_info=True)
                 outcomes = []
             if not outcomes:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_interval_s)
+                await sleep_until_woken(self._wake, self.settings.poll_interval_s)
                 continue
             # More may be due for a loop that just went to sleep.
             self._wake.set()

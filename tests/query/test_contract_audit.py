@@ -538,3 +538,45 @@ async def test_the_console_shows_documents_outside_their_window_as_such(
         in shown
     )
     assert "<dt>Effective from</dt>" not in shown
+
+
+# --- fixed filters belong to one organisation's agent ----------------------------------------
+
+
+async def test_another_organisations_fixed_filters_never_reach_this_agent(
+    client, org, other_org, drain_queue
+):
+    agent = await _tagged_agent(client, org, drain_queue)
+    fixed = {"prompt_variant": None, "filters": {"attributes": {"locale": "en-US"}}}
+    r = await client.put(f"/api/agents/{agent}/settings", json=fixed, headers=other_org.headers)
+    assert r.status_code == 404
+    # The same agent id made theirs (a KB of theirs assigned), with their own fixed filters.
+    theirs = await create_kb(client, other_org.headers, "Their help")
+    await create_text_doc(
+        client,
+        other_org.headers,
+        theirs["id"],
+        title="Their parking",
+        content="Park on level 9.",
+        attributes={"locale": "en-US"},
+    )
+    r = await client.put(
+        f"/api/knowledge/{theirs['id']}/agents", json={"agent_ids": [agent]}, headers=other_org.headers
+    )
+    assert r.status_code == 200, r.text
+    assert await drain_queue() == {"ready": 1}
+    r = await client.put(f"/api/agents/{agent}/settings", json=fixed, headers=other_org.headers)
+    assert r.status_code == 200, r.text
+
+    mine = await ask(client, org.headers, agent, {"query": "Where can I park?"}, debug="true")
+    assert mine["debug"]["filters"] is None
+    assert {c["title"] for c in mine["debug"]["candidates"]} == {"Practice FAQ", "US parking"}
+    r = await client.get(f"/api/agents/{agent}/settings", headers=org.headers)
+    assert r.json()["filters"] is None
+    their_reply = await ask(client, other_org.headers, agent, {"query": "Where can I park?"}, debug="true")
+    assert their_reply["debug"]["filters"] == {
+        "request": None,
+        "agent": {"attributes": {"locale": "en-US"}},
+        "hidden_documents": 0,
+    }
+    assert {c["title"] for c in their_reply["debug"]["candidates"]} == {"Their parking"}

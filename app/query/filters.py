@@ -22,7 +22,8 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic_core import PydanticCustomError
 
 from app.documents.attributes import MAX_ATTRIBUTES, MAX_TAGS, AttributeKey, AttributeValue, Tag
 from app.errors import ValidationFailed
@@ -44,12 +45,32 @@ class ValueIn(Input):
     in_: ValueList = Field(alias="in", description="One of these values.")
 
 
+def _one_condition(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """An attribute condition's error names the attribute and what was wrong with the form it
+    was sent in, not the members of the union pydantic tried (``ValueIn``,
+    ``function-after[...]``)."""
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        detail = 'expected a string, or {"in": [strings]}'
+        sent_as = [e for e in exc.errors() if (e["loc"][:1] == ("ValueIn",)) == isinstance(value, dict)]
+        if isinstance(value, str | dict) and sent_as:
+            error = sent_as[0]
+            where = ".".join(str(part) for part in error["loc"][1:])
+            detail = f"{where}: {error['msg']}" if where else error["msg"]
+        # Passed as context, not as the template: the message may hold braces.
+        raise PydanticCustomError("attribute_condition", "{detail}", {"detail": detail}) from None
+
+
+Condition = Annotated[AttributeValue | ValueIn | None, WrapValidator(_one_condition)]
+
+
 class QueryFilters(Input):
     """The documents a call may retrieve; every part must hold."""
 
     tags: TagFilter | None = None
     attributes: Annotated[
-        dict[AttributeKey, AttributeValue | ValueIn | None],
+        dict[AttributeKey, Condition],
         Field(max_length=MAX_ATTRIBUTES, json_schema_extra={"additionalProperties": False}),
     ] = Field(
         default_factory=dict,

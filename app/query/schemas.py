@@ -179,19 +179,21 @@ class KnowledgeGap(BaseModel):
     max_confidence: float
 
 
-ToolUnavailable = Literal["no_knowledge_base", "no_documents", "no_ready_documents"]
+ToolUnavailable = Literal["no_knowledge_base", "no_documents", "no_ready_documents", "no_active_documents"]
 
 
 class ToolRead(BaseModel):
     format: Literal["openai-realtime", "openai-chat", "gemini"]
     available: bool = Field(
         description="Whether query_knowledge can answer: some knowledge base assigned to the agent holds a "
-        "ready document. When false, leave the tool and the instructions out of the voice session."
+        "ready document inside its validity window that the agent's fixed filters keep. When false, "
+        "leave the tool and the instructions out of the voice session."
     )
     reason: ToolUnavailable | None = Field(
         description="Why it cannot (null when `available`): `no_knowledge_base` (none assigned), "
         "`no_documents` (the assigned knowledge bases hold no document), `no_ready_documents` (their "
-        "documents are all pending, processing or failed)."
+        "documents are all pending, processing or failed), `no_active_documents` (documents with text "
+        "exist, but every one is outside its validity window or excluded by the agent's fixed filters)."
     )
     tool: dict[str, Any] = Field(description="The function declaration, in the requested format.")
     instructions: str = Field(

@@ -24,45 +24,61 @@ from app.query.tool_declaration import (
     tool_definition,
 )
 
-# The agent's KBs and the documents that answer (those with chunks: ready ones, and ones
-# whose new version is pending or failed while their previous chunks stay live), in one
-# statement, scoped to the organisation. The summary's budget holds about a hundred titles
-# in all, so no more than that is read per KB: an agent over 100,000 documents would
-# otherwise load them all and take half a second to summarise them. Each KB row also says
-# whether the KB can answer (its chunk count, which query_knowledge reads too) and whether
-# it holds any document, for the declaration's `available` and `reason`.
+# A document can answer this agent's calls when it has chunks (a ready one, or one whose new
+# version is pending or failed while its previous chunks stay live), is inside its validity
+# window now, and passes the agent's fixed filters: the same rules query_knowledge applies
+# (app/query/repository.py), so the declaration never offers what a call cannot find.
+_SELECTABLE = """(d.effective_from IS NULL OR d.effective_from <= now())
+    AND (d.expires_at IS NULL OR d.expires_at > now())
+    AND documents_match(d.tags, d.attributes, agent.clauses)"""
+_ANSWERS = f"d.chunk_count > 0 AND {_SELECTABLE}"
+_AGENT_CLAUSES = """agent AS (
+    SELECT coalesce(
+        (SELECT filter_clauses FROM agents WHERE org_id = :org AND agent_id = :agent), '[]'::jsonb
+    ) AS clauses
+)"""
+
+# The agent's KBs and the documents that answer, in one statement, scoped to the
+# organisation. The summary's budget holds about a hundred titles in all, so no more than
+# that is read per KB: an agent over 100,000 documents would otherwise load them all and
+# take half a second to summarise them. Each KB row also says whether it can answer,
+# whether it has chunks at all and whether it holds any document, for the declaration's
+# `available` and `reason`.
 DOCUMENTS_PER_KB = 100
 AGENT_TOPICS_SQL = text(f"""
-SELECT kb.id, kb.title, kb.description, kb.chunk_count > 0 AS answers,
+WITH {_AGENT_CLAUSES}
+SELECT kb.id, kb.title, kb.description,
+       EXISTS (SELECT 1 FROM documents d WHERE d.kb_id = kb.id AND {_ANSWERS}) AS answers,
+       kb.chunk_count > 0 AS has_chunks,
        EXISTS (SELECT 1 FROM documents WHERE kb_id = kb.id) AS has_documents,
-       d.title AS doc_title, d.description AS doc_description
-FROM agent_assignments a
+       t.title AS doc_title, t.description AS doc_description
+FROM agent, agent_assignments a
 JOIN knowledge_bases kb ON kb.id = a.kb_id AND kb.org_id = a.org_id
 LEFT JOIN LATERAL (
-    SELECT title, description, created_at, id FROM documents
-    WHERE kb_id = kb.id AND chunk_count > 0
-    ORDER BY created_at, id
+    SELECT d.title, d.description, d.created_at, d.id FROM documents d
+    WHERE d.kb_id = kb.id AND {_ANSWERS}
+    ORDER BY d.created_at, d.id
     LIMIT {DOCUMENTS_PER_KB}
-) d ON true
+) t ON true
 WHERE a.org_id = :org AND a.agent_id = :agent
-ORDER BY kb.created_at, kb.id, d.created_at, d.id
+ORDER BY kb.created_at, kb.id, t.created_at, t.id
 """)
 
-# What the agent's filters can select: the tags and attribute values of its KBs' documents
-# that have not expired, each with how many documents have it (attribute keys the most
-# common first), at most MAX_ENUM + 1 values per key (one more says "too many to list").
+# What the agent's filters can select: the tags and attribute values of the documents inside
+# their window that the agent's fixed filters keep, chunks or not yet (a document being
+# ingested is about to answer), at most MAX_ENUM + 1 values per key (one more says "too many
+# to list").
 FILTER_VALUES_SQL = text(f"""
-WITH docs AS (
-    SELECT d.tags, d.attributes FROM agent_assignments a
+WITH {_AGENT_CLAUSES}, docs AS (
+    SELECT d.tags, d.attributes FROM agent, agent_assignments a
     JOIN documents d ON d.kb_id = a.kb_id AND d.org_id = a.org_id
-    WHERE a.org_id = :org AND a.agent_id = :agent AND (d.expires_at IS NULL OR d.expires_at > now())
+    WHERE a.org_id = :org AND a.agent_id = :agent AND {_SELECTABLE}
 ), pairs AS (
     SELECT NULL::text AS key, t AS value FROM docs, unnest(docs.tags) AS t
     UNION ALL
     SELECT a.key, a.value FROM docs, jsonb_each_text(docs.attributes) AS a
 ), ranked AS (
-    SELECT key, value, row_number() OVER (PARTITION BY key ORDER BY value) AS n,
-           count(*) OVER (PARTITION BY key) AS documents
+    SELECT key, value, row_number() OVER (PARTITION BY key ORDER BY value) AS n
     FROM (SELECT DISTINCT key, value FROM pairs) v
 )
 SELECT key, value FROM ranked WHERE n <= {MAX_ENUM + 1}
@@ -111,10 +127,11 @@ class ToolService:
         (None when it can), from one statement."""
         rows = (await self.session.execute(AGENT_TOPICS_SQL, {"org": self.org_id, "agent": agent_id})).all()
         kbs: dict[uuid.UUID, tuple[str, str, list[DocumentInfo]]] = {}
-        answers = has_documents = False
+        answers = has_chunks = has_documents = False
         for r in rows:
             entry = kbs.setdefault(r.id, (r.title, r.description, []))
             answers |= r.answers
+            has_chunks |= r.has_chunks
             has_documents |= r.has_documents
             if r.doc_title is not None:
                 entry[2].append(DocumentInfo(title=r.doc_title, description=r.doc_description))
@@ -123,10 +140,13 @@ class ToolService:
             return topics, None
         if not kbs:
             return topics, "no_knowledge_base"
+        if has_chunks:
+            return topics, "no_active_documents"
         return topics, "no_ready_documents" if has_documents else "no_documents"
 
     async def filter_info(self, agent_id: uuid.UUID) -> FilterInfo:
-        """The tags and attribute values the agent's documents have, for the declaration."""
+        """The tags and attribute values of the documents that can answer the agent, for the
+        declaration; attribute keys in alphabetical order, the first MAX_FILTER_KEYS."""
         rows = (await self.session.execute(FILTER_VALUES_SQL, {"org": self.org_id, "agent": agent_id})).all()
         values: dict[str | None, list[str]] = {}
         for r in rows:

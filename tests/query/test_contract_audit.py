@@ -399,14 +399,9 @@ async def test_unavailable_is_said_even_under_a_transferring_policy(
     ]
 
 
-# --- found by this audit, to fix in app/query/ (xfail until then) ------------------------------
+# --- found by the audit of issue 19 -------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the attribute condition is a plain union: pydantic names its members in the error's "
-    "field (function-after[_strip(), constrained-str], ValueIn) and message (app/query/filters.py)",
-)
 @pytest.mark.parametrize(
     ("condition", "fields"),
     [
@@ -446,11 +441,6 @@ async def _shop(client: Any, org: Any, drain_queue: Any, *windows: dict[str, Any
 EXPIRED = {"expires_at": "2020-01-01T00:00:00Z"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the declaration's `available` counts a KB's chunks, expired documents' included "
-    "(AGENT_TOPICS_SQL in app/query/tool_service.py)",
-)
 async def test_a_tool_whose_every_document_expired_is_unavailable(client, org, drain_queue):
     agent, tool = await _shop(client, org, drain_queue, EXPIRED)
     body = await ask(client, org.headers, agent, {"query": "How long do returns take?"})
@@ -458,22 +448,12 @@ async def test_a_tool_whose_every_document_expired_is_unavailable(client, org, d
     assert (tool["available"], tool["reason"]) == (False, "no_active_documents")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the knowledge summary lists the titles of expired documents (AGENT_TOPICS_SQL in "
-    "app/query/tool_service.py reads every document with chunks)",
-)
 async def test_the_instructions_name_no_expired_document(client, org, drain_queue):
     _, tool = await _shop(client, org, drain_queue, EXPIRED, {})
     assert "Shipping times" in tool["instructions"]
     assert "Old returns policy" not in tool["instructions"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FILTER_VALUES_SQL (app/query/tool_service.py) lists the values of documents the "
-    "agent's fixed filters hide: the voice model is offered choices that only ever hear not_found",
-)
 async def test_the_declaration_offers_no_value_the_agents_fixed_filters_exclude(client, org, drain_queue):
     agent = await _tagged_agent(client, org, drain_queue)
     r = await client.put(

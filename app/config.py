@@ -230,7 +230,7 @@ class QuerySettings(BaseModel):
         "below this retrieval confidence the reply is not_found and the LLM is not called.",
     )
     min_answer_confidence: float = Field(
-        0.38,
+        0.39,
         ge=0,
         le=1,
         description="Offline default (minilm): below this calibrated confidence, the chance that the "

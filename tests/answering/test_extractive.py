@@ -181,7 +181,7 @@ def test_better_ranked_passage_breaks_a_tie() -> None:
         Passage("Adult tickets cost 15 dollars.", None, 0.8),
     ]
     answer = extractive_answer("How much do adult tickets cost?", passages)
-    assert answer == ExtractiveAnswer("Adult tickets cost 12 dollars.", 1.0, 0, wants="number")
+    assert answer == ExtractiveAnswer("Adult tickets cost 12 dollars.", 1.0, 0, wants="price")
 
 
 def test_title_breaks_a_tie() -> None:
@@ -289,8 +289,13 @@ def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
 @pytest.mark.parametrize(
     ("question", "fact"),
     [
-        ("How much is a root canal?", "number"),
-        ("What's the late cancellation fee?", "number"),
+        ("How much is a root canal?", "price"),
+        ("What's the late cancellation fee?", "price"),
+        ("So um how much would it be to rent a mat?", "price"),
+        ("How much oxygen is in the air?", "number"),  # a quantity, not a price
+        ("How far is the car park?", "number"),
+        ("How many books can I borrow?", "count"),
+        ("How long does a cleaning take?", "duration"),
         ("What are your opening hours?", "time"),
         ("When do you close on Fridays?", "time"),
         ("Are you open on Saturdays?", None),
@@ -322,11 +327,53 @@ def test_a_sentence_without_the_fact_asked_for_loses_to_one_with_it() -> None:
     answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
     assert answer is not None
     assert answer.text == "A root canal on a front tooth costs 700 dollars."
-    assert answer.wants == "number"
+    assert answer.wants == "price"
     assert answer.has_wanted is True
     alone = extractive_answer(question, passages[:1], semantics=_semantics(question, passages[:1]))
     assert alone is not None
     assert alone.has_wanted is False
+
+
+def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
+    passages = [Passage("We offer a one-visit in-office whitening treatment.", "Whitening", 1.0, "Whitening")]
+    question = "How much is teeth whitening?"
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.wants == "price"
+    assert answer.has_wanted is False
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence"),
+    [
+        ("How much is a mat?", "Mat rental, $3."),
+        ("What's the fee for a lost card?", "A replacement card costs 2 pounds."),
+        ("How much is parking?", "Parking is free for patients."),
+        ("How long does the first visit take?", "Your first visit takes about an hour."),
+        ("How many people fit in the room?", "The room seats twelve people."),
+    ],
+)
+def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, sentence: str) -> None:
+    passages = [Passage(sentence, None, 1.0)]
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.has_wanted is True
+
+
+def test_the_spread_says_how_far_the_best_sentence_stands_out() -> None:
+    passage = Passage(
+        "A white filling costs 150 dollars per tooth. Our waiting room has free Wi-Fi. The car park is at the back.",
+        "Prices",
+        1.0,
+    )
+    question = "How much is a filling?"
+    semantics = _semantics(question, [passage])
+    answer = extractive_answer(question, [passage], semantics=semantics)
+    assert answer is not None
+    assert answer.text.startswith("A white filling costs 150 dollars")
+    cosines = [float(semantics.question[0] @ semantics.sentences[s]) for s in split_sentences(passage.text)]
+    assert answer.spread == pytest.approx(max(cosines) - sum(cosines) / 3, abs=1e-3)
+    assert answer.spread > 0.2
 
 
 def test_an_faq_entrys_first_sentence_joins_its_second() -> None:

@@ -92,6 +92,9 @@ async def test_a_sentence_that_only_names_the_subject_is_no_answer(client, org, 
         "has_wanted",
         "lead",
         "vector_lead",
+        "spread",
+        "low_match",
+        "no_amount",
         "confidence",
     }
 
@@ -99,13 +102,13 @@ async def test_a_sentence_that_only_names_the_subject_is_no_answer(client, org, 
 async def test_an_unrelated_question_is_not_found_with_a_low_confidence(client, org, clinic):
     body = await ask(client, org, clinic["agent"], "What's the capital of Peru?")
     assert body["status"] == "not_found"
-    assert body["confidence"] < 0.25  # well under the gate (0.38)
+    assert body["confidence"] < 0.25  # well under the gate (0.39)
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="known miss: a restaurant booking 'at seven tonight' meets the clinic's opening hours "
-    "above the 0.38 gate (docs/EMBEDDINGS.md)",
+    "above the 0.39 gate (docs/EMBEDDINGS.md)",
 )
 async def test_a_booking_for_another_business_is_not_found(client, org, clinic):
     body = await ask(client, org, clinic["agent"], "Can I book a table for two at seven tonight?")

@@ -63,6 +63,9 @@ def calibrated_confidence(
     ``vector_rank`` is the chosen passage's rank on the vector side of retrieval."""
     if evidence is None or evidence.match is None:
         return 0.0, {"confidence": 0.0}
+    if evidence.off_subject:
+        # Certainly about something else (extractive._off_subject): never worth speaking.
+        return 0.0, {"off_subject": 1.0, "confidence": 0.0}
     features = {
         "match": evidence.match,
         "margin": min(evidence.margin, _MARGIN_CAP),

@@ -10,7 +10,9 @@ Sentences are chosen by meaning when the offline embedder gives sentence vectors
 and with the part of it that asks (a caller's preamble left out), plus the lexical overlap
 and whether the sentence holds the kind of fact asked for (a price, a time, a number). A
 sentence that names the question's subject without the fact asked for ("Dr. Chen
-specialises in root canals" for "how much is a root canal?") loses on the last count.
+specialises in root canals" for "how much is a root canal?") loses on the last count, and
+an answer that holds the fact but not the subject, when the passages name the subject only
+without it (a filling's price for "how much are implants?"), is flagged ``off_subject``.
 
 The lexical overlap is cheap (it runs during a live call): question and sentences are
 reduced to lower-case, lightly stemmed content words; each question word is weighted by an

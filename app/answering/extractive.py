@@ -174,6 +174,10 @@ _RUNNER_UP_MARGIN = 0.08
 _FACT_WORDS = frozenset(
     {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
 )
+# Stems sharing this many first letters, one extending the other, count as one word for the
+# subject check ("botanic" and "botanical"; "office" and "officer" too, which only makes it
+# more cautious).
+_MIN_SHARED_STEM = 5
 # An asking clause shorter than this ("how?") leans on the preamble: the whole turn is read.
 _MIN_FOCUS_WORDS = 3
 # Fillers are dropped only where a clause opens: inside one, "so", "like" or "well" mean
@@ -523,7 +527,8 @@ def _off_subject(
     its sentences, the sentence before each (a pronoun's antecedent), their headings or
     titles; and no sentence that names one holds the fact. "How much do dental implants
     cost?" against "we offer ... dental implants" and a price list without them: the
-    knowledge base knows implants, not their price. Stems compare ("implant", "implants").
+    knowledge base knows implants, not their price. Stems compare ("implant", "implants"),
+    and the answer names a word when it holds one extending it ("botanic", "botanical").
     Subject words found nowhere say nothing: the caller may have used another word."""
     if wants is None:
         return False
@@ -540,10 +545,10 @@ def _off_subject(
     if not specific:
         return False
     for sentence in chosen:
-        mentioned = sentence.matched | heading_terms[sentence.passage]
+        mentioned = _term_set(sentence.text) | heading_terms[sentence.passage]
         if sentence.position > 0:
-            mentioned = mentioned | by_passage[sentence.passage][sentence.position - 1].matched
-        if not mentioned.isdisjoint(specific):
+            mentioned |= _term_set(by_passage[sentence.passage][sentence.position - 1].text)
+        if any(_same_word(term, word) for term in specific for word in mentioned):
             return False
     return not any(
         _has_fact(sentence.text, wants)
@@ -551,6 +556,14 @@ def _off_subject(
         for sentence in sentences
         if not heading.isdisjoint(specific) or not sentence.matched.isdisjoint(specific)
     )
+
+
+def _same_word(stem: str, other: str) -> bool:
+    """Whether two stems are the same word, or one extends the other where the light stemmer
+    stops short ("botanic", "botanical"): in doubt, the subject counts as named."""
+    if len(stem) > len(other):
+        stem, other = other, stem
+    return other.startswith(stem) and (len(stem) == len(other) or len(stem) >= _MIN_SHARED_STEM)
 
 
 def _heading_terms(passage: Passage) -> set[str]:

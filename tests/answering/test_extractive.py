@@ -404,8 +404,17 @@ def test_a_price_read_for_a_subject_the_passages_name_without_one_is_off_subject
         ("How much is a crown?", [PRICE_LIST, TREATMENTS]),
         # Words in every passage (the practice's name) single nothing out.
         ("How much is Sunrise?", [PRICE_LIST, TREATMENTS]),
+        # "music" is "musical" where the stemmer stops short: in doubt, the subject is named.
+        (
+            "How much do musical instruments cost?",
+            [
+                Passage("Music tuition costs 30 dollars an hour.", "Prices", 1.0),
+                Passage("Our musical theatre group rehearses on Fridays.", "Clubs", 0.9),
+                Passage("The hall is closed in August.", "Hall", 0.8),
+            ],
+        ),
     ],
-    ids=["named", "yes-no", "not in the passages", "in every passage"],
+    ids=["named", "yes-no", "not in the passages", "in every passage", "a longer form named"],
 )
 def test_the_subject_check_says_nothing_unless_it_is_certain(question: str, passages: list[Passage]) -> None:
     assert _answer(question, passages).off_subject is False

@@ -10,7 +10,9 @@ Sentences are chosen by meaning when the offline embedder gives sentence vectors
 and with the part of it that asks (a caller's preamble left out), plus the lexical overlap
 and whether the sentence holds the kind of fact asked for (a price, a time, a number). A
 sentence that names the question's subject without the fact asked for ("Dr. Chen
-specialises in root canals" for "how much is a root canal?") loses on the last count.
+specialises in root canals" for "how much is a root canal?") loses on the last count, and
+an answer that holds the fact but not the subject, when the passages name the subject only
+without it (a filling's price for "how much are implants?"), is flagged ``off_subject``.
 
 The lexical overlap is cheap (it runs during a live call): question and sentences are
 reduced to lower-case, lightly stemmed content words; each question word is weighted by an
@@ -89,6 +91,10 @@ class ExtractiveAnswer:
     # sentence that stands out answers more often than the best of a flat field (a
     # question the passages only brush against).
     spread: float = 0.0
+    # Certainly about something else: a fact is asked (a price, a time...), the passages
+    # name the question's subject, only in sentences without that fact, and the answer does
+    # not name it: the knowledge base knows the subject but not its price (_off_subject).
+    off_subject: bool = False
     # Every passage a chosen sentence came from, passage_index first (a runner-up may come
     # from another): the reply's sources list them first. Left out of equality: it follows
     # from the chosen sentences, as `text` does.
@@ -168,6 +174,10 @@ _RUNNER_UP_MARGIN = 0.08
 _FACT_WORDS = frozenset(
     {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
 )
+# Stems sharing this many first letters, one extending the other, count as one word for the
+# subject check ("botanic" and "botanical"; "office" and "officer" too, which only makes it
+# more cautious).
+_MIN_SHARED_STEM = 5
 # An asking clause shorter than this ("how?") leans on the preamble: the whole turn is read.
 _MIN_FOCUS_WORDS = 3
 # Fillers are dropped only where a clause opens: inside one, "so", "like" or "well" mean
@@ -482,6 +492,8 @@ def extractive_answer(
         chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
+    subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
+    off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
     spoken = " ".join(s.text if _TERMINAL_END_RE.search(s.text) else s.text + "." for s in chosen)
     text = make_speakable(spoken, max_words=max_words)
@@ -497,7 +509,65 @@ def extractive_answer(
         has_wanted=wants is None or any(_has_fact(s.text, wants) for s in chosen),
         passages=tuple(dict.fromkeys([best.passage, *(s.passage for s in chosen)])),
         spread=round(spread, 4),
+        off_subject=off_subject,
     )
+
+
+def _off_subject(
+    subject_terms: list[str],
+    wants: str | None,
+    passages: Sequence[Passage],
+    by_passage: list[list[_Sentence]],
+    chosen: list[_Sentence],
+) -> bool:
+    """Whether the answer is certainly about something other than what was asked: a fact is
+    asked (a price, a time...); the question's specific subject words (content words other
+    than the fact asked, found in some of the passages but not all: the business's name in
+    every title singles nothing out) are named somewhere; the answer names none of them, in
+    its sentences, the sentence before each (a pronoun's antecedent), their headings or
+    titles; and no sentence that names one holds the fact. "How much do dental implants
+    cost?" against "we offer ... dental implants" and a price list without them: the
+    knowledge base knows implants, not their price. Stems compare ("implant", "implants"),
+    and the answer names a word when it holds one extending it ("botanic", "botanical").
+    Subject words found nowhere say nothing: the caller may have used another word."""
+    if wants is None:
+        return False
+    heading_terms = [_heading_terms(passage) for passage in passages]
+    named_in = [
+        heading | frozenset().union(*(sentence.matched for sentence in sentences))
+        for heading, sentences in zip(heading_terms, by_passage, strict=True)
+    ]
+    specific = {
+        term
+        for term in subject_terms
+        if term not in _FACT_WORDS and 0 < sum(term in named for named in named_in) < len(passages)
+    }
+    if not specific:
+        return False
+    for sentence in chosen:
+        mentioned = _term_set(sentence.text) | heading_terms[sentence.passage]
+        if sentence.position > 0:
+            mentioned |= _term_set(by_passage[sentence.passage][sentence.position - 1].text)
+        if any(_same_word(term, word) for term in specific for word in mentioned):
+            return False
+    return not any(
+        _has_fact(sentence.text, wants)
+        for heading, sentences in zip(heading_terms, by_passage, strict=True)
+        for sentence in sentences
+        if not heading.isdisjoint(specific) or not sentence.matched.isdisjoint(specific)
+    )
+
+
+def _same_word(stem: str, other: str) -> bool:
+    """Whether two stems are the same word, or one extends the other where the light stemmer
+    stops short ("botanic", "botanical"): in doubt, the subject counts as named."""
+    if len(stem) > len(other):
+        stem, other = other, stem
+    return other.startswith(stem) and (len(stem) == len(other) or len(stem) >= _MIN_SHARED_STEM)
+
+
+def _heading_terms(passage: Passage) -> set[str]:
+    return _term_set(f"{passage.section or ''} {passage.title or ''}")
 
 
 def _best_by_words(
@@ -554,7 +624,7 @@ def _best_by_meaning(
     for passage_index, sentences in enumerate(by_passage):
         passage = passages[passage_index]
         heading = _similarity(semantics, passage.section) or _similarity(semantics, passage.title)
-        heading_terms = _term_set(f"{passage.section or ''} {passage.title or ''}")
+        heading_terms = _heading_terms(passage)
         rank_bonus = _SEMANTIC_RANK_WEIGHT / (1 + passage_index)
         for sentence in sentences:
             similarity = _similarity(semantics, sentence.text)

@@ -25,6 +25,10 @@ The features, all of the best sentence unless said:
   many sentences that all relate is a weaker answer than one that stands out;
 - ``low_match``: how far ``match`` falls under _LOW_MATCH, so that an off-topic question,
   whose best sentence stands out only because the rest are further still, is not lifted.
+
+An answer the subject check finds certainly about something else (``off_subject``: a filling's
+price for "how much are implants?") gets 0 whatever the features say; fitted as a feature
+instead, it touched too few replies to earn a weight (docs/CONFIDENCE.md).
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ def calibrated_confidence(
     ``vector_rank`` is the chosen passage's rank on the vector side of retrieval."""
     if evidence is None or evidence.match is None:
         return 0.0, {"confidence": 0.0}
+    if evidence.off_subject:
+        # Certainly about something else (extractive._off_subject): never worth speaking.
+        return 0.0, {"off_subject": 1.0, "confidence": 0.0}
     features = {
         "match": evidence.match,
         "margin": min(evidence.margin, _MARGIN_CAP),

@@ -360,6 +360,79 @@ def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, senten
     assert answer.has_wanted is True
 
 
+# A price list that does not name implants, and a page that names them without a price.
+PRICE_LIST = Passage(
+    "A white filling costs 150 dollars per tooth. A simple tooth extraction costs 180 dollars.",
+    "Sunrise Dental Prices",
+    1.0,
+    "Price list",
+)
+TREATMENTS = Passage(
+    "Besides fillings and extractions, we offer teeth whitening, dental implants and veneers. "
+    "Ask at reception to book a consultation.",
+    "Sunrise Dental FAQ",
+    0.9,
+    "What other treatments do you offer?",
+)
+IMPLANT_PRICE = Passage("Dental implants cost from 2,400 dollars per tooth.", "Sunrise Dental Prices", 0.8)
+
+
+def _answer(question: str, passages: list[Passage]) -> ExtractiveAnswer:
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    return answer
+
+
+def test_a_price_read_for_a_subject_the_passages_name_without_one_is_off_subject() -> None:
+    answer = _answer("How much do dental implants cost?", [PRICE_LIST, TREATMENTS])
+    assert answer.text.startswith("A white filling costs 150 dollars")
+    assert answer.off_subject is True
+    # "implant" and "implants" meet: with the implants' price there, it is read, on subject.
+    priced = _answer("How much does an implant cost?", [PRICE_LIST, TREATMENTS, IMPLANT_PRICE])
+    assert "2,400" in priced.text
+    assert priced.off_subject is False
+
+
+@pytest.mark.parametrize(
+    ("question", "passages"),
+    [
+        # The subject is named in the answer: a filling's price for a filling.
+        ("How much is a white filling?", [PRICE_LIST, TREATMENTS]),
+        # No fact asked: a yes/no answer may rightly name another thing ("we offer...").
+        ("Do you do dental implants?", [PRICE_LIST, TREATMENTS]),
+        # The subject's words appear in no passage (another word for it): the check says nothing.
+        ("How much is a crown?", [PRICE_LIST, TREATMENTS]),
+        # Words in every passage (the practice's name) single nothing out.
+        ("How much is Sunrise?", [PRICE_LIST, TREATMENTS]),
+        # "music" is "musical" where the stemmer stops short: in doubt, the subject is named.
+        (
+            "How much do musical instruments cost?",
+            [
+                Passage("Music tuition costs 30 dollars an hour.", "Prices", 1.0),
+                Passage("Our musical theatre group rehearses on Fridays.", "Clubs", 0.9),
+                Passage("The hall is closed in August.", "Hall", 0.8),
+            ],
+        ),
+    ],
+    ids=["named", "yes-no", "not in the passages", "in every passage", "a longer form named"],
+)
+def test_the_subject_check_says_nothing_unless_it_is_certain(question: str, passages: list[Passage]) -> None:
+    assert _answer(question, passages).off_subject is False
+
+
+def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
+    # "They" refers back to the implants of the sentence before, which is too long to join it.
+    passages = [
+        PRICE_LIST,
+        Passage("We place dental implants in two visits. They cost 2,400 dollars per tooth.", None, 0.9),
+    ]
+    question = "What do implants cost?"
+    answer = extractive_answer(question, passages, max_words=8, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.text == "They cost 2,400 dollars per tooth."
+    assert answer.off_subject is False
+
+
 def test_the_spread_says_how_far_the_best_sentence_stands_out() -> None:
     passage = Passage(
         "A white filling costs 150 dollars per tooth. Our waiting room has free Wi-Fi. The car park is at the back.",

@@ -76,3 +76,10 @@ def test_no_sentence_means_no_confidence() -> None:
     assert calibrated_confidence(None, None) == (0.0, {"confidence": 0.0})
     by_words = dataclasses.replace(EVIDENCE, match=None)
     assert calibrated_confidence(by_words, 1) == (0.0, {"confidence": 0.0})
+
+
+def test_an_answer_certainly_about_another_subject_gets_no_confidence() -> None:
+    # Everything else speaks for it (above the gate) but the check is certain: refused.
+    assert calibrated_confidence(EVIDENCE, 1)[0] > 0.39
+    off = dataclasses.replace(EVIDENCE, off_subject=True)
+    assert calibrated_confidence(off, 1) == (0.0, {"off_subject": 1.0, "confidence": 0.0})

@@ -24,8 +24,6 @@ KNOWN_MISSES = {
     "'Free parking for patients...', no nearer than unrelated sentences: not_found",
     "Where is the practice?": "the right sentence is chosen, but a four-word question's cosines are low "
     "and its confidence (0.36) falls under the 0.39 gate: not_found",
-    "How much do dental implants cost?": "the only sentence naming implants has no price; a filling's price "
-    "is read instead, at confidence 0.44, above the gate",
 }
 
 

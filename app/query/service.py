@@ -471,7 +471,8 @@ class QueryService:
                     # in the background: its vector lands in the LRU, and the next hit on this
                     # question (in this process) costs no provider call. Cancelled, it would be
                     # paid for and asked again on every hit.
-                    self._settle(embedding, keep=context is not None and context.early is not None)
+                    cached = context is not None and context.early is not None and context.early.cached
+                    self._settle(embedding, keep=cached)
                 if context.early is not None:
                     answer = context.early
                 elif isinstance(looked, Match):
@@ -485,7 +486,12 @@ class QueryService:
         except AppError:
             raise
         except (TimeoutError, OSError, EmbeddingError) as exc:
-            if isinstance(exc, TimeoutError) and found is not None and found.candidates and context:
+            if (
+                isinstance(exc, TimeoutError)
+                and found is not None
+                and found.candidates
+                and context is not None
+            ):
                 # The deadline struck after retrieval (the model's own timeout normally fires
                 # first, but a loaded event loop can run both timers at once): the top chunk
                 # still answers.

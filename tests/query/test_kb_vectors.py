@@ -115,7 +115,7 @@ def _fields(c: Candidate) -> tuple[Any, ...]:
 @pytest.mark.parametrize("weight", [1.0, 0.5, 0.0])
 async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, weight):
     """Two KBs of random vectors and word soup, 24 questions (vectors near a chunk, far from
-    all, and none at all): the in-memory fusion returns FUSED_SQL's candidates, in its order,
+    all, and none at all): the in-memory search returns the SQL plan's candidates, in its order,
     with its scores, for one KB and for both."""
     rng = np.random.default_rng(7)
     kb_a, ids_a, vectors_a = await random_kb(client, org, engine, rng, 300, "A")
@@ -212,7 +212,7 @@ async def test_a_chunk_without_length_ranks_last_across_kbs():
 
 
 async def test_equal_contributions_of_a_vector_and_a_text_rank_put_the_vector_hit_first(client, org, engine):
-    """FUSED_SQL's ORDER BY score DESC, vector_rank NULLS LAST, id: with weight 1, vector rank
+    """The fusion orders by score, then vector rank (none last), then id: with weight 1, vector rank
     1 and text rank 1 score the same, and the vector's hit comes first, in SQL and in memory.
     k = 568 makes k + 1 = 569, where numeric 1.0 / 569 rounds above float8's 1 / 569: with the
     text side in numeric, SQL put the text hit first."""

@@ -57,6 +57,7 @@ from app.openapi_docs import complete_openapi
 from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
+from app.query.kb_vectors import KBVectorCache
 from app.query.retrieval import Retriever, default_rrf_k, default_vector_weight
 from app.query.service import QueryService
 from app.query.tool_service import check_tool_prompts
@@ -137,6 +138,14 @@ def create_app(
                 exact_max_chunks=settings.query.exact_search_max_chunks,
                 rrf_k=default_rrf_k(settings.query.rrf_k, state.embedder.model_key),
                 vector_weight=default_vector_weight(settings.query.vector_weight, state.embedder.model_key),
+                candidates=settings.query.candidates,
+                engine=state.engine,
+                model_key=state.embedder.model_key,
+                kb_vectors=KBVectorCache(
+                    state.engine,
+                    model_key=state.embedder.model_key,
+                    budget_bytes=settings.query.vector_cache_mb * 1024 * 1024,
+                ),
             ),
             prompts=prompts,
             llm=ChatAnswerer(state.openai) if state.openai is not None else None,

@@ -8,7 +8,7 @@ from typing import get_args
 from litestar.plugins.prometheus import PrometheusController
 from prometheus_client import Counter, Gauge, Histogram
 
-from app.query.schemas import Status, Timings
+from app.query.schemas import QueryReply, Status, Timings
 
 
 class MetricsController(PrometheusController):
@@ -80,13 +80,11 @@ for _outcome in ("held", "too_large", "no_room", "failed"):
     VECTOR_CACHE_LOADS.labels(_outcome)
 
 
-def observe_query(response: dict[str, object]) -> None:
-    timings = response.get("timings_ms")
-    if isinstance(timings, dict):
-        for stage, value in timings.items():
-            QUERY_STAGE_MS.labels(stage).observe(float(value))
-    QUERY_OUTCOMES.labels(str(response.get("status"))).inc()
-    if response.get("cached"):
+def observe_query(response: QueryReply) -> None:
+    for stage, value in response.timings_ms.items():
+        QUERY_STAGE_MS.labels(stage).observe(value)
+    QUERY_OUTCOMES.labels(response.status).inc()
+    if response.cached:
         QUERY_OUTCOMES.labels("cached").inc()
-    if response.get("degraded"):
+    if response.degraded:
         QUERY_OUTCOMES.labels("degraded").inc()

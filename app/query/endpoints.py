@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, Response, get, post
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
+from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 from litestar.serialization import encode_json
@@ -26,6 +27,7 @@ from app.query.schemas import (
     PlaygroundRequest,
     PlaygroundResponse,
     QueryLogRead,
+    QueryReply,
     QueryRequest,
     QueryResponse,
     ToolRead,
@@ -35,6 +37,19 @@ from app.query.streaming import QueryStream
 from app.query.tool_declaration import ToolFormat
 from app.query.tool_service import ToolService
 from app.schemas import Page
+
+# The parameters both forms of query_knowledge take besides the request body.
+DebugMode = Annotated[bool, QueryParameter(description="Admin keys only.")]
+Evaluation = Annotated[
+    bool,
+    HeaderParameter(
+        name="X-Evaluation",
+        description=(
+            "`true` marks an evaluation's call (vk eval, vk replay send it): logged as such "
+            "and left out of the knowledge gaps."
+        ),
+    ),
+]
 
 
 def provide_query_service(state: State, principal: NamedDependency[Principal]) -> QueryService:
@@ -82,6 +97,13 @@ class QueryController(Controller):
         # 403: debug mode with a query key. The call is logged after the answer is sent, so no
         # conflict can reach the caller.
         opt={"errors": (Forbidden,), "writes": False},
+        # The reply is made as a QueryReply (msgspec, no validation pass); QueryResponse
+        # documents the same fields.
+        responses={
+            HTTP_200_OK: ResponseSpec(
+                QueryResponse, generate_examples=False, description="Request fulfilled, document follows"
+            )
+        },
         description=(
             "Callable with a `query` or `admin` key of the agent's organisation. Always answers 200 with a "
             "speakable `answer` and a `status`: `answered`, `not_found` (nothing relevant is known) or "
@@ -95,31 +117,14 @@ class QueryController(Controller):
         data: JSONBody[QueryRequest],
         principal: NamedDependency[Principal],
         query_service: NamedDependency[QueryService],
-        debug: Annotated[bool, QueryParameter(description="Admin keys only.")] = False,
-        evaluation: Annotated[
-            bool,
-            HeaderParameter(
-                name="X-Evaluation",
-                description=(
-                    "`true` marks an evaluation's call (vk eval, vk replay send it): logged as such "
-                    "and left out of the knowledge gaps."
-                ),
-            ),
-        ] = False,
-    ) -> Response[QueryResponse]:
-        _check_call(data, principal, query_service, debug=debug)
+        debug: DebugMode = False,
+        evaluation: Evaluation = False,
+    ) -> Response[QueryReply]:
         outcome = await query_service.query(
-            org_id=principal.org_id,
-            agent_id=agent_id,
-            question=data.query,
-            history=[Turn(t.role, t.content) for t in data.history or ()],
-            variant=data.variant,
-            debug=debug,
-            evaluation=evaluation,
-            filters=data.filters,
+            **_query_args(agent_id, data, principal, query_service, debug=debug, evaluation=evaluation)
         )
         observe_query(outcome.response)
-        return Response(outcome.response, background=BackgroundTask(outcome.finish))  # type: ignore[arg-type]
+        return Response(outcome.response, background=BackgroundTask(outcome.finish))
 
     @post(
         "/{agent_id:str}/playground",
@@ -165,23 +170,12 @@ class QueryController(Controller):
         data: JSONBody[QueryRequest],
         principal: NamedDependency[Principal],
         query_service: NamedDependency[QueryService],
-        debug: Annotated[bool, QueryParameter(description="Admin keys only.")] = False,
-        evaluation: Annotated[
-            bool,
-            HeaderParameter(name="X-Evaluation", description="As for query_knowledge."),
-        ] = False,
+        debug: DebugMode = False,
+        evaluation: Evaluation = False,
     ) -> ServerSentEvent:
-        _check_call(data, principal, query_service, debug=debug)
         stream = QueryStream(query_service)
         await stream.start(
-            org_id=principal.org_id,
-            agent_id=agent_id,
-            question=data.query,
-            history=[Turn(t.role, t.content) for t in data.history or ()],
-            variant=data.variant,
-            debug=debug,
-            evaluation=evaluation,
-            filters=data.filters,
+            **_query_args(agent_id, data, principal, query_service, debug=debug, evaluation=evaluation)
         )
         return ServerSentEvent(
             _messages(stream.events()),
@@ -241,17 +235,32 @@ class QueryController(Controller):
         )
 
 
-def _check_call(
-    data: QueryRequest, principal: Principal, query_service: QueryService, *, debug: bool
-) -> None:
+def _query_args(
+    agent_id: uuid.UUID,
+    data: QueryRequest,
+    principal: Principal,
+    query_service: QueryService,
+    *,
+    debug: bool,
+    evaluation: bool,
+) -> dict[str, Any]:
+    """QueryService.query's arguments for a call of either form (JSON or stream)."""
     if (debug or data.variant) and not principal.is_admin:
         raise Forbidden("debug mode and prompt variants need an 'admin' key")
     check_variant(data.variant, query_service.prompts.variants)
+    return {
+        "org_id": principal.org_id,
+        "agent_id": agent_id,
+        "question": data.query,
+        "history": [Turn(t.role, t.content) for t in data.history or ()],
+        "variant": data.variant,
+        "debug": debug,
+        "evaluation": evaluation,
+        "filters": data.filters,
+    }
 
 
-async def _messages(
-    events: AsyncIterator[tuple[str, dict[str, object]]],
-) -> AsyncIterator[ServerSentEventMessage]:
+async def _messages(events: AsyncIterator[tuple[str, object]]) -> AsyncIterator[ServerSentEventMessage]:
     async for kind, data in events:
         yield ServerSentEventMessage(event=kind, data=encode_json(data).decode())
 

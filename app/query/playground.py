@@ -59,12 +59,13 @@ class PlaygroundService:
 
 
 def playground_run(result: DryRunResult) -> PlaygroundRun:
-    reply, debug = result.response, result.response["debug"]
+    reply = result.response
+    debug = reply.debug or {}
     return PlaygroundRun.model_validate(
         {
             "variant": result.variant,
             "prompt_version": result.prompt_version,
-            **{k: reply[k] for k in _REPLY_FIELDS},
+            **{k: getattr(reply, k) for k in _REPLY_FIELDS},
             # A model that failed was called, but the reply was read from the chunks.
             "answered_by": result.model
             if result.model and result.model_called and not debug.get("llm_error")
@@ -81,7 +82,7 @@ def playground_run(result: DryRunResult) -> PlaygroundRun:
             "fused": [_fused(rank, c) for rank, c in enumerate(result.fused, 1)],
             "messages": result.messages,
             "escalation": debug.get("escalation"),
-            "timings_ms": reply["timings_ms"],
+            "timings_ms": reply.timings_ms,
         }
     )
 

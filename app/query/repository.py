@@ -1,7 +1,7 @@
 """SQL of the query path. Every statement is scoped by organisation and agent through
 the agent's assignments; they run on raw asyncpg connections because they are the hot
 path: one round trip for the agent's knowledge bases, the answer cache and BM25, one for
-the vector search and the fusion.
+the vector search (none when the KBs are held in memory).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 # constants would make it numeric: a fifth more time over 2,000 postings (2.4 against 2.0 ms).
 #
 # chunk_terms knows no embedding model: while a KB is re-embedded for a new model, a chunk of
-# the old one can take a BM25 slot, and the final join of FUSED_SQL drops it (a shorter list,
-# never a wrong chunk).
+# the old one can take a BM25 slot, and VECTOR_SQL's join (or the in-memory copy) finds no row
+# for it: it is dropped (a shorter list, never a wrong chunk).
 _BM25 = """
 terms AS MATERIALIZED (
     SELECT DISTINCT l.kb_ids, lexeme AS term
@@ -164,45 +164,33 @@ TEXT_SQL = (
     + "\nSELECT id, rank FROM bm25 ORDER BY rank DESC, id\n"
 )
 
-# The second statement, FUSED_SQL, unless the agent's KBs are held in memory (then
-# Retriever.fuse_memory ranks as this does, near-ties aside; app/query/kb_vectors.py): the nearest
-# chunks by cosine distance ({vector_candidates}, one of the VECTOR_* fragments below; at
-# most {candidates}), fused with the BM25 list ($5 ids, $6 scores, best first) by weighted
-# reciprocal rank fusion (k = {rrf_k}; {weight}
-# weighs the vector side, BM25 weighs 1; both in float8: a numeric 1.0 / (k + r) rounds to
-# another float8 for some k + r (210, 234, ..., 569; never within the default k = 60 and 30
-# candidates), which made a vector and a text hit of equal rank unequal by an ulp), and the
-# {top_k} chosen chunks' text. $3 selects
-# chunks of the current embedding model; $4 is the same key, or a key that matches nothing
-# when the question could not be embedded, which leaves BM25 alone.
+# The second statement, unless the agent's KBs are held in memory (then the copies are
+# searched in the process; app/query/kb_vectors.py): the nearest chunks by cosine distance
+# ({vector_candidates}, one of the VECTOR_* fragments below; at most the ``candidates``
+# setting), ranked by distance, and the rows of every chunk either list holds (those and
+# BM25's ids $5), to be fused in Python (retrieval.fuse: one fusion for every plan). $3
+# selects chunks of the current embedding model; $4 is the same key, or a key that matches
+# nothing when the question could not be embedded, which leaves BM25 alone.
 #
-# The numbers are the process's settings, written into the statement (Retriever formats
-# them; each is an int or a float) rather than passed: PostgreSQL then estimates a custom
-# plan and the generic one alike, and keeps the generic plan after five runs. Passed as
-# parameters, the limits made the generic plan look costlier in 3 of 5 sets of questions,
-# and the statement was planned again on every call (0.3 ms; docs/BENCHMARKS.md, seventh
-# session).
-FUSED_SQL = """
+# The sizes are the process's settings, written into the statement (Retriever formats them;
+# each is an int) rather than passed: PostgreSQL then estimates a custom plan and the generic
+# one alike, and keeps the generic plan after five runs. Passed as parameters, the limits made
+# the generic plan look costlier in 3 of 5 sets of questions, and the statement was planned
+# again on every call (0.3 ms; docs/BENCHMARKS.md, seventh session).
+VECTOR_SQL = """
 WITH vec AS (
     {vector_candidates}
 ), vec_ranked AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
-), txt_ranked AS (
-    SELECT t.id, t.rank, t.r FROM unnest($5::bigint[], $6::float8[]) WITH ORDINALITY AS t(id, rank, r)
-), fused AS (
-    SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, t.r AS text_rank,
-           1 - v.dist AS similarity, t.rank AS text_score,
-           coalesce({weight}::float8 / ({rrf_k} + v.r), 0) + coalesce(1::float8 / ({rrf_k} + t.r), 0) AS score
-    FROM vec_ranked v FULL OUTER JOIN txt_ranked t ON v.id = t.id
-    ORDER BY score DESC, vector_rank NULLS LAST, id
-    LIMIT {top_k}
+), wanted AS (
+    SELECT id FROM vec UNION SELECT unnest($5::bigint[])
 )
-SELECT f.id, f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
+SELECT c.id, v.r AS vector_rank, 1 - v.dist AS similarity,
        c.text, c.section, c.page, c.document_id, d.title
-FROM fused f
-JOIN chunks c ON c.id = f.id AND c.embedding_model = $3
+FROM wanted w
+JOIN chunks c ON c.id = w.id AND c.embedding_model = $3
 JOIN documents d ON d.id = c.document_id
-ORDER BY f.score DESC, f.vector_rank NULLS LAST, f.id
+LEFT JOIN vec_ranked v ON v.id = w.id
 """
 
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
@@ -219,7 +207,7 @@ VECTOR_EXACT = """
     LIMIT {candidates}
 """
 # Most agents read one KB. Its equality is estimated at one KB's share of the chunks, as a
-# custom plan sees it, which lets PostgreSQL keep the generic plan (see FUSED_SQL). For a
+# custom plan sees it, which lets PostgreSQL keep the generic plan (see VECTOR_SQL). For a
 # list, a generic plan assumes ten KBs, and each call is planned for its own.
 ONE_KB = "c.kb_id = ($2::uuid[])[1]"
 ANY_KB = "c.kb_id = ANY($2::uuid[])"
@@ -235,9 +223,9 @@ VECTOR_HNSW = """
     LIMIT {candidates}
 """
 
-# With documents hidden from the call ($7, AGENT_CONTEXT_SQL's list): a hashed anti-join,
+# With documents hidden from the call ($6, AGENT_CONTEXT_SQL's list): a hashed anti-join,
 # one probe per chunk however many documents are hidden.
-HIDDEN_FILTER = "\n      AND c.document_id NOT IN (SELECT unnest($7::uuid[]))"
+HIDDEN_FILTER = "\n      AND c.document_id NOT IN (SELECT unnest($6::uuid[]))"
 
 PGVECTOR_VERSION_SQL = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 

@@ -1,33 +1,41 @@
-"""Hybrid retrieval over an agent's knowledge bases, correct under tenant filtering.
+"""Hybrid retrieval over an agent's knowledge bases: BM25, the vector side, the choice
+between in-memory copies and SQL, and the one fusion of the two lists.
 
-pgvector's HNSW index filters *after* scanning ``ef_search`` candidates, so a small KB
-among many can come back with fewer than top-k rows, even none (FIELD-NOTES). The plan is
-chosen per request from the agent's chunk count:
+BM25 runs in the agent's context statement (AGENT_CONTEXT_SQL), in the round trip that reads
+the agent's KBs, so it costs none of its own; ``Retriever.corpus`` reads its list from that row.
+The vector side is searched where the KBs are:
 
-* ``exact``: up to ``exact_search_max_chunks`` chunks, compare every chunk of the agent's
-  KBs (b-tree on kb_id). Always complete; tens of milliseconds at most at that size.
+* ``memory``: copies of the agent's KBs held in the process (``app/query/kb_vectors.py``),
+  compared in numpy; no round trip after the context statement.
+* ``exact``: up to ``exact_search_max_chunks`` chunks, PostgreSQL compares every chunk of the
+  agent's KBs (b-tree on kb_id). Always complete; tens of milliseconds at most at that size.
 * ``iterative``: larger, on pgvector >= 0.8: HNSW with ``hnsw.iterative_scan`` so the scan
-  continues until enough rows pass the filter.
+  continues until enough rows pass the filter (pgvector's HNSW filters *after* scanning
+  ``ef_search`` candidates: a small KB among many could come back short, FIELD-NOTES).
 * ``hnsw``: larger, on older pgvector: HNSW with ``ef_search`` raised to its maximum and
   the filter applied after; approximate (documented in docs/OPERATIONS.md).
-* ``memory``: the ``exact`` plan over copies of the agent's KBs held in the process
-  (``app/query/kb_vectors.py``), fused here in Python as FUSED_SQL fuses; no round
-  trip after the agent's context statement.
+
+Whichever side found them, the two lists are fused by ``fuse``, one function for every plan:
+the SQL plans fetch the vector candidates and the rows of both lists' chunks in one statement
+(VECTOR_SQL), and the ranking is done here.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.engine import raw_connection
 from app.embeddings.base import embedder_family
 from app.query import repository as sql
-from app.query.kb_vectors import KBVectors, nearest_first
+from app.query.kb_vectors import KBVectorCache, KBVectors, nearest_first
 
 MIN_ITERATIVE = (0, 8, 0)
 
@@ -57,14 +65,6 @@ def default_rrf_k(configured: int | None, model_key: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Retrieval:
-    candidates: list[Candidate]
-    plan: str
-    embedded: bool
-    timing_ms: float
-
-
-@dataclass(frozen=True, slots=True)
 class TextHits:
     """BM25's candidates, best first (AGENT_CONTEXT_SQL finds them)."""
 
@@ -87,6 +87,78 @@ class Candidate:
     score: float
 
 
+class Ranked(NamedTuple):
+    """One chunk of the fused list: its score and where each list put it."""
+
+    score: float
+    vector_rank: int | None
+    chunk_id: int
+    text_rank: int | None
+    similarity: float | None
+    text_score: float | None
+
+
+def fuse(vector: Sequence[tuple[float, int]], text: TextHits, *, weight: float, k: int) -> list[Ranked]:
+    """Weighted reciprocal rank fusion of the vector list ((similarity, chunk id), best first)
+    and BM25's: a chunk scores ``weight / (k + its vector rank) + 1 / (k + its text rank)``
+    (float64, a missing rank adding 0), best first; ties go to the better vector rank, a
+    chunk of the vector list before one BM25 alone found, then to the smaller id."""
+    text_rank = {chunk_id: rank for rank, chunk_id in enumerate(text.ids, 1)}
+    scores = text.scores
+    ranked: list[Ranked] = []
+    for vr, (similarity, chunk_id) in enumerate(vector, 1):
+        tr = text_rank.pop(chunk_id, None)
+        if tr is None:
+            ranked.append(Ranked(weight / (k + vr), vr, chunk_id, None, similarity, None))
+        else:
+            score = weight / (k + vr) + 1.0 / (k + tr)
+            ranked.append(Ranked(score, vr, chunk_id, tr, similarity, scores[tr - 1]))
+    for chunk_id, tr in text_rank.items():
+        ranked.append(Ranked(1.0 / (k + tr), None, chunk_id, tr, None, scores[tr - 1]))
+    ranked.sort(key=_fused_first)
+    return ranked
+
+
+def _fused_first(r: Ranked) -> tuple[float, bool, int, int]:
+    return (-r.score, r.vector_rank is None, r.vector_rank or 0, r.chunk_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """The ``top_k`` chunks chosen, with how they were found. ``ranked`` is every chunk
+    either list found, in fused order; ``every`` gives them as candidates (the playground)."""
+
+    candidates: list[Candidate]
+    plan: str
+    embedded: bool
+    timing_ms: float
+    ranked: list[Ranked]
+    chunk: Callable[[Ranked], Candidate | None]
+
+    def every(self) -> list[Candidate]:
+        return _chosen(self.ranked, self.chunk)
+
+
+def _chosen(ranked: Sequence[Ranked], chunk: Callable[[Ranked], Candidate | None]) -> list[Candidate]:
+    # A chunk whose row is missing (one of another embedding model, which chunk_terms does
+    # not know, found by BM25) is dropped: the list is shorter, never wrong.
+    return [c for r in ranked if (c := chunk(r)) is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """What one call searches: the agent's KBs as its context row read them (ids, content
+    stamps, chunk count), the documents hidden from the call, and BM25's hits."""
+
+    org_id: uuid.UUID
+    kb_ids: list[uuid.UUID]
+    versions: list[int]
+    changed: list[dt.datetime]
+    chunk_total: int
+    hidden: list[uuid.UUID]
+    text: TextHits
+
+
 def parse_version(text: str | None) -> tuple[int, ...]:
     if not text:
         return (0,)
@@ -94,6 +166,9 @@ def parse_version(text: str | None) -> tuple[int, ...]:
 
 
 class Retriever:
+    """The one retriever of the query path. ``engine`` and ``kb_vectors`` are the service's
+    (a retriever without them searches on the connection it is given, in SQL)."""
+
     def __init__(
         self,
         *,
@@ -102,22 +177,85 @@ class Retriever:
         exact_max_chunks: int,
         rrf_k: int,
         vector_weight: float = 1.0,
+        candidates: int = 30,
+        engine: AsyncEngine | None = None,
+        model_key: str = "",
+        kb_vectors: KBVectorCache | None = None,
     ) -> None:
         self.dimensions = dimensions
         self.iterative = pgvector_version >= MIN_ITERATIVE
         self.exact_max_chunks = exact_max_chunks
         self.rrf_k = rrf_k
         self.vector_weight = vector_weight
-        # Statements are built once per shape and size; asyncpg caches their preparation
-        # per connection.
-        self._statements: dict[tuple[str, int, int, bool], str] = {}
+        self.candidates = candidates
+        self.engine = engine
+        self.model_key = model_key
+        self.kb_vectors = kb_vectors
+        # Statements are built once per shape; asyncpg caches their preparation per connection.
+        self._statements: dict[tuple[str, int, bool], str] = {}
 
-    def statement(self, plan: str, kbs: int, *, candidates: int, top_k: int, hidden: bool = False) -> str:
-        """The vector-and-fusion statement of ``plan`` for an agent reading ``kbs`` KBs (BM25
-        runs before it, in AGENT_CONTEXT_SQL), with the sizes written in (see FUSED_SQL), and
-        when ``hidden`` the chunks of the documents hidden from the call ($7) left out."""
+    def corpus(self, org_id: uuid.UUID, ctx: Any) -> Corpus:
+        """The call's corpus from AGENT_CONTEXT_SQL's row."""
+        return Corpus(
+            org_id=org_id,
+            kb_ids=ctx["kb_ids"],
+            versions=ctx["kb_versions"],
+            changed=ctx["kb_changed"],
+            chunk_total=ctx["chunk_total"],
+            hidden=ctx["hidden_documents"],
+            text=TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or []),
+        )
+
+    def held(self, corpus: Corpus) -> list[KBVectors] | None:
+        """The corpus's KBs held in memory at the stamps just read, or None (then the missing
+        ones are loaded in the background and this call searches in SQL)."""
+        if self.kb_vectors is None or self.plan(corpus.chunk_total) != "exact":
+            return None
+        return self.kb_vectors.lookup(corpus.org_id, corpus.kb_ids, corpus.versions, corpus.changed)
+
+    async def search(
+        self,
+        corpus: Corpus,
+        vector: Sequence[float] | None,
+        *,
+        held: list[KBVectors] | None,
+        top_k: int,
+        conn: Any = None,
+    ) -> Retrieval:
+        """The ``top_k`` chunks for the question's ``vector`` (None: BM25 alone), in memory
+        when ``held``, else in SQL on ``conn`` (or a connection of its own)."""
+        if held is not None:
+            found = await self.search_memory(
+                held,
+                text=corpus.text,
+                vector=vector,
+                candidates=self.candidates,
+                top_k=top_k,
+                hidden=corpus.hidden,
+            )
+            if found is not None:
+                return found
+        args: dict[str, Any] = {
+            "text": corpus.text,
+            "vector": vector,
+            "kb_ids": corpus.kb_ids,
+            "model_key": self.model_key,
+            "chunk_total": corpus.chunk_total,
+            "candidates": self.candidates,
+            "top_k": top_k,
+            "hidden": corpus.hidden,
+        }
+        if conn is not None:
+            return await self.search_sql(conn, **args)
+        assert self.engine is not None
+        async with raw_connection(self.engine) as own:
+            return await self.search_sql(own, **args)
+
+    def statement(self, plan: str, kbs: int, *, candidates: int, hidden: bool = False) -> str:
+        """The vector statement of ``plan`` for an agent reading ``kbs`` KBs (see VECTOR_SQL),
+        leaving out, when ``hidden``, the chunks of the documents hidden from the call ($6)."""
         shape = ("one" if kbs == 1 else "any") if plan == "exact" else "hnsw"
-        key = (shape, candidates, top_k, hidden)
+        key = (shape, candidates, hidden)
         statement = self._statements.get(key)
         if statement is None:
             hidden_filter = sql.HIDDEN_FILTER if hidden else ""
@@ -130,12 +268,7 @@ class Retriever:
                 vector = sql.VECTOR_EXACT.format(
                     kb_filter=kb_filter, candidates=int(candidates), hidden_filter=hidden_filter
                 )
-            statement = self._statements[key] = sql.FUSED_SQL.format(
-                vector_candidates=vector,
-                weight=repr(float(self.vector_weight)),
-                rrf_k=int(self.rrf_k),
-                top_k=int(top_k),
-            )
+            statement = self._statements[key] = sql.VECTOR_SQL.format(vector_candidates=vector)
         return statement
 
     def plan(self, chunk_total: int) -> str:
@@ -143,7 +276,7 @@ class Retriever:
             return "exact"
         return "iterative" if self.iterative else "hnsw"
 
-    async def fuse(
+    async def search_sql(
         self,
         conn: Any,
         *,
@@ -156,9 +289,9 @@ class Retriever:
         top_k: int,
         hidden: Sequence[uuid.UUID] = (),
     ) -> Retrieval:
-        """The vector side, fused with ``text``, and the chosen chunks, none of the ``hidden``
-        documents (``text`` has none either). Without a vector (provider down or too slow)
-        BM25 alone answers."""
+        """The vector side in PostgreSQL, fused with ``text``: the chosen chunks, none of the
+        ``hidden`` documents (``text`` has none either). Without a vector (provider down or
+        too slow) BM25 alone answers."""
         plan = self.plan(chunk_total)
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
@@ -172,11 +305,10 @@ class Retriever:
             model_key,
             vector_key,
             text.ids,
-            text.scores,
         )
         if hidden:
             args = (*args, list(hidden))
-        statement = self.statement(plan, len(kb_ids), candidates=candidates, top_k=top_k, hidden=bool(hidden))
+        statement = self.statement(plan, len(kb_ids), candidates=candidates, hidden=bool(hidden))
         t = time.perf_counter()
         if plan == "exact":
             rows = await conn.fetch(statement, *args)
@@ -188,26 +320,38 @@ class Retriever:
                 else:
                     await conn.execute("SET LOCAL hnsw.ef_search = 1000")
                 rows = await conn.fetch(statement, *args)
-        spent = (time.perf_counter() - t) * 1000
-        found = [
-            Candidate(
-                chunk_id=r["id"],
+        by_id = {r["id"]: r for r in rows}
+        nearest = sorted((r for r in rows if r["vector_rank"] is not None), key=_by_vector_rank)
+        ranked = fuse(
+            [(float(r["similarity"]), r["id"]) for r in nearest],
+            text,
+            weight=float(self.vector_weight),
+            k=self.rrf_k,
+        )
+
+        def chunk(f: Ranked) -> Candidate | None:
+            r = by_id.get(f.chunk_id)
+            if r is None:
+                return None
+            return Candidate(
+                chunk_id=f.chunk_id,
                 document_id=r["document_id"],
                 title=r["title"],
                 section=r["section"],
                 page=r["page"],
                 text=r["text"],
-                vector_rank=r["vector_rank"],
-                text_rank=r["text_rank"],
-                similarity=float(r["similarity"]) if r["similarity"] is not None else None,
-                text_score=float(r["text_score"]) if r["text_score"] is not None else None,
-                score=float(r["score"]),
+                vector_rank=f.vector_rank,
+                text_rank=f.text_rank,
+                similarity=f.similarity,
+                text_score=f.text_score,
+                score=f.score,
             )
-            for r in rows
-        ]
-        return Retrieval(found, plan, embedded=vector_key != "-", timing_ms=spent)
 
-    async def fuse_memory(
+        found = _chosen(ranked[:top_k], chunk)
+        spent = (time.perf_counter() - t) * 1000
+        return Retrieval(found, plan, vector_key != "-", spent, ranked, chunk)
+
+    async def search_memory(
         self,
         held: Sequence[KBVectors],
         *,
@@ -217,8 +361,8 @@ class Retriever:
         top_k: int,
         hidden: Sequence[uuid.UUID] = (),
     ) -> Retrieval | None:
-        """``fuse`` over KBs held in memory: FUSED_SQL's exact plan, its chunks in its order
-        with its scores (but for near-ties of the vector side: see kb_vectors.py), none of the
+        """``search_sql``'s exact plan over KBs held in memory: its chunks in its order with
+        its scores (but for near-ties of the vector side: see kb_vectors.py), none of the
         ``hidden`` documents, or None when the vector's size is not the copies' (the caller
         searches in SQL)."""
         hidden_set = frozenset(hidden)
@@ -240,54 +384,36 @@ class Retriever:
             if len(held) > 1:
                 nearest.sort(key=nearest_first)
             del nearest[candidates:]
-        # chunk id -> [vector rank, text rank, similarity, text score, KB copy, row]
+        where = {chunk_id: (kb, at) for _, chunk_id, kb, at in nearest}
         # A chunk without length ranked last as -inf; pgvector reports NaN, we report 0.
-        fused: dict[int, list[Any]] = {
-            chunk_id: [rank, None, sim if sim != -np.inf else 0.0, None, kb, at]
-            for rank, (sim, chunk_id, kb, at) in enumerate(nearest, 1)
-        }
-        for rank, (chunk_id, score) in enumerate(zip(text.ids, text.scores, strict=True), 1):
-            entry = fused.get(chunk_id)
-            if entry is None:
-                fused[chunk_id] = [None, rank, None, score, None, None]
-            else:
-                entry[1], entry[3] = rank, score
-        weight, k = float(self.vector_weight), self.rrf_k
-        scored: list[tuple[float, int | None, int, int | None, float | None, float | None, Any, Any]] = []
-        for chunk_id, (vr, tr, sim, text_score, kb, at) in fused.items():
-            score = (weight / (k + vr) if vr is not None else 0.0) + (
-                1.0 / (k + tr) if tr is not None else 0.0
+        ranked = fuse(
+            [(sim if sim != -np.inf else 0.0, chunk_id) for sim, chunk_id, _, _ in nearest],
+            text,
+            weight=float(self.vector_weight),
+            k=self.rrf_k,
+        )
+
+        def chunk(f: Ranked) -> Candidate | None:
+            kb, row = where.get(f.chunk_id) or _locate(held, f.chunk_id)
+            if kb is None:
+                return None
+            return Candidate(
+                chunk_id=f.chunk_id,
+                document_id=kb.document_ids[row],
+                title=kb.titles[row],
+                section=kb.sections[row],
+                page=kb.pages[row],
+                text=kb.texts[row],
+                vector_rank=f.vector_rank,
+                text_rank=f.text_rank,
+                similarity=f.similarity,
+                text_score=f.text_score,
+                score=f.score,
             )
-            scored.append((score, vr, chunk_id, tr, sim, text_score, kb, at))
-        # ORDER BY score DESC, vector_rank NULLS LAST, id; LIMIT top_k
-        scored.sort(key=_fused_first)
-        found: list[Candidate] = []
-        for score, vr, chunk_id, tr, sim, text_score, in_vector, at in scored[:top_k]:
-            h: KBVectors | None = in_vector
-            row: int = at
-            if h is None:
-                # A BM25 hit: find its row. One missing (a chunk of another embedding model,
-                # which chunk_terms does not know) is dropped, as FUSED_SQL's join drops it.
-                h, row = _locate(held, chunk_id)
-                if h is None:
-                    continue
-            found.append(
-                Candidate(
-                    chunk_id=chunk_id,
-                    document_id=h.document_ids[row],
-                    title=h.titles[row],
-                    section=h.sections[row],
-                    page=h.pages[row],
-                    text=h.texts[row],
-                    vector_rank=vr,
-                    text_rank=tr,
-                    similarity=sim,
-                    text_score=text_score,
-                    score=score,
-                )
-            )
+
+        found = _chosen(ranked[:top_k], chunk)
         spent = (time.perf_counter() - t) * 1000
-        return Retrieval(found, "memory", embedded=vector is not None, timing_ms=spent)
+        return Retrieval(found, "memory", vector is not None, spent, ranked, chunk)
 
 
 def _locate(held: Sequence[KBVectors], chunk_id: int) -> tuple[KBVectors | None, int]:
@@ -298,6 +424,6 @@ def _locate(held: Sequence[KBVectors], chunk_id: int) -> tuple[KBVectors | None,
     return None, 0
 
 
-def _fused_first(item: tuple[Any, ...]) -> tuple[float, bool, int, int]:
-    score, vector_rank, chunk_id = item[0], item[1], item[2]
-    return (-score, vector_rank is None, vector_rank or 0, chunk_id)
+def _by_vector_rank(row: Any) -> int:
+    rank: int = row["vector_rank"]
+    return rank

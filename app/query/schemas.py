@@ -5,6 +5,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import msgspec
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
@@ -121,6 +122,25 @@ class QueryResponse(BaseModel):
     cached: bool
     degraded: bool
     timings_ms: Timings
+    debug: dict[str, Any] | None = None
+
+
+class QueryReply(msgspec.Struct, omit_defaults=True):
+    """query_knowledge's reply as the service makes it and the endpoint returns it: the fields
+    of QueryResponse (which documents them in the OpenAPI schema), encoded by msgspec with no
+    validation pass on the hot path; ``debug`` only in debug mode."""
+
+    answer: str
+    status: Status
+    confidence: float
+    sources: list[dict[str, Any]]
+    used_sources: list[int]
+    action: Action
+    transfer_reason: str | None
+    query_id: str
+    cached: bool
+    degraded: bool
+    timings_ms: dict[str, float]
     debug: dict[str, Any] | None = None
 
 

@@ -1,6 +1,18 @@
 """query_knowledge: the voice model's tool. Written for speed on purpose: raw asyncpg,
-two round trips to the database, nothing recomputed that can be computed once, and a
-deadline over the whole request so a caller never hears silence for long."""
+at most two round trips to the database, nothing recomputed that can be computed once, and a
+deadline over the whole request so a caller never hears silence for long.
+
+A call is a ``Call`` taken through three stages, each returning its value to ``_respond``:
+
+1. ``_context``: the agent's KBs, prompt variant, policies, hidden documents, the answer
+   cache and BM25's hits, in one statement (while the question's embedding is on its way);
+2. retrieval: ``_retrieve`` (the semantic answer cache, then the Retriever) and ``_judge``
+   (the sentence that answers, and the confidence);
+3. ``_compose``: the answer, read from the passages or written by the answering model.
+
+``_respond`` then names the source (attribution) and applies the agent's escalation policy;
+``_finish`` logs the call and caches its answer after the response is sent.
+"""
 
 from __future__ import annotations
 
@@ -47,8 +59,9 @@ from app.query.confidence import calibrated_confidence
 from app.query.conversation import Contextualiser, Standalone, Turn, check_history
 from app.query.filters import QueryFilters, applied, attribute_keys, require_known_keys, to_clauses
 from app.query.kb_vectors import KBVectorCache, KBVectors
-from app.query.retrieval import Candidate, Retrieval, Retriever, TextHits
-from app.query.semantic_cache import SemanticAnswerCache, default_threshold, scope_of
+from app.query.retrieval import Candidate, Corpus, Retrieval, Retriever
+from app.query.schemas import Action, QueryReply, Status
+from app.query.semantic_cache import Match, SemanticAnswerCache, default_threshold, scope_of
 from app.query.sentences import SentenceEncoder, SentenceVectors
 
 if TYPE_CHECKING:
@@ -73,9 +86,11 @@ _WHOLE_TURN_WEIGHT = 0.4
 # lists of equal say, a chunk only one list ranks first scores half of one both rank first.
 SOURCE_SCORE_FLOOR = 0.5
 # What the runtime does with a reply that hands nobody over, by status.
-_ACTIONS = {"answered": "answer", "not_found": "say_not_found", "unavailable": "say_unavailable"}
-# A reply's fields the answer cache stores.
-_CACHED_FIELDS = ("answer", "status", "confidence", "sources", "used_sources", "degraded")
+_ACTIONS: dict[str, Action] = {
+    "answered": "answer",
+    "not_found": "say_not_found",
+    "unavailable": "say_unavailable",
+}
 # Settings outside the answer cache's key (see QueryService.__init__).
 _UNKEYED_SETTINGS = {"vector_cache_mb", "semantic_cache_threshold"}
 
@@ -89,7 +104,7 @@ def normalise_question(text: str) -> str:
 class QueryOutcome:
     """What the endpoint returns, plus the work to do after the response is sent."""
 
-    response: dict[str, Any]
+    response: QueryReply
     finish: Callable[[], Awaitable[None]]
 
 
@@ -114,18 +129,126 @@ class _Trace:
         }
 
 
-# What the retrieval was given: BM25's hits, the question's vector, the agent's KBs, their
-# chunk count, and their in-memory copies when searched in memory.
-_RetrievalInputs = tuple[TextHits, Sequence[float] | None, list[uuid.UUID], int, list[KBVectors] | None]
+@dataclass(slots=True)
+class Call:
+    """One call as asked, and its clock. Nothing is written into it along the way: each
+    stage returns what it found."""
+
+    org_id: uuid.UUID
+    agent_id: uuid.UUID
+    question: str  # the caller's own words
+    history: Sequence[Turn] = ()
+    variant: str | None = None
+    filters: QueryFilters | None = None
+    debug: bool = False
+    speaker: Speaker | None = None
+    # A playground call: never counted in the metrics, answered without the model if asked.
+    dry: bool = False
+    skip_model: bool = False
+    trace: _Trace = field(default_factory=_Trace)
+    query_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
 @dataclass(slots=True)
-class _DryRun:
-    """A playground call in flight: whether to skip the model, and what the retrieval was
-    given, kept so that every candidate of both lists can be listed once the reply is made."""
+class Answer:
+    """The knowledge's reply to a question, before the agent's escalation policy: what the
+    answer cache stores (``stored``)."""
 
-    skip_model: bool
-    inputs: _RetrievalInputs | None = None
+    answer: str
+    status: Status
+    confidence: float
+    sources: list[dict[str, Any]]
+    used_sources: list[int] = field(default_factory=list)
+    cached: bool = False
+    degraded: bool = False
+
+    @classmethod
+    def cached_from(cls, stored: dict[str, Any]) -> Answer:
+        return cls(
+            answer=stored["answer"],
+            status=stored["status"],
+            confidence=stored["confidence"],
+            sources=stored["sources"],
+            used_sources=stored.get("used_sources", []),
+            cached=True,
+            degraded=stored["degraded"],
+        )
+
+    def stored(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "status": self.status,
+            "confidence": self.confidence,
+            "sources": self.sources,
+            "used_sources": self.used_sources,
+            "degraded": self.degraded,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Stage 1: the agent's context row, read."""
+
+    prompt: PromptSet
+    cache_key: bytes | None
+    on_not_found: str
+    topics: list[str]
+    attribution: str
+    filters_applied: dict[str, Any] | None
+    corpus: Corpus
+    # The reply when nothing is to be searched (no chunks) or a cached answer is served.
+    early: Answer | None
+    # The semantic answer cache's scope (None with an early reply).
+    scope: tuple[Any, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Stage 2: the chunks retrieved, the sentence that answers by meaning (offline), and
+    how confident the service is of them."""
+
+    retrieval: Retrieval
+    vector: Sequence[float] | None
+    evidence: ExtractiveAnswer | None
+    confidence: float
+    parts: dict[str, float]
+    threshold: float
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.retrieval.candidates
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the answering model is about to be sent."""
+
+    messages: list[dict[str, str]]
+    model: str
+
+
+@dataclass(slots=True)
+class Composed:
+    """Stage 3: the answer, and what the answering model said of itself."""
+
+    answer: Answer
+    tokens: dict[str, int] | None = None
+    llm_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Made:
+    """A reply and what its making leaves for ``_finish`` and the playground."""
+
+    reply: QueryReply
+    knowledge_reply: dict[str, Any]
+    prompt: PromptSet
+    standalone: Standalone
+    context: Context | None
+    retrieval: Retrieval | None
+    found: Found | None
+    ask: Ask | None
+    match: Match | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +256,7 @@ class DryRunResult:
     """A query_knowledge reply as it would be given (with its debug details), plus what the
     playground shows beside it; nothing of it was logged or cached."""
 
-    response: dict[str, Any]
+    response: QueryReply
     variant: str
     prompt_version: str
     # Every chunk either list found, in fused order (at most 2 x ``candidates``).
@@ -209,10 +332,8 @@ class QueryService:
             f"{prompt_fingerprint}|{settings.model_dump_json(exclude=_UNKEYED_SETTINGS)}"
             f"|{retriever.vector_weight}|{base_url}".encode()
         ).hexdigest()[:16]
+        self.answerer = settings.llm_model if llm else "extractive"
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
-        self.kb_vectors = KBVectorCache(
-            engine, model_key=embedder.model_key, budget_bytes=settings.vector_cache_mb * 1024 * 1024
-        )
         # Sentences are chosen by meaning when the embedder can embed them (the offline default).
         self.sentences = SentenceVectors(embedder) if isinstance(embedder, SentenceEncoder) else None
         # Paraphrases of recent answered questions (semantic_cache.py); per process.
@@ -220,8 +341,13 @@ class QueryService:
             threshold=default_threshold(settings.semantic_cache_threshold, embedder.model_key),
             ttl_s=settings.answer_cache_ttl_s,
         )
-        # Embedding requests left to finish after their call ended (see _answer).
+        # Embedding requests left to finish after their call ended (see _respond).
         self._background: set[asyncio.Future[Sequence[float] | None]] = set()
+
+    @property
+    def kb_vectors(self) -> KBVectorCache | None:
+        """The KBs held in this process's memory (the retriever's)."""
+        return self.retriever.kb_vectors
 
     def _forget(self, task: asyncio.Future[Sequence[float] | None]) -> None:
         self._background.discard(task)
@@ -231,7 +357,8 @@ class QueryService:
     async def close(self) -> None:
         """Cancel the embedding requests and KB loads still running in the background (at
         shutdown)."""
-        await self.kb_vectors.close()
+        if self.retriever.kb_vectors is not None:
+            await self.retriever.kb_vectors.close()
         tasks = list(self._background)
         for task in tasks:
             task.cancel()
@@ -259,35 +386,10 @@ class QueryService:
         ``evaluation``) and caches the answer. A ``speaker`` streams the answering model's
         sentences as they are written (app/query/streaming.py)."""
         check_history(history, self.settings)
-        response, state = await self._respond(
-            org_id,
-            agent_id,
-            question,
-            history,
-            variant,
-            debug=debug,
-            dry=None,
-            speaker=speaker,
-            filters=filters,
-        )
-        prompt = state["prompt"]
-        model = self.answerer_name(prompt)
-        return QueryOutcome(
-            response,
-            # A partial of the coroutine function, not a lambda, so Litestar awaits it.
-            partial(
-                self._finish,
-                org_id,
-                agent_id,
-                question,
-                state["normalised"],
-                prompt,
-                model,
-                response,
-                state,
-                evaluation=evaluation,
-            ),
-        )
+        call = Call(org_id, agent_id, question, history, variant, filters, debug, speaker)
+        made = await self._respond(call)
+        # A partial of the coroutine function, not a lambda, so Litestar awaits it.
+        return QueryOutcome(made.reply, partial(self._finish, call, made, evaluation=evaluation))
 
     async def dry_run(
         self,
@@ -301,271 +403,228 @@ class QueryService:
         """The playground: ``query`` in debug mode, answered by the extractive answerer when
         ``skip_model``, and never logged, cached, nor served from the answer cache (debug
         mode reads no cached answer). Raises NotFound for an agent unknown to ``org_id``."""
-        dry = _DryRun(skip_model=skip_model)
-        response, state = await self._respond(org_id, agent_id, question, (), variant, debug=True, dry=dry)
-        prompt: PromptSet = state["prompt"]
-        debug = response["debug"]
-        fused: list[Candidate] = state["found"][0] if state.get("found") else []
-        # Listed after the reply is made, so its timings are those of a real call.
-        candidates = (
-            await self._every_candidate(dry.inputs, state["hidden"]) if dry.inputs is not None else []
-        )
-        messages = debug.get("messages")
+        call = Call(org_id, agent_id, question, variant=variant, debug=True, dry=True, skip_model=skip_model)
+        made = await self._respond(call)
+        debug = made.reply.debug or {}
+        fused = made.found.candidates if made.found is not None else []
+        messages = made.ask.messages if made.ask is not None else None
         if messages is None and fused:
-            messages = self.model_messages(
-                question, fused, prompt, attribution=state.get("attribution") == "spoken"
-            )
+            spoken = made.context is not None and made.context.attribution == "spoken"
+            messages = self.model_messages(question, fused, made.prompt, attribution=spoken)
         return DryRunResult(
-            response=response,
-            variant=prompt.variant,
-            prompt_version=prompt.version,
-            candidates=candidates,
+            response=made.reply,
+            variant=made.prompt.variant,
+            prompt_version=made.prompt.version,
+            # Listed after the reply is made, so its timings are those of a real call.
+            candidates=made.retrieval.every() if made.retrieval is not None else [],
             fused=fused,
             messages=messages,
-            model=(prompt.model.model or self.settings.llm_model) if self.llm else None,
+            model=(made.prompt.model.model or self.settings.llm_model) if self.llm else None,
             model_called="messages" in debug,
         )
 
-    async def _every_candidate(
-        self, inputs: _RetrievalInputs, hidden: Sequence[uuid.UUID]
-    ) -> list[Candidate]:
-        """The fusion again, over the same lists, keeping every chunk: the union of BM25's
-        and the vectors' ``candidates`` each, with their ranks, scores and fused score."""
-        text, vector, kb_ids, chunk_total, held = inputs
-        every = 2 * self.settings.candidates
-        found: Retrieval | None = None
-        if held is not None:
-            found = await self.retriever.fuse_memory(
-                held,
-                text=text,
-                vector=vector,
-                candidates=self.settings.candidates,
-                top_k=every,
-                hidden=hidden,
-            )
-        if found is None:
-            async with raw_connection(self.engine) as conn:
-                found = await self._fuse(conn, text, vector, kb_ids, chunk_total, hidden, top_k=every)
-        return found.candidates
-
-    async def _respond(
-        self,
-        org_id: uuid.UUID,
-        agent_id: uuid.UUID,
-        question: str,
-        history: Sequence[Turn],
-        variant: str | None,
-        *,
-        debug: bool,
-        dry: _DryRun | None,
-        speaker: Speaker | None = None,
-        filters: QueryFilters | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The reply, and the state its making left for ``_finish`` and the playground."""
-        trace = _Trace()
-        query_id = uuid.uuid4()
-        caller_question = question
+    async def _respond(self, call: Call) -> Made:
+        """The three stages under the call's deadline, then attribution and escalation."""
+        trace = call.trace
         # Until the agent's own variant is read (with its KBs), apologies come from the default.
-        prompt = self.prompts.get_or_default(variant or self.settings.prompt_variant)
-        state: dict[str, Any] = {
-            "chunks": [],
-            "cache_key": None,
-            "debug": {} if debug else None,
-            "prompt": prompt,
-            "variant": variant,
-            "standalone": Standalone(question, "none"),
-            "dry": dry,
-            "speaker": speaker,
-            "filters": filters,
-            "hidden": [],
-            "filters_applied": None,
-        }
+        prompt = self.prompts.get_or_default(call.variant or self.settings.prompt_variant)
+        standalone = Standalone(call.question, "none")
+        context: Context | None = None
+        looked: Retrieval | Match | None = None
+        found: Found | None = None
+        ask: Ask | None = None
+        composed: Composed | None = None
         try:
             async with asyncio.timeout(self.settings.deadline_s):
                 # The rewrite runs before the agent's context is read, whose statement already
                 # looks up the answer cache under the standalone question: its prompt is the
                 # call's variant or the configured default.
                 standalone, waited = await self.conversation.standalone(
-                    question, history, prompt, debug=debug
+                    call.question, call.history, prompt, debug=call.debug
                 )
                 trace.llm += waited
-                state["standalone"] = standalone
                 question = standalone.question
-                response = await self._answer(
-                    org_id, agent_id, question, normalise_question(question), trace, state
-                )
+                normalised = normalise_question(question)
+                # The question's embedding depends on nothing the database holds: it is
+                # requested at once, so the provider's latency (the longest wait of a call)
+                # overlaps the agent's context and BM25.
+                embedding = asyncio.ensure_future(self._embed(normalised, trace))
+                try:
+                    async with raw_connection(self.engine) as conn:
+                        context = await self._context(call, conn, question, normalised, prompt)
+                        held = self.retriever.held(context.corpus) if context.early is None else None
+                        if context.early is None and held is None and embedding.done():
+                            # No copy to search and the vector is here: on this connection.
+                            looked = await self._retrieve(call, context, normalised, embedding.result(), conn)
+                    if context.early is None and looked is None:
+                        # The connection went back to the pool while the provider is awaited: a
+                        # real embedding takes 100-300 ms, and holding a connection through it
+                        # capped a process at pool_size + max_overflow calls in flight, the
+                        # overflow ones paying a fresh PostgreSQL connection each (measured: own
+                        # time p99 108 ms with 16 callers against a 150 ms embedding).
+                        t = time.perf_counter()
+                        vector = await embedding
+                        trace.embed_wait += (time.perf_counter() - t) * 1000
+                        looked = await self._retrieve(call, context, normalised, vector, None, held)
+                finally:
+                    # A request still under way when the answer cache answers is left to finish
+                    # in the background: its vector lands in the LRU, and the next hit on this
+                    # question (in this process) costs no provider call. Cancelled, it would be
+                    # paid for and asked again on every hit.
+                    cached = context is not None and context.early is not None and context.early.cached
+                    self._settle(embedding, keep=cached)
+                if context.early is not None:
+                    answer = context.early
+                elif isinstance(looked, Match):
+                    answer = Answer.cached_from(looked.reply)
+                else:
+                    assert looked is not None
+                    found = await self._judge(call, question, looked, embedding.result())
+                    ask = self._ask(call, question, context, found)
+                    composed = await self._compose(call, question, context, found, ask)
+                    answer = composed.answer
         except AppError:
             raise
         except (TimeoutError, OSError, EmbeddingError) as exc:
-            found = state.get("found")
-            if isinstance(exc, TimeoutError) and found is not None:
+            if (
+                isinstance(exc, TimeoutError)
+                and found is not None
+                and found.candidates
+                and context is not None
+            ):
                 # The deadline struck after retrieval (the model's own timeout normally fires
                 # first, but a loaded event loop can run both timers at once): the top chunk
                 # still answers.
                 log.warning(
-                    "query %s ran out of time after retrieval; answering from the top chunk", query_id
+                    "query %s ran out of time after retrieval; answering from the top chunk", call.query_id
                 )
-                candidates, confidence = found
-                response = self._fallback(
-                    question, candidates, confidence, state["prompt"], state.get("evidence")
-                )
+                composed = Composed(self._fallback(standalone.question, found, context.prompt))
             else:
-                log.warning("query %s could not be answered: %s", query_id, type(exc).__name__)
-                response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
+                log.warning("query %s could not be answered: %s", call.query_id, type(exc).__name__)
+                composed = Composed(self._reply("unavailable", prompt.unavailable_reply, 0.0, []))
+            answer = composed.answer
         except Exception as exc:
             # Database errors and anything unforeseen: a spoken apology, never a 500.
-            log.exception("query %s failed", query_id, exc_info=exc)
-            response = self._reply("unavailable", prompt.unavailable_reply, 0.0, [])
-        prompt = state["prompt"]
-        question = state["standalone"].question
-        state["normalised"] = normalise_question(question)
-        self._attribute(response, prompt, state)
-        # The cache keeps what the knowledge gave; the agent's policy is applied on top of
-        # every reply, cached or not, so a change to it is heard on the next call.
-        state["knowledge_reply"] = {k: response[k] for k in _CACHED_FIELDS}
-        self._escalate(response, question, prompt, state)
-        response["query_id"] = str(query_id)
-        response["timings_ms"] = trace.timings()
-        if debug:
-            response["debug"] = state["debug"]
-            response["debug"]["context"] = state["standalone"].debug(caller_question)
-        return response, state
+            log.exception("query %s failed", call.query_id, exc_info=exc)
+            composed = Composed(self._reply("unavailable", prompt.unavailable_reply, 0.0, []))
+            answer = composed.answer
+        return self._made(call, standalone, context, looked, found, ask, composed, answer)
 
-    async def _answer(
-        self,
-        org_id: uuid.UUID,
-        agent_id: uuid.UUID,
-        question: str,
-        normalised: str,
-        trace: _Trace,
-        state: dict[str, Any],
-    ) -> dict[str, Any]:
-        answerer = self.settings.llm_model if self.llm else "extractive"
+    def _settle(self, embedding: asyncio.Future[Sequence[float] | None], *, keep: bool) -> None:
+        """The question's embedding once the call no longer needs it: left to finish when
+        ``keep``, else cancelled; a finished one's failure is retrieved, so it is not reported
+        twice."""
+        if not embedding.done():
+            if keep:
+                self._background.add(embedding)
+                embedding.add_done_callback(self._forget)
+            else:
+                embedding.cancel()
+        elif not embedding.cancelled():
+            embedding.exception()
+
+    # Stage 1 ----------------------------------------------------------------------------
+
+    async def _context(
+        self, call: Call, conn: Any, question: str, normalised: str, prompt: PromptSet
+    ) -> Context:
+        """The agent's context, the answer cache and BM25 in one round trip; raises NotFound
+        for an unknown agent and ValidationFailed for an attribute key no document has."""
         key_material = (
-            f"{agent_id}|{normalised}|{self.prompt_fingerprint}|{answerer}|{self.embedder.model_key}"
+            f"{call.agent_id}|{normalised}|{self.prompt_fingerprint}|{self.answerer}"
+            f"|{self.embedder.model_key}"
         )
-        # The question's embedding depends on nothing the database holds: it is requested at
-        # once, so the provider's latency (the longest wait of a call) overlaps the agent's
-        # context and BM25. When the answer then comes from the answer cache, a request
-        # already under way is left to finish in the background: its vector lands in the
-        # LRU, and the next hit on this question (in this process) costs no provider call.
-        # Cancelled, it would be paid for and asked again on every hit.
-        embedding = asyncio.ensure_future(self._embed(normalised, trace))
-        try:
-            t = time.perf_counter()
-            async with raw_connection(self.engine) as conn:
-                # The agent's context, the answer cache and BM25 in one round trip.
-                ctx = await conn.fetchrow(
-                    sql.AGENT_CONTEXT_SQL,
-                    org_id,
-                    agent_id,
-                    key_material,
-                    state["variant"],
-                    self.settings.prompt_variant,
-                    question,
-                    self.settings.candidates,
-                    state["debug"] is not None,
-                    json.dumps(to_clauses(state["filters"])),
-                    attribute_keys(state["filters"]),
-                )
-                trace.search += (time.perf_counter() - t) * 1000
-                if (early := self._early_reply(ctx, state)) is not None:
-                    return early
-                state["scope"] = scope_of(
-                    org_id, agent_id, ctx, self.prompt_fingerprint, answerer, self.embedder.model_key
-                )
-                kb_ids, chunk_total = ctx["kb_ids"], ctx["chunk_total"]
-                text = TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or [])
-                # The agent's KBs held in memory at the versions just read (kb_vectors.py):
-                # then the vector search needs no second round trip.
-                held: list[KBVectors] | None = None
-                if self.retriever.plan(chunk_total) == "exact":
-                    held = self.kb_vectors.lookup(org_id, kb_ids, ctx["kb_versions"], ctx["kb_changed"])
-                found: Retrieval | None = None
-                if held is None and embedding.done():
-                    if (reused := self._reuse(normalised, embedding.result(), state)) is not None:
-                        return reused
-                    found = await self._fuse(
-                        conn, text, embedding.result(), kb_ids, chunk_total, state["hidden"]
-                    )
-            if found is None:
-                # The connection goes back to the pool while the provider is awaited: a real
-                # embedding takes 100-300 ms, and holding a connection through it capped a
-                # process at pool_size + max_overflow calls in flight, the overflow ones
-                # paying a fresh PostgreSQL connection each (measured: own time p99 108 ms
-                # with 16 callers against a 150 ms embedding).
-                t = time.perf_counter()
-                vector = await embedding
-                trace.embed_wait += (time.perf_counter() - t) * 1000
-                if (reused := self._reuse(normalised, vector, state)) is not None:
-                    return reused
-                if held is not None:
-                    found = await self.retriever.fuse_memory(
-                        held,
-                        text=text,
-                        vector=vector,
-                        candidates=self.settings.candidates,
-                        top_k=self.settings.top_k,
-                        hidden=state["hidden"],
-                    )
-                if found is None:
-                    async with raw_connection(self.engine) as conn:
-                        found = await self._fuse(conn, text, vector, kb_ids, chunk_total, state["hidden"])
-        finally:
-            if not embedding.done():
-                if state.get("from_cache"):
-                    self._background.add(embedding)
-                    embedding.add_done_callback(self._forget)
-                else:
-                    embedding.cancel()
-            elif not embedding.cancelled():
-                embedding.exception()  # retrieved, so a failure is not reported twice
-        trace.search += found.timing_ms
-        candidates = found.candidates
-        dry: _DryRun | None = state["dry"]
-        if dry is None:
-            SEARCH_PLANS.labels(found.plan).inc()
-        else:
-            vector_used = embedding.result() if not embedding.cancelled() else None
-            dry.inputs = (text, vector_used, kb_ids, chunk_total, held)
-        prompt = state["prompt"]
-        model = self.answerer_name(prompt)
-        state["chunks"] = [
-            {
-                "chunk_id": c.chunk_id,
-                "score": round(c.score, 5),
-                "vector_rank": c.vector_rank,
-                "text_rank": c.text_rank,
-            }
-            for c in candidates
-        ]
-        question_vector = embedding.result() if not embedding.cancelled() else None
+        t = time.perf_counter()
+        ctx = await conn.fetchrow(
+            sql.AGENT_CONTEXT_SQL,
+            call.org_id,
+            call.agent_id,
+            key_material,
+            call.variant,
+            self.settings.prompt_variant,
+            question,
+            self.retriever.candidates,
+            call.debug,  # BM25 runs in debug mode even when an answer is cached
+            json.dumps(to_clauses(call.filters)),
+            attribute_keys(call.filters),
+        )
+        call.trace.search += (time.perf_counter() - t) * 1000
+        if not ctx["kb_ids"] and not ctx["known"]:
+            # An agent becomes known to an organisation when a KB of it is first assigned
+            # to it: never, and the agent is unknown here (another organisation's included).
+            raise NotFound(AGENT_NOT_FOUND)
+        require_known_keys(attribute_keys(call.filters), ctx["known_keys"])
+        prompt = self.prompts.get_or_default(ctx["variant"])
+        early: Answer | None = None
+        if ctx["chunk_total"] == 0:
+            # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".
+            early = self._reply("not_found", prompt.not_found_reply, 0.0, [])
+        elif ctx["cached"] is not None and not call.debug:
+            # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
+            raw = ctx["cached"]
+            early = Answer.cached_from(raw if isinstance(raw, dict) else json.loads(raw))
+        return Context(
+            prompt=prompt,
+            cache_key=ctx["cache_key"],
+            on_not_found=ctx["on_not_found"],
+            topics=ctx["topics"],
+            attribution=ctx["attribution"],
+            filters_applied=applied(call.filters, ctx["agent_clauses"], ctx["hidden_documents"]),
+            corpus=self.retriever.corpus(call.org_id, ctx),
+            early=early,
+            scope=None
+            if early is not None
+            else scope_of(
+                call.org_id,
+                call.agent_id,
+                ctx,
+                self.prompt_fingerprint,
+                self.answerer,
+                self.embedder.model_key,
+            ),
+        )
+
+    # Stage 2 ----------------------------------------------------------------------------
+
+    async def _retrieve(
+        self,
+        call: Call,
+        context: Context,
+        normalised: str,
+        vector: Sequence[float] | None,
+        conn: Any,
+        held: list[KBVectors] | None = None,
+    ) -> Retrieval | Match:
+        """The answer of a paraphrase answered before in the call's scope (semantic_cache.py),
+        else the chunks the retriever finds."""
+        if vector is not None and self.semantic_cache.enabled and context.scope is not None:
+            match = self.semantic_cache.lookup(context.scope, normalised, vector)
+            if match is not None:
+                return match
+        retrieval = await self.retriever.search(
+            context.corpus, vector, held=held, top_k=self.settings.top_k, conn=conn
+        )
+        call.trace.search += retrieval.timing_ms
+        if not call.dry:
+            SEARCH_PLANS.labels(retrieval.plan).inc()
+        return retrieval
+
+    async def _judge(
+        self, call: Call, question: str, retrieval: Retrieval, vector: Sequence[float] | None
+    ) -> Found:
+        """The sentence that answers by meaning (when the embedder can embed sentences), and
+        the confidence with the threshold it is held to."""
+        candidates = retrieval.candidates
         evidence: ExtractiveAnswer | None = None
-        if self.sentences is not None and question_vector is not None and candidates:
-            evidence = await self._evidence(question, question_vector, candidates, trace)
+        if self.sentences is not None and vector is not None and candidates:
+            evidence = await self._evidence(question, vector, candidates, call.trace)
             chosen = candidates[evidence.passage_index] if evidence is not None else None
             confidence, parts = calibrated_confidence(evidence, chosen.vector_rank if chosen else None)
             threshold = self.settings.min_answer_confidence
         else:
             confidence, parts = self.confidence(question, candidates)
             threshold = self.settings.min_confidence
-        if state["debug"] is not None:
-            state["debug"].update(
-                plan=found.plan,
-                embedded=found.embedded,
-                candidates=[_debug_candidate(c) for c in candidates],
-                confidence=parts,
-            )
-        if candidates:
-            state["found"] = (candidates, confidence)
-            state["evidence"] = evidence
-        if not candidates or confidence < threshold:
-            return self._reply("not_found", prompt.not_found_reply, confidence, [])
-        if self.llm is None or (dry is not None and dry.skip_model):
-            if evidence is not None:
-                return self._answered(evidence.text, confidence, candidates, evidence.passages)
-            return self._extractive(question, candidates, confidence, prompt)
-        return await self._generate(question, candidates, confidence, prompt, model, trace, state)
+        return Found(retrieval, vector, evidence, confidence, parts, threshold)
 
     async def _evidence(
         self, question: str, vector: Sequence[float], candidates: list[Candidate], trace: _Trace
@@ -584,114 +643,6 @@ class QueryService:
             passages,
             max_words=self.settings.max_answer_words,
             semantics=Semantics(question=question_vector[None, :], sentences=vectors),
-        )
-
-    def _early_reply(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any] | None:
-        """From the agent's context row: the reply when no retrieval is needed (nothing to
-        search, or a cached answer), None to go on; raises NotFound for an unknown agent."""
-        state["cache_key"] = ctx["cache_key"]
-        state["escalation"] = (ctx["on_not_found"], ctx["topics"])
-        state["attribution"] = ctx["attribution"]
-        prompt = state["prompt"] = self.prompts.get_or_default(ctx["variant"])
-        if not ctx["kb_ids"] and not ctx["known"]:
-            # An agent becomes known to an organisation when a KB of it is first assigned
-            # to it: never, and the agent is unknown here (another organisation's included).
-            raise NotFound(AGENT_NOT_FOUND)
-        require_known_keys(attribute_keys(state["filters"]), ctx["known_keys"])
-        state["hidden"] = ctx["hidden_documents"]
-        state["filters_applied"] = applied(state["filters"], ctx["agent_clauses"], state["hidden"])
-        if state["debug"] is not None:
-            state["debug"]["filters"] = state["filters_applied"]
-        if ctx["chunk_total"] == 0:
-            # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".
-            return self._reply("not_found", prompt.not_found_reply, 0.0, [])
-        if ctx["cached"] is None or state["debug"] is not None:
-            return None
-        # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
-        raw = ctx["cached"]
-        cached: dict[str, Any] = dict(raw) if isinstance(raw, dict) else json.loads(raw)
-        cached["cached"] = True
-        cached.setdefault("used_sources", [])
-        state["from_cache"] = True
-        return cached
-
-    def _reuse(
-        self, normalised: str, vector: Sequence[float] | None, state: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The answer of a paraphrase answered before in the call's scope (semantic_cache.py)."""
-        if vector is None or not self.semantic_cache.enabled:
-            return None
-        match = self.semantic_cache.lookup(state["scope"], normalised, vector)
-        if match is None:
-            return None
-        state["from_cache"] = True
-        state["semantic_match"] = match
-        if state["debug"] is not None:
-            state["debug"]["semantic_cache"] = match.debug()
-        return {**match.reply, "cached": True}
-
-    async def question_vector(self, question: str) -> Sequence[float] | None:
-        """The vector a call searches and caches with for ``question`` (benchmarks)."""
-        return await self._embed(normalise_question(question), _Trace())
-
-    async def _embed(self, normalised: str, trace: _Trace) -> Sequence[float] | None:
-        if not normalised:
-            return None  # punctuation only: nothing to embed (the API rejects empty input)
-        key = (self.embedder.model_key, normalised)
-        cached = self.embed_cache.get(key)
-        if cached is not None:
-            return cached
-        t = time.perf_counter()
-        try:
-            vector = await self.embedder.embed_query(normalised, timeout=self.embed_timeout_s)
-            if self.sentences is not None:
-                vector = await self._lead_with_the_asking_part(normalised, vector)
-        except EmbeddingError as exc:
-            PROVIDER_ERRORS.labels("embedding").inc()
-            log.warning("query embedding failed, using BM25 only: %s", exc)
-            return None
-        finally:
-            trace.embed += (time.perf_counter() - t) * 1000
-        self.embed_cache.put(key, vector)
-        return vector
-
-    async def _lead_with_the_asking_part(self, normalised: str, vector: list[float]) -> list[float]:
-        """A long turn's vector: the part that asks leads, the preamble still says what it is
-        about ("she's in a wheelchair, so how does she get in?"). Offline embedder only: a
-        second provider call would cost more than it brings."""
-        focus = normalise_question(asking_part(normalised))
-        if not focus or focus == normalised:
-            return vector
-        try:
-            # Half the budget again at most: the whole turn's vector alone will do.
-            asking = await self.embedder.embed_query(focus, timeout=self.embed_timeout_s / 2)
-        except EmbeddingError as exc:
-            log.warning("embedding the asking part failed, using the whole turn: %s", exc)
-            return vector
-        blend = _WHOLE_TURN_WEIGHT * np.asarray(vector) + (1 - _WHOLE_TURN_WEIGHT) * np.asarray(asking)
-        result: list[float] = (blend / np.linalg.norm(blend)).tolist()
-        return result
-
-    async def _fuse(
-        self,
-        conn: Any,
-        text: TextHits,
-        vector: Sequence[float] | None,
-        kb_ids: list[uuid.UUID],
-        chunk_total: int,
-        hidden: Sequence[uuid.UUID],
-        top_k: int | None = None,
-    ) -> Retrieval:
-        return await self.retriever.fuse(
-            conn,
-            text=text,
-            vector=vector,
-            kb_ids=kb_ids,
-            model_key=self.embedder.model_key,
-            chunk_total=chunk_total,
-            candidates=self.settings.candidates,
-            top_k=top_k or self.settings.top_k,
-            hidden=hidden,
         )
 
     def confidence(self, question: str, candidates: list[Candidate]) -> tuple[float, dict[str, float]]:
@@ -739,13 +690,38 @@ class QueryService:
             question=question, items=items, max_words=self.settings.max_answer_words, attribution=attribution
         )
 
+    # Stage 3 ----------------------------------------------------------------------------
+
+    def _ask(self, call: Call, question: str, context: Context, found: Found) -> Ask | None:
+        """The messages for the answering model, when it is to answer."""
+        if not found.candidates or found.confidence < found.threshold or self.llm is None or call.skip_model:
+            return None
+        messages = self.model_messages(
+            question, found.candidates, context.prompt, attribution=context.attribution == "spoken"
+        )
+        return Ask(messages, self.answerer_name(context.prompt))
+
+    async def _compose(
+        self, call: Call, question: str, context: Context, found: Found, ask: Ask | None
+    ) -> Composed:
+        prompt, candidates, confidence = context.prompt, found.candidates, found.confidence
+        if not candidates or confidence < found.threshold:
+            return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []))
+        if ask is not None:
+            return await self._generate(call, question, context, found, ask)
+        if found.evidence is not None:
+            return Composed(
+                self._answered(found.evidence.text, confidence, candidates, found.evidence.passages)
+            )
+        return Composed(self._extractive(question, candidates, confidence, prompt))
+
     def _extractive(
         self,
         question: str,
         candidates: list[Candidate],
         confidence: float,
         prompt: PromptSet,
-    ) -> dict[str, Any]:
+    ) -> Answer:
         passages = [Passage(text=c.text, title=c.title, score=c.score) for c in candidates[:3]]
         result = extractive_answer(question, passages, max_words=self.settings.max_answer_words)
         if result is None or result.support < self.settings.min_support:
@@ -753,40 +729,24 @@ class QueryService:
         return self._answered(result.text, confidence, candidates, result.passages)
 
     async def _generate(
-        self,
-        question: str,
-        candidates: list[Candidate],
-        confidence: float,
-        prompt: PromptSet,
-        model: str,
-        trace: _Trace,
-        state: dict[str, Any],
-    ) -> dict[str, Any]:
+        self, call: Call, question: str, context: Context, found: Found, ask: Ask
+    ) -> Composed:
         assert self.llm is not None
-        messages = self.model_messages(
-            question, candidates, prompt, attribution=state.get("attribution") == "spoken"
-        )
-        if state["debug"] is not None:
-            state["debug"]["messages"] = messages
-            state["debug"]["model"] = model
-        elapsed = time.perf_counter() - trace.t0
+        prompt, candidates, confidence = context.prompt, found.candidates, found.confidence
+        elapsed = time.perf_counter() - call.trace.t0
         # Keep a slice of the deadline for the fallback answer and the response itself.
         budget = self.settings.deadline_s - elapsed - 0.1
-        speaker: Speaker | None = state["speaker"]
         # A topic the agent hands over replaces this answer by the transfer line: none of it is spoken.
         answer: Callable[..., Awaitable[LLMResult]]
-        if (
-            speaker is not None
-            and matched_topic(question, (state.get("escalation") or ("say", []))[1]) is None
-        ):
-            answer = partial(speaker.speak, self.llm, prompt.holding_reply)
+        if call.speaker is not None and matched_topic(question, context.topics) is None:
+            answer = partial(call.speaker.speak, self.llm, prompt.holding_reply)
         else:
             answer = self.llm.complete
         t = time.perf_counter()
         try:
             result = await answer(
-                messages,
-                model=model,
+                ask.messages,
+                model=ask.model,
                 temperature=prompt.model.temperature,
                 max_tokens=prompt.model.max_tokens or self.settings.llm_max_tokens,
                 timeout=budget,
@@ -794,39 +754,28 @@ class QueryService:
         except LLMError as exc:
             PROVIDER_ERRORS.labels("chat").inc()
             log.warning("answering model failed (%s); answering from the top chunk", exc.reason)
-            state["llm_error"] = exc.reason
-            if state["debug"] is not None:
-                state["debug"]["llm_error"] = exc.reason
-            return self._fallback(question, candidates, confidence, prompt, state.get("evidence"))
+            return Composed(self._fallback(question, found, prompt), llm_error=exc.reason)
         finally:
-            trace.llm += (time.perf_counter() - t) * 1000
-        state["tokens"] = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
-        if state["debug"] is not None:
-            state["debug"]["tokens"] = state["tokens"]
+            call.trace.llm += (time.perf_counter() - t) * 1000
+        tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
         text = result.text.strip()
         if NOT_FOUND_MARK in text or not text:
-            return self._reply("not_found", prompt.not_found_reply, confidence, [])
+            return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
         said = make_speakable(strip_citations(text), max_words=self.settings.max_answer_words)
         if not said:  # nothing speakable came back (emoji, bare markup)
-            return self._reply("not_found", prompt.not_found_reply, confidence, [])
+            return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
         # Which chunks the model drew on is inferred from the words its answer shares with
         # them (app/answering/attribution.py): the model is asked for no citation.
         used = used_passages(text, question, [f"{c.title}\n{c.section or ''}\n{c.text}" for c in candidates])
-        return self._answered(said, confidence, candidates, used)
+        return Composed(self._answered(said, confidence, candidates, used), tokens)
 
-    def _fallback(
-        self,
-        question: str,
-        candidates: list[Candidate],
-        confidence: float,
-        prompt: PromptSet,
-        evidence: ExtractiveAnswer | None,
-    ) -> dict[str, Any]:
+    def _fallback(self, question: str, found: Found, prompt: PromptSet) -> Answer:
         """The answering model failed or ran out of time: read out the sentence chosen by
         meaning (the offline default), else the best sentence of the top chunk by words."""
+        candidates, confidence, evidence = found.candidates, found.confidence, found.evidence
         if evidence is not None:
             reply = self._answered(evidence.text, confidence, candidates, evidence.passages)
-            reply["degraded"] = True
+            reply.degraded = True
             return reply
         top = candidates[0]
         result = extractive_answer(
@@ -836,170 +785,244 @@ class QueryService:
         )
         text = result.text if result else make_speakable(top.text, max_words=self.settings.max_answer_words)
         reply = self._answered(text or prompt.unavailable_reply, confidence, candidates, (0,))
-        reply["degraded"] = True
+        reply.degraded = True
         return reply
 
     @staticmethod
-    def _escalate(response: dict[str, Any], question: str, prompt: PromptSet, state: dict[str, Any]) -> None:
-        """Set the reply's ``action`` by the agent's escalation policy (README): a topic the
-        question names, or not_found under ``transfer``, replaces the answer by the
-        transfer line, which rests on no chunk. Before the agent's context is read (an
-        early failure) no policy is known: the reply is spoken as it is."""
-        on_not_found, topics = state.get("escalation") or ("say", [])
-        topic = matched_topic(question, topics)
-        if topic is not None:
-            reason: str | None = f"topic:{topic}"
-        elif response["status"] == "not_found" and on_not_found == "transfer":
-            reason = "not_found"
-        else:
-            reason = None
-        if reason is None:
-            response.update(action=_ACTIONS[response["status"]], transfer_reason=None)
-        else:
-            response.update(
-                answer=prompt.transfer_reply,
-                sources=[],
-                used_sources=[],
-                action="transfer",
-                transfer_reason=reason,
-            )
-        if state["debug"] is not None:
-            state["debug"]["escalation"] = {
-                "on_not_found": on_not_found,
-                "topics": list(topics),
-                "matched_topic": topic,
-                "knowledge_reply": state["knowledge_reply"] if reason is not None else None,
-            }
-
-    @staticmethod
-    def _reply(status: str, answer: str, confidence: float, sources: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "answer": answer,
-            "status": status,
-            "confidence": confidence,
-            "sources": sources,
-            "used_sources": [],
-            "cached": False,
-            "degraded": False,
-        }
+    def _reply(status: Status, answer: str, confidence: float, sources: list[dict[str, Any]]) -> Answer:
+        return Answer(answer, status, confidence, sources)
 
     def _answered(
         self, text: str, confidence: float, candidates: Sequence[Candidate], used: Sequence[int]
-    ) -> dict[str, Any]:
+    ) -> Answer:
         """An answered reply read from the candidates at ``used``: its ``used_sources`` are
         their chunk ids, and its ``sources`` list them first."""
         reply = self._reply("answered", text, confidence, answer_sources(candidates, used))
-        reply["used_sources"] = [candidates[i].chunk_id for i in dict.fromkeys(used)]
+        reply.used_sources = [candidates[i].chunk_id for i in dict.fromkeys(used)]
         return reply
 
-    def _attribute(self, response: dict[str, Any], prompt: PromptSet, state: dict[str, Any]) -> None:
+    # The reply ---------------------------------------------------------------------------
+
+    def _made(
+        self,
+        call: Call,
+        standalone: Standalone,
+        context: Context | None,
+        looked: Retrieval | Match | None,
+        found: Found | None,
+        ask: Ask | None,
+        composed: Composed | None,
+        answer: Answer,
+    ) -> Made:
+        """The reply to send: ``answer`` attributed to its source, under the agent's
+        escalation policy, with the call's id, timings and (debug mode) details."""
+        prompt = (
+            context.prompt
+            if context is not None
+            else self.prompts.get_or_default(call.variant or self.settings.prompt_variant)
+        )
+        question = standalone.question
+        attribution = self._attribute(answer, prompt, context, found)
+        # The cache keeps what the knowledge gave; the agent's policy is applied on top of
+        # every reply, cached or not, so a change to it is heard on the next call.
+        knowledge_reply = answer.stored()
+        on_not_found, topics = (context.on_not_found, context.topics) if context is not None else ("say", [])
+        topic = matched_topic(question, topics)
+        if topic is not None:
+            reason: str | None = f"topic:{topic}"
+        elif answer.status == "not_found" and on_not_found == "transfer":
+            reason = "not_found"
+        else:
+            reason = None
+        reply = QueryReply(
+            answer=answer.answer if reason is None else prompt.transfer_reply,
+            status=answer.status,
+            confidence=answer.confidence,
+            sources=answer.sources if reason is None else [],
+            used_sources=answer.used_sources if reason is None else [],
+            action=_ACTIONS[answer.status] if reason is None else "transfer",
+            transfer_reason=reason,
+            query_id=str(call.query_id),
+            cached=answer.cached,
+            degraded=answer.degraded,
+            timings_ms=call.trace.timings(),
+        )
+        match = looked if isinstance(looked, Match) else None
+        retrieval = looked if isinstance(looked, Retrieval) else None
+        if call.debug:
+            debug: dict[str, Any] = {}
+            if context is not None:
+                debug["filters"] = context.filters_applied
+            if match is not None:
+                debug["semantic_cache"] = match.debug()
+            if found is not None:
+                debug.update(
+                    plan=found.retrieval.plan,
+                    embedded=found.retrieval.embedded,
+                    candidates=[_debug_candidate(c) for c in found.candidates],
+                    confidence=found.parts,
+                )
+            if ask is not None:
+                debug.update(messages=ask.messages, model=ask.model)
+            if composed is not None and composed.llm_error is not None:
+                debug["llm_error"] = composed.llm_error
+            if composed is not None and composed.tokens is not None:
+                debug["tokens"] = composed.tokens
+            debug["attribution"] = attribution
+            debug["escalation"] = {
+                "on_not_found": on_not_found,
+                "topics": list(topics),
+                "matched_topic": topic,
+                "knowledge_reply": knowledge_reply if reason is not None else None,
+            }
+            debug["context"] = standalone.debug(call.question)
+            reply.debug = debug
+        return Made(reply, knowledge_reply, prompt, standalone, context, retrieval, found, ask, match)
+
+    def _attribute(
+        self, answer: Answer, prompt: PromptSet, context: Context | None, found: Found | None
+    ) -> dict[str, Any]:
         """For an agent whose answers name their source: an answer cut from the passages (no
         model, or the model failed) is led by the phrase of ``reply.attribution.md`` with the
         speakable title of the document its first sentence came from; none when that title
         has nothing speakable. A model's answer names its source itself (grounding.attribution.md).
-        A cached answer already carries its phrase; not_found and unavailable name nothing."""
-        spoken = state.get("attribution") == "spoken"
+        A cached answer already carries its phrase; not_found and unavailable name nothing.
+        Returns what debug mode shows of it."""
+        mode = context.attribution if context is not None else "off"
         title = None
-        read_out = self.llm is None or response["degraded"]
+        read_out = self.llm is None or answer.degraded
         # The fallback's apology (a top chunk with nothing speakable) is no answer to attribute.
-        fresh = response["status"] == "answered" and not response["cached"]
-        if spoken and read_out and fresh and response["answer"] != prompt.unavailable_reply:
-            candidates = state["found"][0] if state.get("found") else []
+        fresh = answer.status == "answered" and not answer.cached
+        if mode == "spoken" and read_out and fresh and answer.answer != prompt.unavailable_reply:
+            candidates = found.candidates if found is not None else []
             titles = {c.chunk_id: c.title for c in candidates}
-            first = response["used_sources"][0] if response["used_sources"] else None
+            first = answer.used_sources[0] if answer.used_sources else None
             title = speakable_title(titles.get(first)) if first is not None else None
             if title is not None:
                 phrase = prompt.attributed(title=title, answer="")
-                response["answer"] = make_speakable(
-                    prompt.attributed(title=title, answer=lower_first(response["answer"])),
+                answer.answer = make_speakable(
+                    prompt.attributed(title=title, answer=lower_first(answer.answer)),
                     max_words=self.settings.max_answer_words + len(phrase.split()),
                 )
-        if state["debug"] is not None:
-            used_from = None
-            if fresh:
-                used_from = "the sentences read out" if read_out else "overlap with the model's answer"
-            state["debug"]["attribution"] = {
-                "mode": state.get("attribution", "off"),
-                "spoken_title": title,
-                "used_sources_from": used_from,
-            }
+        used_from = None
+        if fresh:
+            used_from = "the sentences read out" if read_out else "overlap with the model's answer"
+        return {"mode": mode, "spoken_title": title, "used_sources_from": used_from}
 
-    async def _finish(
-        self,
-        org_id: uuid.UUID,
-        agent_id: uuid.UUID,
-        question: str,
-        normalised: str,
-        prompt: PromptSet,
-        model: str,
-        response: dict[str, Any],
-        state: dict[str, Any],
-        *,
-        evaluation: bool,
-    ) -> None:
+    async def _finish(self, call: Call, made: Made, *, evaluation: bool) -> None:
         """After the response is sent: store the answer in the cache and log the call."""
+        response, context = made.reply, made.context
+        cache_key = context.cache_key if context is not None else None
         cacheable = (
-            response["status"] in ("answered", "not_found")
-            and not response["degraded"]
-            and not response["cached"]
-            and state["cache_key"] is not None
+            response.status in ("answered", "not_found")
+            and not response.degraded
+            and not response.cached
+            and cache_key is not None
             and self.settings.answer_cache_ttl_s > 0
         )
-        stored = json.dumps(state["knowledge_reply"]) if cacheable else None
-        standalone: Standalone = state["standalone"]
-        match = state.get("semantic_match")
+        normalised = normalise_question(made.standalone.question)
         # A paraphrase may reuse only what the knowledge answered, in full, and spoken as it
         # was: never not_found, a degraded answer or a transfer (semantic_cache.py).
         if (
             cacheable
-            and response["status"] == "answered"
-            and response["action"] == "answer"
+            and response.status == "answered"
+            and response.action == "answer"
             and self.semantic_cache.enabled
-            and state.get("scope") is not None
+            and context is not None
+            and context.scope is not None
             and (vector := self.embed_cache.get((self.embedder.model_key, normalised))) is not None
         ):
             self.semantic_cache.store(
-                state["scope"],
-                normalised,
-                vector,
-                query_id=uuid.UUID(response["query_id"]),
-                reply=state["knowledge_reply"],
+                context.scope, normalised, vector, query_id=call.query_id, reply=made.knowledge_reply
             )
+        chunks = [
+            {
+                "chunk_id": c.chunk_id,
+                "score": round(c.score, 5),
+                "vector_rank": c.vector_rank,
+                "text_rank": c.text_rank,
+            }
+            for c in (made.retrieval.candidates if made.retrieval is not None else ())
+        ]
+        standalone, match = made.standalone, made.match
+        filters_applied = context.filters_applied if context is not None else None
         try:
             async with raw_connection(self.engine) as conn:
                 await conn.execute(
                     sql.FINISH_SQL,
-                    uuid.UUID(response["query_id"]),
-                    org_id,
-                    agent_id,
-                    question,
+                    call.query_id,
+                    call.org_id,
+                    call.agent_id,
+                    call.question,
                     normalised,
-                    response["status"],
-                    response["confidence"],
-                    json.dumps(state["chunks"]),
-                    response["answer"],
-                    prompt.variant,
-                    prompt.version,
-                    model,
-                    json.dumps(response["timings_ms"]),
-                    response["cached"],
-                    response["degraded"],
-                    state["cache_key"] if cacheable else None,
-                    stored,
+                    response.status,
+                    response.confidence,
+                    json.dumps(chunks),
+                    response.answer,
+                    made.prompt.variant,
+                    made.prompt.version,
+                    self.answerer_name(made.prompt),
+                    json.dumps(response.timings_ms),
+                    response.cached,
+                    response.degraded,
+                    cache_key if cacheable else None,
+                    json.dumps(made.knowledge_reply) if cacheable else None,
                     self.settings.answer_cache_ttl_s,
                     evaluation,
-                    response["action"],
-                    response["transfer_reason"],
+                    response.action,
+                    response.transfer_reason,
                     standalone.question if standalone.method != "none" else None,
                     standalone.method,
-                    response["used_sources"],
+                    response.used_sources,
                     match.question if match else None,
                     match.similarity if match else None,
                     match.query_id if match else None,
-                    json.dumps(state["filters_applied"]) if state["filters_applied"] else None,
+                    json.dumps(filters_applied) if filters_applied else None,
                 )
         except Exception:
-            log.warning("could not record query %s", response.get("query_id"), exc_info=True)
+            log.warning("could not record query %s", call.query_id, exc_info=True)
+
+    async def question_vector(self, question: str) -> Sequence[float] | None:
+        """The vector a call searches and caches with for ``question`` (benchmarks)."""
+        return await self._embed(normalise_question(question), _Trace())
+
+    async def _embed(self, normalised: str, trace: _Trace) -> Sequence[float] | None:
+        if not normalised:
+            return None  # punctuation only: nothing to embed (the API rejects empty input)
+        key = (self.embedder.model_key, normalised)
+        cached = self.embed_cache.get(key)
+        if cached is not None:
+            return cached
+        t = time.perf_counter()
+        try:
+            vector = await self.embedder.embed_query(normalised, timeout=self.embed_timeout_s)
+            if self.sentences is not None:
+                vector = await self._lead_with_the_asking_part(normalised, vector)
+        except EmbeddingError as exc:
+            PROVIDER_ERRORS.labels("embedding").inc()
+            log.warning("query embedding failed, using BM25 only: %s", exc)
+            return None
+        finally:
+            trace.embed += (time.perf_counter() - t) * 1000
+        self.embed_cache.put(key, vector)
+        return vector
+
+    async def _lead_with_the_asking_part(self, normalised: str, vector: list[float]) -> list[float]:
+        """A long turn's vector: the part that asks leads, the preamble still says what it is
+        about ("she's in a wheelchair, so how does she get in?"). Offline embedder only: a
+        second provider call would cost more than it brings."""
+        focus = normalise_question(asking_part(normalised))
+        if not focus or focus == normalised:
+            return vector
+        try:
+            # Half the budget again at most: the whole turn's vector alone will do.
+            asking = await self.embedder.embed_query(focus, timeout=self.embed_timeout_s / 2)
+        except EmbeddingError as exc:
+            log.warning("embedding the asking part failed, using the whole turn: %s", exc)
+            return vector
+        blend = _WHOLE_TURN_WEIGHT * np.asarray(vector) + (1 - _WHOLE_TURN_WEIGHT) * np.asarray(asking)
+        result: list[float] = (blend / np.linalg.norm(blend)).tolist()
+        return result
 
 
 def answer_sources(candidates: Sequence[Candidate], used: Sequence[int] = ()) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.errors import AppError
 from app.observability.metrics import PROVIDER_ERRORS, observe_query
+from app.query.schemas import QueryReply
 from app.query.service import NOT_FOUND_MARK, QueryOutcome, QueryService
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,8 @@ clock_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 # Where a sentence may have ended: shaping the text so far is only worth it there.
 _MAY_END = re.compile(r"[.!?…][\"'”’)\]]*\s|\n")
 
-Event = tuple[str, dict[str, Any]]
+# ``done`` carries the whole reply; the other events a text.
+Event = tuple[str, dict[str, Any] | QueryReply]
 
 
 def pieces(spoken: str) -> list[str]:
@@ -222,16 +224,16 @@ class QueryStream:
             raise
         response = outcome.response
         said = self.speaker.spoken
-        if said and not response["answer"].startswith(said):
+        if said and not response.answer.startswith(said):
             # Spoken words stand: the answer is what was said, and, when the model finished
             # (the shaping of a spoken sentence changed once the whole answer was known), the
             # rest of its answer. Otherwise the deadline struck mid-answer.
-            rest = pieces(response["answer"])[len(self.speaker.said) :] if self.speaker.finished else []
-            response["answer"] = said + "".join(rest)
+            rest = pieces(response.answer)[len(self.speaker.said) :] if self.speaker.finished else []
+            response.answer = said + "".join(rest)
         if said and not self.speaker.finished:
             # Cut short: not cached, and marked as the JSON form marks its fallback.
-            response.update(status="answered", degraded=True)
-        for piece in pieces_after(response["answer"], len(said)):
+            response.status, response.degraded = "answered", True
+        for piece in pieces_after(response.answer, len(said)):
             self.queue.put_nowait(("sentence", {"text": piece}))
         self.queue.put_nowait(("done", response))
         self.queue.put_nowait(None)

@@ -115,7 +115,7 @@ def _fields(c: Candidate) -> tuple[Any, ...]:
 @pytest.mark.parametrize("weight", [1.0, 0.5, 0.0])
 async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, weight):
     """Two KBs of random vectors and word soup, 24 questions (vectors near a chunk, far from
-    all, and none at all): the in-memory fusion returns FUSED_SQL's candidates, in its order,
+    all, and none at all): the in-memory search returns the SQL plan's candidates, in its order,
     with its scores, for one KB and for both."""
     rng = np.random.default_rng(7)
     kb_a, ids_a, vectors_a = await random_kb(client, org, engine, rng, 300, "A")
@@ -149,7 +149,7 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
                 rows = await conn.fetch(sql.TEXT_SQL, kb_ids, question, "english", total, 30)
                 text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
                 dropped += len(set(text.ids) - set(ids_a) - set(_ids_b))
-                in_sql = await retriever.fuse(
+                in_sql = await retriever.search_sql(
                     conn,
                     text=text,
                     vector=vector,
@@ -160,7 +160,7 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
                     top_k=12,
                 )
                 copies = [held[str(k)] for k in kb_ids]
-                in_memory = await retriever.fuse_memory(
+                in_memory = await retriever.search_memory(
                     [c for c in copies if c is not None], text=text, vector=vector, candidates=30, top_k=12
                 )
                 assert in_memory is not None
@@ -200,7 +200,7 @@ async def test_a_chunk_without_length_ranks_last_across_kbs():
     retriever = Retriever(dimensions=2, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60)
     zero = _copy(np.asarray([1, 2]), np.asarray([[0, 0], [0, 1]], dtype=np.float32))
     opposite = _copy(np.asarray([3]), np.asarray([[0, -1]], dtype=np.float32))
-    found = await retriever.fuse_memory(
+    found = await retriever.search_memory(
         [zero, opposite], text=TextHits([], []), vector=[0.0, 1.0], candidates=3, top_k=3
     )
     assert found is not None
@@ -212,7 +212,7 @@ async def test_a_chunk_without_length_ranks_last_across_kbs():
 
 
 async def test_equal_contributions_of_a_vector_and_a_text_rank_put_the_vector_hit_first(client, org, engine):
-    """FUSED_SQL's ORDER BY score DESC, vector_rank NULLS LAST, id: with weight 1, vector rank
+    """The fusion orders by score, then vector rank (none last), then id: with weight 1, vector rank
     1 and text rank 1 score the same, and the vector's hit comes first, in SQL and in memory.
     k = 568 makes k + 1 = 569, where numeric 1.0 / 569 rounds above float8's 1 / 569: with the
     text side in numeric, SQL put the text hit first."""
@@ -223,9 +223,9 @@ async def test_equal_contributions_of_a_vector_and_a_text_rank_put_the_vector_hi
     assert copy is not None
     # The vector's hit has the larger id: the tie is broken by the vector rank, not the id.
     args: dict[str, Any] = {"text": TextHits([ids[0]], [3.0]), "vector": vectors[1].tolist(), "top_k": 2}
-    in_memory = await retriever.fuse_memory([copy], candidates=1, **args)
+    in_memory = await retriever.search_memory([copy], candidates=1, **args)
     async with raw_connection(engine) as conn:
-        in_sql = await retriever.fuse(
+        in_sql = await retriever.search_sql(
             conn, kb_ids=[uuid.UUID(kb)], model_key=MODEL, chunk_total=2, candidates=1, **args
         )
     assert in_memory is not None
@@ -238,7 +238,7 @@ async def test_equal_contributions_of_a_vector_and_a_text_rank_put_the_vector_hi
 async def test_a_vector_of_another_size_is_searched_in_sql():
     copy = _copy(np.asarray([1]), np.asarray([[1, 0]], dtype=np.float32))
     retriever = Retriever(dimensions=2, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60)
-    found = await retriever.fuse_memory(
+    found = await retriever.search_memory(
         [copy], text=TextHits([], []), vector=[1.0, 0, 0], candidates=5, top_k=5
     )
     assert found is None

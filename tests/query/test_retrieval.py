@@ -10,7 +10,7 @@ import pytest
 from app.db.engine import raw_connection
 from app.embeddings.lexical import LexicalEmbedder
 from app.query import repository as sql
-from app.query.retrieval import Retriever, TextHits
+from app.query.retrieval import Ranked, Retriever, TextHits, fuse
 from app.query.service import normalise_question
 
 QUESTION = "Which cards can I pay with?"
@@ -21,6 +21,18 @@ def test_the_plan_follows_the_agents_size_and_the_servers_pgvector():
     new = Retriever(dimensions=512, pgvector_version=(0, 8, 0), exact_max_chunks=100, rrf_k=60)
     assert [old.plan(100), old.plan(101)] == ["exact", "hnsw"]
     assert [new.plan(100), new.plan(101)] == ["exact", "iterative"]
+
+
+def test_the_fusion_adds_each_lists_weighted_reciprocal_rank():
+    """One function ranks for every plan: chunk 11 is second by vector and first by text,
+    12 second by text alone, 10 first by vector alone; with k = 1 and the vectors at half
+    weight, both lists' say puts 11 first and BM25's second hit above the vectors' first."""
+    ranked = fuse([(0.9, 10), (0.8, 11)], TextHits([11, 12], [5.0, 4.0]), weight=0.5, k=1)
+    assert ranked == [
+        Ranked(0.5 / 3 + 1 / 2, 2, 11, 1, 0.8, 5.0),
+        Ranked(1 / 3, None, 12, 2, None, 4.0),
+        Ranked(0.5 / 2, 1, 10, None, 0.9, None),
+    ]
 
 
 async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent, engine):
@@ -47,9 +59,9 @@ async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent
             rows = await conn.fetch(sql.TEXT_SQL, kb_ids, QUESTION, "english", chunk_total, 30)
             text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
             plan = retriever.plan(chunk_total)
-            found[plan] = await retriever.fuse(conn, text=text, vector=vector, **common)
+            found[plan] = await retriever.search_sql(conn, text=text, vector=vector, **common)
             # Without a vector (the provider failed) BM25 alone answers.
-            text_only[plan] = await retriever.fuse(conn, text=text, vector=None, **common)
+            text_only[plan] = await retriever.search_sql(conn, text=text, vector=None, **common)
 
     assert chunk_total == 4
     assert set(found) == {"exact", "hnsw"}
@@ -79,7 +91,7 @@ async def test_exact_search_ranks_by_cosine_similarity(faq_agent, engine):
         # written, so the cosine's order is not the ids' order.
         vector = np.asarray([1.0, 2.0, 3.0, 4.0]) @ matrix
         vector /= np.linalg.norm(vector)
-        result = await retriever.fuse(
+        result = await retriever.search_sql(
             conn,
             text=TextHits([], []),
             vector=vector.tolist(),
@@ -156,10 +168,10 @@ async def test_a_generic_plan_of_the_exact_search_cannot_take_the_ann_index(faq_
     kb_ids = [faq_agent["kb"]["id"], str(uuid.uuid4())][:kbs]
     statement = Retriever(
         dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60
-    ).statement("exact", kbs, candidates=30, top_k=5)
+    ).statement("exact", kbs, candidates=30)
     vector = "'{" + ",".join(["0.5"] * 512) + "}'::float4[]"
     kb_array = "ARRAY[" + ",".join(f"'{k}'" for k in kb_ids) + "]::uuid[]"
-    args = f"{vector}, {kb_array}, 'm', 'm', '{{}}'::bigint[], '{{}}'::float8[]"
+    args = f"{vector}, {kb_array}, 'm', 'm', '{{}}'::bigint[]"
     async with raw_connection(engine) as conn:
         await conn.execute(
             "CREATE INDEX ix_test_generic_hnsw ON chunks"

@@ -28,7 +28,7 @@ import pytest
 import uvicorn
 from litestar import Litestar
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -141,10 +141,20 @@ class Page:
 
     def wait(self, condition: Callable[[WebDriver], object], message: str = "") -> object:
         # htmx replaces fragments while a condition reads them: a stale element means "again".
+        # Chromium reports an element swapped out between finding and reading it either as
+        # stale or, in a narrower window, as a node that "does not belong to the document".
+        def swapped_tolerant(driver: WebDriver) -> object:
+            try:
+                return condition(driver)
+            except WebDriverException as exc:
+                if "does not belong to the document" in (exc.msg or ""):
+                    return False
+                raise
+
         wait = WebDriverWait(
             self.driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException]
         )
-        return wait.until(condition, message)
+        return wait.until(swapped_tolerant, message)
 
     def find(self, css: str) -> WebElement:
         return self.driver.find_element("css selector", css)

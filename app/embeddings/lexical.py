@@ -49,6 +49,8 @@ _STOP_WORD_LIST = """
 _STOP_WORDS = frozenset(_STOP_WORD_LIST.split())
 
 _TERM = re.compile(r"[^\W_]+")
+# The same words in case-folded ASCII text (most text), found in about half the time.
+_ASCII_TERM = re.compile(r"[a-z0-9]+")
 # Apostrophes are removed before splitting so that "don't" and "user's" stay one term.
 _APOSTROPHES = re.compile(r"['’ʼ`´]")
 # Combining marks left by NFKD: stripping them makes "café" and "cafe" the same term, which
@@ -66,10 +68,24 @@ def lexical_terms(text: str) -> list[str]:
     Lower-cased (case-folded), accents removed, punctuation dropped, English stop words dropped,
     plural/-ing/-ed/-ly suffixes stripped.
     """
+    return [_stem(term) for term in _words(text) if term not in _STOP_WORDS]
+
+
+@lru_cache(maxsize=4096)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct terms of ``lexical_terms(text)``, cached: the query path reads the same
+    passages' terms for its confidence and its attribution, and the same chunks come back
+    for many calls to one knowledge base (about 0.1 ms a 300-word passage uncached)."""
+    return frozenset(map(_stem, set(_words(text)).difference(_STOP_WORDS)))
+
+
+def _words(text: str) -> list[str]:
     text = _APOSTROPHES.sub("", text.casefold())
     if not text.isascii():
         text = unicodedata.normalize("NFC", _COMBINING_MARKS.sub("", unicodedata.normalize("NFKD", text)))
-    return [_stem(term) for term in _TERM.findall(text) if term not in _STOP_WORDS]
+        if not text.isascii():
+            return _TERM.findall(text)
+    return _ASCII_TERM.findall(text)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -50,7 +50,7 @@ from app.answering.speech import make_speakable
 from app.config import QuerySettings
 from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError, embedder_family
-from app.embeddings.lexical import lexical_terms
+from app.embeddings.lexical import lexical_terms, term_set
 from app.errors import AppError, NotFound
 from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
@@ -654,8 +654,7 @@ class QueryService:
         coverage = 0.0
         if terms:
             for c in candidates[:3]:
-                found = set(lexical_terms(f"{c.title} {c.section or ''} {c.text}"))
-                coverage = max(coverage, len(terms & found) / len(terms))
+                coverage = max(coverage, len(terms & term_set(_passage(c))) / len(terms))
         best_sim = max((c.similarity for c in candidates if c.similarity is not None), default=None)
         lo, hi = self.sim_range
         if best_sim is None:
@@ -766,7 +765,7 @@ class QueryService:
             return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
         # Which chunks the model drew on is inferred from the words its answer shares with
         # them (app/answering/attribution.py): the model is asked for no citation.
-        used = used_passages(text, question, [f"{c.title}\n{c.section or ''}\n{c.text}" for c in candidates])
+        used = used_passages(text, question, [_passage(c) for c in candidates])
         return Composed(self._answered(said, confidence, candidates, used), tokens)
 
     def _fallback(self, question: str, found: Found, prompt: PromptSet) -> Answer:
@@ -1038,6 +1037,12 @@ def answer_sources(candidates: Sequence[Candidate], used: Sequence[int] = ()) ->
     order = list(dict.fromkeys(used))
     order += [i for i, c in enumerate(candidates) if c.score > 0 and c.score >= floor and i not in order]
     return [_source(candidates[i]) for i in order or (0,)]
+
+
+def _passage(c: Candidate) -> str:
+    """A chunk's words as the confidence and the attribution read them (``term_set`` caches
+    their terms under this string)."""
+    return f"{c.title}\n{c.section or ''}\n{c.text}"
 
 
 def _source(c: Candidate) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from app.embeddings import LexicalEmbedder, lexical_terms
+from app.embeddings.lexical import term_set
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -122,6 +123,23 @@ async def test_large_batches_match_single_embeddings() -> None:
     batch = await embedder.embed_documents(texts)
 
     assert batch == [await embedder.embed_query(t, timeout=0.1) for t in texts]
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        # Plain ASCII, the fast path (a final e is stripped: free -> fre).
+        ("Free PARKING behind the building; parking is free.", {"fre", "park", "behind", "build"}),
+        # Case-folding makes ASCII of it ("ﬁ" is two letters); the same terms as typed plainly.
+        ("ﬁle FILES", {"fil"}),
+        # Accents stripped to ASCII: the same terms as the plain spelling.
+        ("Café crème, CAFES", {"caf", "crem"}),
+        # Still not ASCII after the accents go: words of any script, punctuation dropped.
+        ("Straße — 東京 x_y 3rd", {"strass", "東京", "x", "y", "3rd"}),
+    ],
+)
+def test_term_set_is_the_distinct_lexical_terms(text: str, terms: set[str]) -> None:
+    assert term_set(text) == frozenset(lexical_terms(text)) == terms
 
 
 def test_model_key_and_dimensions() -> None:

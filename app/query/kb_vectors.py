@@ -165,7 +165,9 @@ class KBVectors:
         hide = [n for n, doc in enumerate(self.documents) if doc in hidden]
         if not hide:
             return None
-        return np.flatnonzero(~np.isin(self.document_rows, hide))
+        shown = np.ones(len(self.documents), dtype=np.bool_)
+        shown[hide] = False
+        return np.flatnonzero(shown[self.document_rows])  # a lookup per row; np.isin sorts
 
     def nearest(
         self, sims: npt.NDArray[np.float32], limit: int, shown: npt.NDArray[np.intp] | None = None

@@ -327,7 +327,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
         retriever = Retriever(dimensions=dims, pgvector_version=(0,), exact_max_chunks=0, rrf_k=60)
         # As the service runs it (default settings); each agent reads one KB. The fusion itself
         # runs in the service (app/query/retrieval.py, fuse), not in this statement.
-        hybrid = retriever.statement("exact", 1, candidates=30)
+        hybrid = retriever.statement("exact", 1, candidates=30, top_k=6)
         rng = np.random.default_rng(7)
         timings: dict[str, list[float]] = {
             "authenticate": [], "agent_context_and_bm25": [], "vector_and_rows_exact": [],

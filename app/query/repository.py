@@ -167,10 +167,16 @@ TEXT_SQL = (
 # The second statement, unless the agent's KBs are held in memory (then the copies are
 # searched in the process; app/query/kb_vectors.py): the nearest chunks by cosine distance
 # ({vector_candidates}, one of the VECTOR_* fragments below; at most the ``candidates``
-# setting), ranked by distance, and the rows of every chunk either list holds (those and
-# BM25's ids $5), to be fused in Python (retrieval.fuse: one fusion for every plan). $3
-# selects chunks of the current embedding model; $4 is the same key, or a key that matches
-# nothing when the question could not be embedded, which leaves BM25 alone.
+# setting), ranked by distance, and BM25's ids $5 in their order, to be fused in Python
+# (retrieval.fuse: one fusion for every plan). $3 selects chunks of the current embedding
+# model; $4 is the same key, or a key that matches nothing when the question could not be
+# embedded, which leaves BM25 alone.
+#
+# Only the chunks that can reach the fused top_k ({needed}: NEEDED_TOP) are read in full
+# (text, title: a join per chunk); the other vector candidates come as their rank alone, and
+# BM25's other ids not at all (fuse ranks them from $5). Reading every row in full cost
+# PostgreSQL 0.3 ms a call (up to 60 rows of text; docs/BENCHMARKS.md). NEEDED_ALL reads all
+# of them (debug mode and the playground list every candidate).
 #
 # The sizes are the process's settings, written into the statement (Retriever formats them;
 # each is an int) rather than passed: PostgreSQL then estimates a custom plan and the generic
@@ -182,16 +188,29 @@ WITH vec AS (
     {vector_candidates}
 ), vec_ranked AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS r FROM vec
-), wanted AS (
-    SELECT id FROM vec UNION SELECT unnest($5::bigint[])
+), text_ranked AS (
+    SELECT id, r FROM unnest($5::bigint[]) WITH ORDINALITY AS t(id, r)
+), listed AS (
+    SELECT coalesce(v.id, t.id) AS id, v.r AS vector_rank, v.dist, {needed} AS needed
+    FROM vec_ranked v FULL JOIN text_ranked t ON t.id = v.id
 )
-SELECT c.id, v.r AS vector_rank, 1 - v.dist AS similarity,
+SELECT l.id, l.vector_rank, 1 - l.dist AS similarity,
        c.text, c.section, c.page, c.document_id, d.title
-FROM wanted w
-JOIN chunks c ON c.id = w.id AND c.embedding_model = $3
+FROM listed l
+JOIN chunks c ON c.id = l.id AND c.embedding_model = $3
 JOIN documents d ON d.id = c.document_id
-LEFT JOIN vec_ranked v ON v.id = w.id
+WHERE l.needed
+UNION ALL
+SELECT l.id, l.vector_rank, 1 - l.dist, NULL, NULL, NULL, NULL, NULL
+FROM listed l
+WHERE NOT l.needed AND l.vector_rank IS NOT NULL
 """
+# A chunk outside both lists' first top_k ranks, and in only one of them, cannot enter the
+# fused top_k: the first top_k of its list each score more (or, at a weight of 0, tie and
+# come first by vector rank). One in both lists may outscore them, whatever its ranks.
+# (IS TRUE: a rank the other list lacks is NULL, and NULL must read as "not needed".)
+NEEDED_TOP = "(v.r <= {top_k} OR t.r <= {top_k} OR (v.id IS NOT NULL AND t.id IS NOT NULL)) IS TRUE"
+NEEDED_ALL = "true"
 
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
 # plain column expression cannot use the HNSW expression index, which keeps the planner

@@ -72,6 +72,17 @@ class TextHits:
     scores: list[float]
 
 
+class Ranked(NamedTuple):
+    """One chunk of the fused list: its score and where each list put it."""
+
+    score: float
+    vector_rank: int | None
+    chunk_id: int
+    text_rank: int | None
+    similarity: float | None
+    text_score: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     chunk_id: int
@@ -86,16 +97,15 @@ class Candidate:
     text_score: float | None
     score: float
 
-
-class Ranked(NamedTuple):
-    """One chunk of the fused list: its score and where each list put it."""
-
-    score: float
-    vector_rank: int | None
-    chunk_id: int
-    text_rank: int | None
-    similarity: float | None
-    text_score: float | None
+    @classmethod
+    def ranked(
+        cls, f: Ranked, document_id: uuid.UUID, title: str, section: str | None, page: int | None, text: str
+    ) -> Candidate:
+        """A chunk of the fused list with its row, wherever the row was read."""
+        return cls(
+            f.chunk_id, document_id, title, section, page, text,
+            f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
+        )  # fmt: skip
 
 
 def fuse(vector: Sequence[tuple[float, int]], text: TextHits, *, weight: float, k: int) -> list[Ranked]:
@@ -192,7 +202,7 @@ class Retriever:
         self.model_key = model_key
         self.kb_vectors = kb_vectors
         # Statements are built once per shape; asyncpg caches their preparation per connection.
-        self._statements: dict[tuple[str, int, bool], str] = {}
+        self._statements: dict[tuple[str, int, bool, int, bool], str] = {}
 
     def corpus(self, org_id: uuid.UUID, ctx: Any) -> Corpus:
         """The call's corpus from AGENT_CONTEXT_SQL's row."""
@@ -221,9 +231,11 @@ class Retriever:
         held: list[KBVectors] | None,
         top_k: int,
         conn: Any = None,
+        complete: bool = False,
     ) -> Retrieval:
         """The ``top_k`` chunks for the question's ``vector`` (None: BM25 alone), in memory
-        when ``held``, else in SQL on ``conn`` (or a connection of its own)."""
+        when ``held``, else in SQL on ``conn`` (or a connection of its own). With
+        ``complete``, ``every()`` lists every candidate (in SQL, all of their rows are read)."""
         if held is not None:
             found = await self.search_memory(
                 held,
@@ -244,6 +256,7 @@ class Retriever:
             "candidates": self.candidates,
             "top_k": top_k,
             "hidden": corpus.hidden,
+            "complete": complete,
         }
         if conn is not None:
             return await self.search_sql(conn, **args)
@@ -251,11 +264,22 @@ class Retriever:
         async with raw_connection(self.engine) as own:
             return await self.search_sql(own, **args)
 
-    def statement(self, plan: str, kbs: int, *, candidates: int, hidden: bool = False) -> str:
+    def statement(
+        self,
+        plan: str,
+        kbs: int,
+        *,
+        candidates: int,
+        top_k: int,
+        hidden: bool = False,
+        complete: bool = False,
+    ) -> str:
         """The vector statement of ``plan`` for an agent reading ``kbs`` KBs (see VECTOR_SQL),
-        leaving out, when ``hidden``, the chunks of the documents hidden from the call ($6)."""
+        leaving out, when ``hidden``, the chunks of the documents hidden from the call ($6),
+        and reading in full the rows that can reach the ``top_k`` (all of them when
+        ``complete``)."""
         shape = ("one" if kbs == 1 else "any") if plan == "exact" else "hnsw"
-        key = (shape, candidates, hidden)
+        key = (shape, candidates, hidden, top_k, complete)
         statement = self._statements.get(key)
         if statement is None:
             hidden_filter = sql.HIDDEN_FILTER if hidden else ""
@@ -268,7 +292,8 @@ class Retriever:
                 vector = sql.VECTOR_EXACT.format(
                     kb_filter=kb_filter, candidates=int(candidates), hidden_filter=hidden_filter
                 )
-            statement = self._statements[key] = sql.VECTOR_SQL.format(vector_candidates=vector)
+            needed = sql.NEEDED_ALL if complete else sql.NEEDED_TOP.format(top_k=int(top_k))
+            statement = self._statements[key] = sql.VECTOR_SQL.format(vector_candidates=vector, needed=needed)
         return statement
 
     def plan(self, chunk_total: int) -> str:
@@ -288,10 +313,12 @@ class Retriever:
         candidates: int,
         top_k: int,
         hidden: Sequence[uuid.UUID] = (),
+        complete: bool = False,
     ) -> Retrieval:
         """The vector side in PostgreSQL, fused with ``text``: the chosen chunks, none of the
         ``hidden`` documents (``text`` has none either). Without a vector (provider down or
-        too slow) BM25 alone answers."""
+        too slow) BM25 alone answers. ``every()`` lists every candidate only when
+        ``complete``: otherwise only the rows that can reach the top_k are read."""
         plan = self.plan(chunk_total)
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
@@ -308,7 +335,9 @@ class Retriever:
         )
         if hidden:
             args = (*args, list(hidden))
-        statement = self.statement(plan, len(kb_ids), candidates=candidates, hidden=bool(hidden))
+        statement = self.statement(
+            plan, len(kb_ids), candidates=candidates, top_k=top_k, hidden=bool(hidden), complete=complete
+        )
         t = time.perf_counter()
         if plan == "exact":
             rows = await conn.fetch(statement, *args)
@@ -331,21 +360,9 @@ class Retriever:
 
         def chunk(f: Ranked) -> Candidate | None:
             r = by_id.get(f.chunk_id)
-            if r is None:
+            if r is None or r["document_id"] is None:  # another model's, or not read in full
                 return None
-            return Candidate(
-                chunk_id=f.chunk_id,
-                document_id=r["document_id"],
-                title=r["title"],
-                section=r["section"],
-                page=r["page"],
-                text=r["text"],
-                vector_rank=f.vector_rank,
-                text_rank=f.text_rank,
-                similarity=f.similarity,
-                text_score=f.text_score,
-                score=f.score,
-            )
+            return Candidate.ranked(f, r["document_id"], r["title"], r["section"], r["page"], r["text"])
 
         found = _chosen(ranked[:top_k], chunk)
         spent = (time.perf_counter() - t) * 1000
@@ -397,18 +414,8 @@ class Retriever:
             kb, row = where.get(f.chunk_id) or _locate(held, f.chunk_id)
             if kb is None:
                 return None
-            return Candidate(
-                chunk_id=f.chunk_id,
-                document_id=kb.document_ids[row],
-                title=kb.titles[row],
-                section=kb.sections[row],
-                page=kb.pages[row],
-                text=kb.texts[row],
-                vector_rank=f.vector_rank,
-                text_rank=f.text_rank,
-                similarity=f.similarity,
-                text_score=f.text_score,
-                score=f.score,
+            return Candidate.ranked(
+                f, kb.document_ids[row], kb.titles[row], kb.sections[row], kb.pages[row], kb.texts[row]
             )
 
         found = _chosen(ranked[:top_k], chunk)

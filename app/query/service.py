@@ -602,7 +602,7 @@ class QueryService:
             if match is not None:
                 return match
         retrieval = await self.retriever.search(
-            context.corpus, vector, held=held, top_k=self.settings.top_k, conn=conn
+            context.corpus, vector, held=held, top_k=self.settings.top_k, conn=conn, complete=call.debug
         )
         call.trace.search += retrieval.timing_ms
         if not call.dry:

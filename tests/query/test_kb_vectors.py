@@ -116,7 +116,9 @@ def _fields(c: Candidate) -> tuple[Any, ...]:
 async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, weight):
     """Two KBs of random vectors and word soup, 24 questions (vectors near a chunk, far from
     all, and none at all): the in-memory search returns the SQL plan's candidates, in its order,
-    with its scores, for one KB and for both."""
+    with its scores, for one KB and for both. The SQL statement reads in full only the rows
+    that can reach the top_k; reading all of them (``complete``) chooses the same chunks, and
+    lists every candidate as the memory search does."""
     rng = np.random.default_rng(7)
     kb_a, ids_a, vectors_a = await random_kb(client, org, engine, rng, 300, "A")
     kb_b, _ids_b, _ = await random_kb(client, org, engine, rng, 120, "B")
@@ -133,7 +135,7 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
     retriever = Retriever(
         dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=20_000, rrf_k=60, vector_weight=weight
     )
-    compared = dropped = 0
+    compared = dropped = read_in_full = listed = 0
     async with raw_connection(engine) as conn:
         for q in range(24):
             question = " ".join(rng.choice(WORDS, 4))
@@ -171,10 +173,27 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
                     [c.similarity for c in in_sql.candidates], abs=1e-6
                 )
                 compared += len(in_sql.candidates)
+                in_full = await retriever.search_sql(
+                    conn,
+                    text=text,
+                    vector=vector,
+                    kb_ids=kb_ids,
+                    model_key=MODEL,
+                    chunk_total=total,
+                    candidates=30,
+                    top_k=12,
+                    complete=True,
+                )
+                assert [_fields(c) for c in in_full.candidates] == [_fields(c) for c in in_sql.candidates]
+                assert [_fields(c) for c in in_full.every()] == [_fields(c) for c in in_memory.every()]
+                assert {c.chunk_id for c in in_sql.every()} <= {c.chunk_id for c in in_full.every()}
+                read_in_full += len(in_sql.every())
+                listed += len(in_full.every())
     # The comparison covered most of 12 chunks a question (a list is shorter by the other
     # model's chunks that BM25 put in it, in both paths alike).
     assert compared > 24 * 2 * 10
     assert dropped > 0  # other-model chunks did reach BM25's lists
+    assert read_in_full < listed / 2  # most rows beyond the top_k were never read in full (923 of 2,213)
     assert set(ids_a) <= set(held[kb_a].ids.tolist())
 
 

@@ -168,7 +168,7 @@ async def test_a_generic_plan_of_the_exact_search_cannot_take_the_ann_index(faq_
     kb_ids = [faq_agent["kb"]["id"], str(uuid.uuid4())][:kbs]
     statement = Retriever(
         dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=10, rrf_k=60
-    ).statement("exact", kbs, candidates=30)
+    ).statement("exact", kbs, candidates=30, top_k=6)
     vector = "'{" + ",".join(["0.5"] * 512) + "}'::float4[]"
     kb_array = "ARRAY[" + ",".join(f"'{k}'" for k in kb_ids) + "]::uuid[]"
     args = f"{vector}, {kb_array}, 'm', 'm', '{{}}'::bigint[]"

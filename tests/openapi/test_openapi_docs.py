@@ -4,6 +4,8 @@ headers of every response, and no key for the public probes."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -194,3 +196,18 @@ async def test_time_bounds_are_date_times_and_no_parameter_is_null(schema):
             assert parameter["schema"].get("type") != "null", (name, parameter["name"])
             if parameter["name"] in ("since", "until"):
                 assert (parameter["schema"]["type"], parameter["schema"]["format"]) == ("string", "date-time")
+
+
+async def test_every_schema_component_is_used(schema):
+    """A component nothing refers to is noise in generated clients (the query reply's msgspec
+    struct once appeared beside the documented QueryResponse)."""
+    components = schema["components"]["schemas"]
+    text = json.dumps({**schema, "components": {**schema["components"], "schemas": {}}})
+    referred = set(re.findall(r'"#/components/schemas/([^"]+)"', text))
+    # Components refer to each other too: follow them from those the paths use.
+    todo = list(referred)
+    while todo:
+        found = set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(components.get(todo.pop(), {}))))
+        todo += sorted(found - referred)
+        referred |= found
+    assert sorted(set(components) - referred) == []

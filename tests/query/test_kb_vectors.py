@@ -151,16 +151,16 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
                 rows = await conn.fetch(sql.TEXT_SQL, kb_ids, question, "english", total, 30)
                 text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
                 dropped += len(set(text.ids) - set(ids_a) - set(_ids_b))
-                in_sql = await retriever.search_sql(
-                    conn,
-                    text=text,
-                    vector=vector,
-                    kb_ids=kb_ids,
-                    model_key=MODEL,
-                    chunk_total=total,
-                    candidates=30,
-                    top_k=12,
-                )
+                search = {
+                    "text": text,
+                    "vector": vector,
+                    "kb_ids": kb_ids,
+                    "model_key": MODEL,
+                    "chunk_total": total,
+                    "candidates": 30,
+                    "top_k": 12,
+                }
+                in_sql = await retriever.search_sql(conn, **search)
                 copies = [held[str(k)] for k in kb_ids]
                 in_memory = await retriever.search_memory(
                     [c for c in copies if c is not None], text=text, vector=vector, candidates=30, top_k=12
@@ -173,17 +173,7 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
                     [c.similarity for c in in_sql.candidates], abs=1e-6
                 )
                 compared += len(in_sql.candidates)
-                in_full = await retriever.search_sql(
-                    conn,
-                    text=text,
-                    vector=vector,
-                    kb_ids=kb_ids,
-                    model_key=MODEL,
-                    chunk_total=total,
-                    candidates=30,
-                    top_k=12,
-                    complete=True,
-                )
+                in_full = await retriever.search_sql(conn, **search, complete=True)
                 assert [_fields(c) for c in in_full.candidates] == [_fields(c) for c in in_sql.candidates]
                 assert [_fields(c) for c in in_full.every()] == [_fields(c) for c in in_memory.every()]
                 assert {c.chunk_id for c in in_sql.every()} <= {c.chunk_id for c in in_full.every()}

@@ -349,9 +349,10 @@ def _outcome_sections(summary: dict[str, Any], suffix: str = "") -> list[str]:
 
 
 def row_record(row: Row) -> dict[str, Any]:
-    """One row as report.json holds it; ``org`` and ``kind`` only when the set has them."""
+    """One row as report.json holds it; ``org``, ``kind`` and ``confidence_parts`` only when
+    the set or the reply has them."""
     record = asdict(row)
-    for key in ("org", "kind"):
+    for key in ("org", "kind", "confidence_parts"):
         if record[key] is None:
             del record[key]
     return record

@@ -80,6 +80,8 @@ class Row:
     ``gold_rank``, ``correct`` and ``f1`` are None for unanswerable questions: they are
     scored by their status alone. ``org`` and ``kind`` are set by callers-dev questions
     only (and left out of report.json when None, so squad-dev rows keep their shape).
+    ``confidence_parts`` are the features the reply's confidence came from (``debug.confidence``),
+    which bench/calibrate.py refits the confidence from.
     """
 
     id: str
@@ -110,6 +112,7 @@ class Row:
     candidates: list[dict[str, Any]] = field(default_factory=list)
     org: str | None = None
     kind: str | None = None
+    confidence_parts: dict[str, float] | None = None
 
     @property
     def right(self) -> bool:
@@ -295,6 +298,7 @@ def grade(
     row.timings_ms = body["timings_ms"]
     row.model = debug.get("model")
     row.llm_error = debug.get("llm_error")
+    row.confidence_parts = debug.get("confidence")
     tokens = debug.get("tokens") or {}
     row.prompt_tokens = int(tokens.get("prompt") or 0)
     row.completion_tokens = int(tokens.get("completion") or 0)

@@ -37,7 +37,7 @@ import math
 
 from app.answering.extractive import ExtractiveAnswer
 
-__all__ = ["calibrated_confidence"]
+__all__ = ["FEATURES", "calibrated_confidence"]
 
 _WEIGHTS = {
     "match": 2.081,
@@ -53,6 +53,8 @@ _WEIGHTS = {
     "no_amount": -1.239,
 }
 _BIAS = -1.923
+# The features in the order bench/calibrate.py fits them (it prints the weights to paste here).
+FEATURES: tuple[str, ...] = tuple(_WEIGHTS)
 # Below this match a sentence is a stretch whatever else speaks for it: off-topic
 # questions land here, with every sentence far from them and the best one standing out
 # only because the rest are further still.

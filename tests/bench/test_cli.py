@@ -9,7 +9,7 @@ import pytest
 from app.config import PROJECT_ROOT
 
 BENCHMARKS = (
-    "console", "context_eval", "crawl", "embed", "html_extraction", "ingest", "isolation", "load",
+    "calibrate", "console", "context_eval", "crawl", "embed", "html_extraction", "ingest", "isolation", "load",
     "office_extraction", "openai_stub", "prompt_render", "query", "seed", "semantic_cache_eval",
     "stream", "sync", "webhook_trigger",
 )  # fmt: skip

@@ -206,6 +206,18 @@ def test_grade_of_a_squad_question_takes_any_gold_answer_as_a_substring():
     assert (row.correct, sorted(set(row_record(row)) & {"org", "kind"})) == (True, [])
 
 
+def test_grade_keeps_the_features_the_confidence_came_from_for_bench_calibrate():
+    question = Question("s1", "Q?", ("26",), "X.md", 0)
+    reply = _reply("answered", "It is 26.", 0.71, [])
+    reply.body["debug"]["confidence"] = {"match": 0.62, "margin": 0.1, "confidence": 0.71}
+    row = grade(question, None, reply, None)
+    bare = grade(question, None, _reply("answered", "It is 26.", 0.71, []), None)
+    assert (row_record(row)["confidence_parts"], "confidence_parts" in row_record(bare)) == (
+        {"match": 0.62, "margin": 0.1, "confidence": 0.71},
+        False,
+    )
+
+
 def test_gold_passage_of_a_heading_paragraph_matches_the_chunk_without_the_heading():
     # What the runner builds for bd-001 from the paragraph as extraction renders it.
     gold = GoldPassage.build(

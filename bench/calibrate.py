@@ -158,6 +158,7 @@ def main() -> None:
     beta = fit(sample.x, sample.y, sample.w)
     folded = a * beta
     folded[-1] += b
+    describe("the weights below, on every reply (in sample)", _sigmoid(sample.x @ folded), sample, args.gate)
     print("\nweights for app/query/confidence.py (all of both sets, rescale folded in):")
     for name, value in zip(FEATURES, folded[:-1], strict=True):
         print(f'    "{name}": {value:.3f},')

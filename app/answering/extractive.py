@@ -227,10 +227,12 @@ _HAS_TIME_RE = re.compile(
     r"|[Dd]ecember|[Ss]pring|[Ss]ummer|[Aa]utumn|[Ww]inter)\b"
 )
 _FREE_RE = re.compile(r"\b(?:free|no charge|no cost|no fee|complimentary|included)\b", re.IGNORECASE)
-# An amount of money: a currency sign or word, or a price that is none ("free", "by donation").
+# An amount of money: a currency sign or word, a price that is none ("free", "by donation"),
+# or a rate: interest, a deposit, a surcharge or a discount is charged as a percentage ("how
+# much interest do you charge?" is answered by "1.5% per month").
 _HAS_PRICE_RE = re.compile(
-    r"[$£€¥]|\d\s?(?:p|c)\b|\b(?:dollars?|pounds?|pence|cents?|euros?|bucks|quid|usd|gbp|eur|cad"
-    r"|free|no charge|no cost|no fee|complimentary|included|donation)\b",
+    r"[$£€¥]|\d\s?(?:p|c)\b|\d\s?%|\b(?:dollars?|pounds?|pence|cents?|euros?|bucks|quid|usd|gbp|eur|cad"
+    r"|percent|free|no charge|no cost|no fee|complimentary|included|donation)\b",
     re.IGNORECASE,
 )
 # A length of time said without digits ("about an hour", "a few weeks", "overnight").

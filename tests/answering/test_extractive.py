@@ -349,6 +349,8 @@ def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
         ("How much is a mat?", "Mat rental, $3."),
         ("What's the fee for a lost card?", "A replacement card costs 2 pounds."),
         ("How much is parking?", "Parking is free for patients."),
+        ("How much interest do you charge?", "Balances past due are charged interest of 1.5% per month."),
+        ("What's the deposit charge?", "We ask for a deposit of 25 percent of the quoted price."),
         ("How long does the first visit take?", "Your first visit takes about an hour."),
         ("How many people fit in the room?", "The room seats twelve people."),
     ],

@@ -554,3 +554,35 @@ async def test_the_hnsw_plan_of_large_agents_leaves_hidden_documents_out_too(
             assert (exact["debug"]["plan"], body["debug"]["plan"]) == ("exact", "hnsw")
             assert titles(body) == expected
             assert ranked(body) == ranked(exact)
+
+
+async def test_the_hidden_documents_chunks_are_read_from_an_index_alone(client, org, engine, drain_queue):
+    """BM25 leaves out the chunks of hidden documents, found by document id. Migration 0021's
+    index holds the chunk ids, so the lookup never reads the chunks' heap pages (their text
+    and vectors). At this size the planner would rather read the small table whole: sequential
+    and bitmap scans are switched off for the plan, leaving it a choice of indexes."""
+    import json
+
+    from app.db.engine import raw_connection
+    from app.query import repository as sql
+
+    shop = await make_shop(client, org, drain_queue)
+    clauses = json.dumps([{"key": "locale", "in": ["en-US"]}])  # hides three of the four
+    async with raw_connection(engine) as conn, conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        await conn.execute("SET LOCAL enable_bitmapscan = off")
+        explained = await conn.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.AGENT_CONTEXT_SQL,
+            org.id, shop["agent"], "key", None, "default", QUESTION, 30, False, clauses, ["locale"],
+        )  # fmt: skip
+    scans: list[tuple[str, str | None, int]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if node.get("Relation Name") == "chunks":
+            scans.append((node["Node Type"], node.get("Index Name"), node.get("Actual Rows", 0)))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(explained[0]["Plan"])  # the pooled connections decode JSON
+    # One chunk for each of the three hidden documents.
+    assert scans == [("Index Only Scan", "ix_chunks_document", 3)]

@@ -39,6 +39,9 @@ def terminated(signum, frame):
     raise Terminated
 
 signal.signal(signal.SIGTERM, terminated)
+# Python leaves SIGINT ignored when its parent did (a shell's background job does): Ctrl-C
+# is what this process stands for, so it raises KeyboardInterrupt whoever started the tests.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 folder = Path(sys.argv[1])
 embedded_database_url(folder)
 try:

@@ -40,7 +40,7 @@ from app.query.confidence import FEATURES
 
 # A small ridge keeps Newton's steps finite when a feature separates a fold perfectly; at this
 # size it moves no weight by more than 0.01 on the two sets.
-_RIDGE = 1e-3
+_RIDGE = 1e-6
 
 
 @dataclass(frozen=True)

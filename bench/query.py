@@ -352,6 +352,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
                 False,
                 "[]",
                 [],
+                False,
             )
             ctx = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, *context_args)
             timings["agent_context_and_bm25"].append((time.perf_counter() - t) * 1000)

@@ -19,6 +19,10 @@ the chunks of that version. A KB not held, or held at another version, is search
 PostgreSQL as before while its copy is (re)loaded in the background; no call waits for a
 load.
 
+A copy also holds the KB's BM25 postings (chunk_terms, read in the same snapshot), so that
+BM25 too is ranked in the process (``retrieval.rank_text``): aggregating a question's postings
+was most of the context statement's time at 1,000 chunks a KB (docs/BENCHMARKS.md).
+
 Memory is bounded (``QUERY__VECTOR_CACHE_MB`` per process, least recently used KBs go
 first, but never one used within ``keep_used_s``: when the KBs in use do not fit, the
 newcomer is searched in PostgreSQL instead of every KB being loaded again and again): at 512
@@ -53,6 +57,7 @@ log = logging.getLogger(__name__)
 
 # Per chunk beyond its vector and text: the id, list slots, the section and page objects.
 _ROW_OVERHEAD_BYTES = 120
+_TERM_OVERHEAD_BYTES = 150
 # einsum holds the GIL: a copy larger than this many values (20,000 x 1,536 took 4-8 ms) is
 # compared in blocks of about this size, the event loop answering other calls in between.
 _BLOCK_VALUES = 1 << 20
@@ -61,6 +66,80 @@ _MAX_TRACKED = 10_000
 
 # A KB's content stamp: its content version and when it last changed.
 Stamp = tuple[int, dt.datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class Postings:
+    """A KB's BM25 postings (chunk_terms at the copy's version), for ranking in the process
+    (retrieval.rank_text). The postings of ``term`` are ``slots[a:b]`` (each a chunk: its id
+    ``ids[slot]``, length ``dl[slot]``, document ``documents[document_of[slot]]``) and
+    ``tf[a:b]``, with ``(a, b) = spans[term]``. Every chunk of the KB is here, of any
+    embedding model, as the SQL ranking counts them."""
+
+    language: str
+    spans: dict[str, tuple[int, int]]
+    slots: npt.NDArray[np.int32]
+    tf: npt.NDArray[np.int32]
+    ids: npt.NDArray[np.int64]
+    dl: npt.NDArray[np.float64]
+    documents: list[uuid.UUID | None]
+    document_of: npt.NDArray[np.int32]
+
+    @classmethod
+    def from_rows(cls, language: str, rows: Sequence[Any], chunks: Sequence[Any]) -> Postings:
+        """From KB_POSTINGS_SQL's rows (term, then chunk id, order) and the KB's chunks with
+        their documents (KB_CHUNK_DOCUMENTS_SQL)."""
+        n = len(rows)
+        chunk_ids = np.fromiter((r["chunk_id"] for r in rows), dtype=np.int64, count=n)
+        ids, slots = np.unique(chunk_ids, return_inverse=True)
+        dl = np.zeros(len(ids), dtype=np.float64)
+        dl[slots] = np.fromiter((r["dl"] for r in rows), dtype=np.float64, count=n)
+        spans: dict[str, tuple[int, int]] = {}
+        start = 0
+        term = rows[0]["term"] if n else ""
+        for i, r in enumerate(rows):
+            if r["term"] != term:
+                spans[term] = (start, i)
+                term, start = r["term"], i
+        if n:
+            spans[term] = (start, n)
+        # A posting whose chunk is gone (written with the triggers off, as a restore may) has
+        # no document: ranked as in SQL, never hidden, and dropped for want of a row.
+        document_by_chunk = {r["id"]: r["document_id"] for r in chunks}
+        numbers: dict[uuid.UUID | None, int] = {}
+        document_of = np.fromiter(
+            (numbers.setdefault(document_by_chunk.get(i), len(numbers)) for i in ids.tolist()),
+            dtype=np.int32,
+            count=len(ids),
+        )
+        return cls(
+            language=language,
+            spans=spans,
+            slots=slots.astype(np.int32),
+            tf=np.fromiter((r["tf"] for r in rows), dtype=np.int32, count=n),
+            ids=ids,
+            dl=dl,
+            documents=list(numbers),
+            document_of=document_of,
+        )
+
+    @property
+    def nbytes(self) -> int:
+        # A term's key and span: the string, the tuple, two ints and the dict's slot.
+        terms = sum(sys.getsizeof(t) for t in self.spans) + len(self.spans) * _TERM_OVERHEAD_BYTES
+        arrays = (
+            self.slots.nbytes + self.tf.nbytes + self.ids.nbytes + self.dl.nbytes + self.document_of.nbytes
+        )
+        return terms + arrays
+
+    def hidden_slots(self, hidden: frozenset[uuid.UUID]) -> npt.NDArray[np.bool_] | None:
+        """True for the chunks of a ``hidden`` document; None when there is none."""
+        hide = [n for n, doc in enumerate(self.documents) if doc in hidden] if hidden else []
+        if not hide:
+            return None
+        of_hidden = np.zeros(len(self.documents), dtype=np.bool_)
+        of_hidden[hide] = True
+        return of_hidden[self.document_of]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +166,11 @@ class KBVectors:
     documents: list[uuid.UUID] = field(default_factory=list)
     document_rows: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     loaded_at: float = field(default_factory=time.monotonic)
+    # Its BM25 postings (None: ranked in PostgreSQL).
+    postings: Postings | None = None
 
     @classmethod
-    def from_rows(cls, kb_id: uuid.UUID, rows: Sequence[Any]) -> KBVectors:
+    def from_rows(cls, kb_id: uuid.UUID, rows: Sequence[Any], postings: Postings | None = None) -> KBVectors:
         """From KB_VECTORS_SQL's rows (a KB without chunks has one row, its stamp)."""
         stamp = (int(rows[0]["version"]), rows[0]["changed"])
         rows = [r for r in rows if r["id"] is not None]
@@ -118,6 +199,7 @@ class KBVectors:
             + sum(sys.getsizeof(t) for t in texts)
             + sum(sys.getsizeof(t) for t in titles_by_doc.values())
             + len(rows) * _ROW_OVERHEAD_BYTES
+            + (postings.nbytes if postings is not None else 0)
         )
         return cls(
             kb_id=kb_id,
@@ -134,6 +216,7 @@ class KBVectors:
             nbytes=nbytes,
             documents=documents,
             document_rows=document_rows,
+            postings=postings,
         )
 
     async def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -192,6 +275,10 @@ class KBVectors:
             zip(sims[rows].tolist(), self.ids[rows].tolist(), rows.tolist(), strict=True), key=nearest_first
         )
         return ranked[:limit]
+
+
+def _copy_of(kb_id: uuid.UUID, rows: Sequence[Any], terms: Sequence[Any], chunks: Sequence[Any]) -> KBVectors:
+    return KBVectors.from_rows(kb_id, rows, Postings.from_rows(rows[0]["language"], terms, chunks))
 
 
 def decode_vectors(wires: Sequence[bytes]) -> npt.NDArray[np.float32]:
@@ -309,15 +396,22 @@ class KBVectorCache:
         or would push out a KB in use."""
         async with self._load_slot:
             started = time.monotonic()
-            async with raw_connection(self.engine) as conn:
+            # One snapshot: the postings are those of the version the vectors are read at.
+            async with (
+                raw_connection(self.engine) as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
                 rows = await conn.fetch(sql.KB_VECTORS_SQL, kb_id, org_id, self.model_key)
+                if rows:
+                    terms = await conn.fetch(sql.KB_POSTINGS_SQL, kb_id)
+                    chunks = await conn.fetch(sql.KB_CHUNK_DOCUMENTS_SQL, kb_id)
             if not rows:
                 self._drop(kb_id)
                 return None
             # Building a copy is Python over every row (tens of ms for a 20,000-chunk KB): in
             # a thread, so the event loop keeps answering calls meanwhile.
-            entry = await asyncio.to_thread(KBVectors.from_rows, kb_id, rows)
-            del rows
+            entry = await asyncio.to_thread(_copy_of, kb_id, rows, terms, chunks)
+            del rows, terms, chunks
             now = time.monotonic()
             self._next_load[kb_id] = max(
                 self._next_load.get(kb_id, 0.0),

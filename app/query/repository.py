@@ -67,6 +67,11 @@ terms AS MATERIALIZED (
 # ($8 true asks for it regardless: debug mode ignores the cache). Two statements cost a round
 # trip more, and the embedding request's client work, which runs while PostgreSQL works, then
 # delayed the second one (measured: docs/BENCHMARKS.md, seventh session).
+# With $11 true (the service holds the agent's KBs in memory, with their postings) BM25 is
+# left to the copies and the statement returns the question's lexemes in each language of
+# the KBs instead (``question_terms``): PostgreSQL still stems the question, so both rankings
+# read the same lexemes, and the postings' aggregation (about 1.7 ms of this statement at
+# 1,000 chunks a KB) is the process's (docs/BENCHMARKS.md, sixteenth session).
 AGENT_CONTEXT_SQL = (
     """
 WITH kbs AS (
@@ -135,7 +140,7 @@ WITH kbs AS (
     + _BM25.format(
         languages="(SELECT coalesce(language, 'english'), array_agg(id) FROM kbs GROUP BY 1)",
         question="$6::text",
-        gate="(SELECT chunk_total > 0 AND (cached IS NULL OR $8::boolean) FROM ctx)",
+        gate="(SELECT chunk_total > 0 AND (cached IS NULL OR $8::boolean) FROM ctx) AND NOT $11::boolean",
         total="(SELECT chunk_total FROM ctx)",
         limit="$7",
         visible="p.chunk_id NOT IN (SELECT c.id FROM chunks c"
@@ -144,22 +149,28 @@ WITH kbs AS (
     + """
 SELECT ctx.*,
        (SELECT array_agg(id ORDER BY rank DESC, id) FROM bm25) AS text_ids,
-       (SELECT array_agg(rank ORDER BY rank DESC, id) FROM bm25) AS text_ranks
+       (SELECT array_agg(rank ORDER BY rank DESC, id) FROM bm25) AS text_ranks,
+       (SELECT array_agg(coalesce(language, 'english') ORDER BY id) FROM kbs) AS kb_languages,
+       CASE WHEN $11::boolean AND chunk_total > 0 AND (cached IS NULL OR $8::boolean) THEN
+           (SELECT jsonb_object_agg(l, tsvector_to_array(to_tsvector(l::regconfig, $6::text)))
+            FROM (SELECT DISTINCT coalesce(language, 'english') AS l FROM kbs) AS languages)
+       END AS question_terms
 FROM ctx
 """
 )
 
-# BM25 alone, for a known list of KBs ($1), the question $2 in the language $3, $4 chunks in
-# all, at most $5 rows: the same ranking as AGENT_CONTEXT_SQL's (benchmarks, tests).
+# BM25 alone, for the KBs $1 whose text-search languages are $2 (one each), the question $3,
+# $4 chunks in all, at most $5 rows, none of the documents $6: AGENT_CONTEXT_SQL's ranking, for
+# a call that expected to rank in memory and found a KB's copy gone or stale (retrieval.py).
 TEXT_SQL = (
     "WITH"
     + _BM25.format(
-        languages="(SELECT $3::text, $1::uuid[])",
-        question="$2::text",
+        languages="(SELECT l, array_agg(k) FROM unnest($1::uuid[], $2::text[]) AS u(k, l) GROUP BY l)",
+        question="$3::text",
         gate="true",
         total="$4",
         limit="$5",
-        visible="true",
+        visible="p.chunk_id NOT IN (SELECT c.id FROM chunks c WHERE c.document_id = ANY($6::uuid[]))",
     )
     + "\nSELECT id, rank FROM bm25 ORDER BY rank DESC, id\n"
 )
@@ -289,7 +300,8 @@ PRUNE_ANSWER_CACHE_SQL = "DELETE FROM answer_cache WHERE expires_at < now()"
 # reads in one call, where float4[] would be half a million Python floats. A KB without
 # chunks of the model still answers its version.
 KB_VECTORS_SQL = """
-SELECT kb.content_version AS version, coalesce(kb.updated_at, kb.created_at) AS changed, c.id,
+SELECT kb.content_version AS version, coalesce(kb.updated_at, kb.created_at) AS changed,
+       coalesce(kb.language, 'english') AS language, c.id,
        vector_send(c.embedding) AS v, c.document_id, d.title, c.section, c.page, c.text
 FROM knowledge_bases kb
 LEFT JOIN (chunks c JOIN documents d ON d.id = c.document_id)
@@ -297,6 +309,16 @@ LEFT JOIN (chunks c JOIN documents d ON d.id = c.document_id)
 WHERE kb.id = $1 AND kb.org_id = $2
 ORDER BY c.id
 """
+
+# The KB's BM25 postings, read in KB_VECTORS_SQL's snapshot (one repeatable-read transaction)
+# so that they are its version's: BM25 over the copy (retrieval.py) ranks as AGENT_CONTEXT_SQL
+# does. In primary-key order: a term's postings are one run. Every chunk of the KB, of any
+# embedding model, as chunk_terms holds them (the SQL ranking counts them all), with its
+# document, by which a call hides it.
+KB_POSTINGS_SQL = """
+SELECT t.term, t.chunk_id, t.tf, t.dl FROM chunk_terms t WHERE t.kb_id = $1 ORDER BY t.term, t.chunk_id
+"""
+KB_CHUNK_DOCUMENTS_SQL = "SELECT c.id, c.document_id FROM chunks c WHERE c.kb_id = $1 ORDER BY c.id"
 
 
 # The offline answerer's sentence vectors, stored at ingestion (app/query/sentences.py).

@@ -23,10 +23,12 @@ the SQL plans fetch the vector candidates and the rows of both lists' chunks in 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,9 +37,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import raw_connection
 from app.embeddings.base import embedder_family
 from app.query import repository as sql
-from app.query.kb_vectors import KBVectorCache, KBVectors, nearest_first
+from app.query.kb_vectors import KBVectorCache, KBVectors, Postings, nearest_first
 
 MIN_ITERATIVE = (0, 8, 0)
+# Agents remembered as held (Retriever.ranks_text_in_memory) before the memory is cleared.
+_MAX_AGENTS = 100_000
 
 # Default weights of the vector ranks in the fusion (BM25 weighs 1), measured on squad-dev
 # (docs/BENCHMARKS.md). The lexical embedder is a hashed bag of words: BM25 ranks the same
@@ -144,6 +148,9 @@ class Retrieval:
     timing_ms: float
     ranked: list[Ranked]
     chunk: Callable[[Ranked], Candidate | None]
+    # Where BM25 ranked: in the context statement, over the copies in memory, or in a
+    # statement of its own (copies expected, found stale).
+    text_plan: str = "context"
 
     def every(self) -> list[Candidate]:
         return _chosen(self.ranked, self.chunk)
@@ -158,15 +165,76 @@ def _chosen(ranked: Sequence[Ranked], chunk: Callable[[Ranked], Candidate | None
 @dataclass(frozen=True, slots=True)
 class Corpus:
     """What one call searches: the agent's KBs as its context row read them (ids, content
-    stamps, chunk count), the documents hidden from the call, and BM25's hits."""
+    stamps, text-search languages, chunk count), the documents hidden from the call, and
+    BM25's hits, or, when they are left to the copies in memory (``text`` None), the
+    question's lexemes in each language of the KBs."""
 
     org_id: uuid.UUID
+    agent_id: uuid.UUID
     kb_ids: list[uuid.UUID]
     versions: list[int]
     changed: list[dt.datetime]
+    languages: list[str]
     chunk_total: int
     hidden: list[uuid.UUID]
-    text: TextHits
+    text: TextHits | None
+    question: str = ""
+    terms: dict[str, list[str]] = field(default_factory=dict)
+
+
+def rank_text(
+    held: Sequence[KBVectors],
+    terms: dict[str, list[str]],
+    *,
+    total: int,
+    hidden: frozenset[uuid.UUID],
+    limit: int,
+) -> TextHits:
+    """AGENT_CONTEXT_SQL's BM25 over the copies' postings: each KB's chunks scored for the
+    question's lexemes in its language (``terms``), a lexeme weighing by its document
+    frequency among all the KBs' ``total`` chunks and a chunk's length against the mean of
+    the postings read, the chunks of ``hidden`` documents left out of the ranking (not of the
+    weights). The same float64 arithmetic in the same order as the SQL, so the scores agree
+    but for the order in which a chunk's terms are summed (a last bit at most)."""
+    found: list[tuple[Postings, list[tuple[str, int, int]]]] = []
+    frequency: dict[str, int] = {}
+    for kb in held:
+        postings = kb.postings
+        assert postings is not None
+        spans = [(t, *postings.spans[t]) for t in terms.get(postings.language, ()) if t in postings.spans]
+        for t, a, b in spans:
+            frequency[t] = frequency.get(t, 0) + (b - a)
+        if spans:
+            found.append((postings, spans))
+    if not found:
+        return TextHits([], [])
+    weight = {t: math.log(1 + (max(float(total) - n, 0) + 0.5) / (n + 0.5)) for t, n in frequency.items()}
+    gathered = []
+    length_sum, count = 0.0, 0
+    for postings, spans in found:
+        slots = np.concatenate([postings.slots[a:b] for _, a, b in spans])
+        tf = np.concatenate([postings.tf[a:b] for _, a, b in spans]).astype(np.float64)
+        w = np.repeat([weight[t] for t, _, _ in spans], [b - a for _, a, b in spans])
+        dl = postings.dl[slots]
+        length_sum += float(dl.sum())
+        count += len(dl)
+        gathered.append((postings, slots, tf, w, dl))
+    avgdl = max(length_sum / count, 1.0)
+    ids, scores = [], []
+    for postings, slots, tf, w, dl in gathered:
+        contribution = w * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl))
+        summed = np.bincount(slots, weights=contribution, minlength=len(postings.ids))
+        scored = np.zeros(len(postings.ids), dtype=np.bool_)
+        scored[slots] = True
+        of_hidden = postings.hidden_slots(hidden)
+        if of_hidden is not None:
+            scored &= ~of_hidden
+        rows = np.flatnonzero(scored)
+        ids.append(postings.ids[rows])
+        scores.append(summed[rows])
+    all_ids, all_scores = np.concatenate(ids), np.concatenate(scores)
+    best = np.lexsort((all_ids, -all_scores))[:limit]
+    return TextHits(all_ids[best].tolist(), all_scores[best].tolist())
 
 
 def parse_version(text: str | None) -> tuple[int, ...]:
@@ -203,25 +271,49 @@ class Retriever:
         self.kb_vectors = kb_vectors
         # Statements are built once per shape; asyncpg caches their preparation per connection.
         self._statements: dict[tuple[str, int, bool, int, bool], str] = {}
+        # (organisation, agent) -> whether its KBs were held at its last search here.
+        self._held_agents: dict[tuple[uuid.UUID, uuid.UUID], bool] = {}
 
-    def corpus(self, org_id: uuid.UUID, ctx: Any) -> Corpus:
+    def ranks_text_in_memory(self, org_id: uuid.UUID, agent_id: uuid.UUID) -> bool:
+        """Whether to leave BM25 to the copies for this agent's call (AGENT_CONTEXT_SQL's
+        $11): the agent's KBs are held, as they were at its last search in this process."""
+        return self._held_agents.get((org_id, agent_id), False)
+
+    def corpus(self, org_id: uuid.UUID, agent_id: uuid.UUID, question: str, ctx: Any) -> Corpus:
         """The call's corpus from AGENT_CONTEXT_SQL's row."""
+        terms = ctx["question_terms"]
         return Corpus(
             org_id=org_id,
+            agent_id=agent_id,
             kb_ids=ctx["kb_ids"],
             versions=ctx["kb_versions"],
             changed=ctx["kb_changed"],
+            languages=ctx["kb_languages"] or [],
             chunk_total=ctx["chunk_total"],
             hidden=ctx["hidden_documents"],
-            text=TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or []),
+            text=None if terms is not None else TextHits(ctx["text_ids"] or [], ctx["text_ranks"] or []),
+            question=question,
+            # SQLAlchemy's asyncpg set-up decodes jsonb on its pooled connections.
+            terms={} if terms is None else terms if isinstance(terms, dict) else json.loads(terms),
         )
 
     def held(self, corpus: Corpus) -> list[KBVectors] | None:
         """The corpus's KBs held in memory at the stamps just read, or None (then the missing
         ones are loaded in the background and this call searches in SQL)."""
-        if self.kb_vectors is None or self.plan(corpus.chunk_total) != "exact":
-            return None
-        return self.kb_vectors.lookup(corpus.org_id, corpus.kb_ids, corpus.versions, corpus.changed)
+        held = None
+        if self.kb_vectors is not None and self.plan(corpus.chunk_total) == "exact":
+            held = self.kb_vectors.lookup(corpus.org_id, corpus.kb_ids, corpus.versions, corpus.changed)
+            if held is not None and any(kb.postings is None for kb in held):
+                held = None
+        self._remember(corpus, held is not None)
+        return held
+
+    def _remember(self, corpus: Corpus, held: bool) -> None:
+        key = (corpus.org_id, corpus.agent_id)
+        if self._held_agents.get(key, False) != held:
+            if len(self._held_agents) >= _MAX_AGENTS:
+                self._held_agents.clear()
+            self._held_agents[key] = held
 
     async def search(
         self,
@@ -236,33 +328,75 @@ class Retriever:
         """The ``top_k`` chunks for the question's ``vector`` (None: BM25 alone), in memory
         when ``held``, else in SQL on ``conn`` (or a connection of its own). With
         ``complete``, ``every()`` lists every candidate (in SQL, all of their rows are read)."""
+        t = time.perf_counter()
+        text, text_plan = corpus.text, "context"
+        if text is None and held is not None:
+            text, text_plan = (
+                rank_text(
+                    held,
+                    corpus.terms,
+                    total=corpus.chunk_total,
+                    hidden=frozenset(corpus.hidden),
+                    limit=self.candidates,
+                ),
+                "memory",
+            )
         if held is not None:
+            assert text is not None
             found = await self.search_memory(
                 held,
-                text=corpus.text,
+                text=text,
                 vector=vector,
                 candidates=self.candidates,
                 top_k=top_k,
                 hidden=corpus.hidden,
             )
             if found is not None:
-                return found
-        args: dict[str, Any] = {
-            "text": corpus.text,
-            "vector": vector,
-            "kb_ids": corpus.kb_ids,
-            "model_key": self.model_key,
-            "chunk_total": corpus.chunk_total,
-            "candidates": self.candidates,
-            "top_k": top_k,
-            "hidden": corpus.hidden,
-            "complete": complete,
-        }
+                spent = (time.perf_counter() - t) * 1000
+                return replace(found, timing_ms=spent, text_plan=text_plan)
         if conn is not None:
-            return await self.search_sql(conn, **args)
-        assert self.engine is not None
-        async with raw_connection(self.engine) as own:
-            return await self.search_sql(own, **args)
+            found = await self._search_sql(conn, corpus, text, vector, top_k, complete)
+        else:
+            assert self.engine is not None
+            async with raw_connection(self.engine) as own:
+                found = await self._search_sql(own, corpus, text, vector, top_k, complete)
+        return replace(found, text_plan=text_plan if text is not None else "sql")
+
+    async def _search_sql(
+        self,
+        conn: Any,
+        corpus: Corpus,
+        text: TextHits | None,
+        vector: Sequence[float] | None,
+        top_k: int,
+        complete: bool,
+    ) -> Retrieval:
+        t = time.perf_counter()
+        if text is None:
+            # BM25 was left to copies that are gone or stale since: one more round trip.
+            rows = await conn.fetch(
+                sql.TEXT_SQL,
+                corpus.kb_ids,
+                corpus.languages,
+                corpus.question,
+                corpus.chunk_total,
+                self.candidates,
+                corpus.hidden,
+            )
+            text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
+        found = await self.search_sql(
+            conn,
+            text=text,
+            vector=vector,
+            kb_ids=corpus.kb_ids,
+            model_key=self.model_key,
+            chunk_total=corpus.chunk_total,
+            candidates=self.candidates,
+            top_k=top_k,
+            hidden=corpus.hidden,
+            complete=complete,
+        )
+        return replace(found, timing_ms=(time.perf_counter() - t) * 1000)
 
     def statement(
         self,

@@ -547,6 +547,7 @@ class QueryService:
             call.debug,  # BM25 runs in debug mode even when an answer is cached
             json.dumps(to_clauses(call.filters)),
             attribute_keys(call.filters),
+            self.retriever.ranks_text_in_memory(call.org_id, call.agent_id),
         )
         call.trace.search += (time.perf_counter() - t) * 1000
         if not ctx["kb_ids"] and not ctx["known"]:
@@ -570,7 +571,7 @@ class QueryService:
             topics=ctx["topics"],
             attribution=ctx["attribution"],
             filters_applied=applied(call.filters, ctx["agent_clauses"], ctx["hidden_documents"]),
-            corpus=self.retriever.corpus(call.org_id, ctx),
+            corpus=self.retriever.corpus(call.org_id, call.agent_id, question, ctx),
             early=early,
             scope=None
             if early is not None
@@ -857,6 +858,7 @@ class QueryService:
             if found is not None:
                 debug.update(
                     plan=found.retrieval.plan,
+                    text_plan=found.retrieval.text_plan,
                     embedded=found.retrieval.embedded,
                     candidates=[_debug_candidate(c) for c in found.candidates],
                     confidence=found.parts,

@@ -573,7 +573,7 @@ async def test_the_hidden_documents_chunks_are_read_from_an_index_alone(client, 
         await conn.execute("SET LOCAL enable_bitmapscan = off")
         explained = await conn.fetchval(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.AGENT_CONTEXT_SQL,
-            org.id, shop["agent"], "key", None, "default", QUESTION, 30, False, clauses, ["locale"],
+            org.id, shop["agent"], "key", None, "default", QUESTION, 30, False, clauses, ["locale"], False,
         )  # fmt: skip
     scans: list[tuple[str, str | None, int]] = []
 

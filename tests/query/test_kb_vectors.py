@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
+import json
 import logging
 import uuid
 from typing import Any
@@ -15,8 +17,9 @@ import pytest
 
 from app.db.engine import raw_connection
 from app.query import repository as sql
+from app.query.filters import QueryFilters, to_clauses
 from app.query.kb_vectors import KBVectorCache, KBVectors
-from app.query.retrieval import Candidate, Retriever, TextHits
+from app.query.retrieval import Candidate, Retriever, TextHits, rank_text
 from tests.helpers import assign_new_agent, create_kb, create_text_doc, sample, served
 from tests.query.conftest import FAQ
 
@@ -63,17 +66,20 @@ async def seed_chunks(
     vectors: np.ndarray,
     texts: list[str],
     model: str = MODEL,
+    language: str = "english",
+    lengths: list[int] | None = None,
 ) -> list[int]:
-    """Chunks with the given vectors and texts; the database's triggers move the KB's count and
-    version (migration 0009), as for ingestion's writes."""
+    """Chunks with the given vectors and texts (of 40 tokens each, or ``lengths``); the
+    database's triggers move the KB's count and version (migration 0009) and write its BM25
+    postings (0004), as for ingestion's writes."""
     async with raw_connection(engine) as conn, conn.transaction():
         ids = await conn.fetch(
             """
             INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, section, page, token_count,
                                 embedding_model, embedding_dim, embedding, tsv)
-            SELECT $1, $2, $3, u.n, u.t, 'Section ' || u.n, u.n % 7, 40, $4, $5, u.e::vector,
-                   to_tsvector('english', u.t)
-            FROM unnest($6::text[], $7::text[]) WITH ORDINALITY AS u(t, e, n)
+            SELECT $1, $2, $3, u.n, u.t, 'Section ' || u.n, u.n % 7, u.l, $4, $5, u.e::vector,
+                   to_tsvector($9::regconfig, u.t)
+            FROM unnest($6::text[], $7::text[], $8::int[]) WITH ORDINALITY AS u(t, e, l, n)
             RETURNING id
             """,
             org_id,
@@ -83,6 +89,8 @@ async def seed_chunks(
             vectors.shape[1],
             texts,
             ["[" + ",".join(f"{x:.6f}" for x in v) + "]" for v in vectors],
+            lengths or [40] * len(texts),
+            language,
         )
     return [r["id"] for r in ids]
 
@@ -148,7 +156,9 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
             for kbs in ([kb_a], [kb_a, kb_b]):
                 kb_ids = sorted(uuid.UUID(k) for k in kbs)
                 total = 300 if len(kbs) == 1 else 420
-                rows = await conn.fetch(sql.TEXT_SQL, kb_ids, question, "english", total, 30)
+                rows = await conn.fetch(
+                    sql.TEXT_SQL, kb_ids, ["english"] * len(kb_ids), question, total, 30, []
+                )
                 text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
                 dropped += len(set(text.ids) - set(ids_a) - set(_ids_b))
                 search = {
@@ -185,6 +195,128 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
     assert dropped > 0  # other-model chunks did reach BM25's lists
     assert read_in_full < listed / 2  # most rows beyond the top_k were never read in full (923 of 2,213)
     assert set(ids_a) <= set(held[kb_a].ids.tolist())
+
+
+ENGLISH = [*WORDS, "parkings", "invoices", "refunds", "mornings", "morning", "horse", "horses", "the", "of"]
+FRENCH = ["cheval", "chevaux", "matin", "matins", "facture", "remboursement", "dentiste", "samedi", "urgence"]
+
+
+async def test_bm25_over_the_copies_ranks_as_the_context_statement(client, org, engine):
+    """An agent reading an English KB (with chunks of another embedding model, a document its
+    filter hides, and a posting whose chunk was deleted behind the triggers' back) and a
+    French one. For 40 questions, without and with the filter: BM25 over the copies'
+    postings (``rank_text``, with the lexemes the context statement returns when it leaves
+    BM25 to them) lists the statement's own ids in its order with its scores, and so does
+    TEXT_SQL, the statement a call falls back on."""
+    rng = np.random.default_rng(12)
+    kb_en = (await create_kb(client, org.headers, "English"))["id"]
+    kb_fr = (await create_kb(client, org.headers, "French", language="french"))["id"]
+    current = await create_text_doc(client, org.headers, kb_en, title="Current", tags=["current"])
+    old = await create_text_doc(client, org.headers, kb_en, "Last year's.", title="Old", tags=["old"])
+    renewed = await create_text_doc(client, org.headers, kb_en, "Re-embedded.", title="New", tags=["current"])
+    french = await create_text_doc(client, org.headers, kb_fr, title="Français", tags=["current"])
+
+    async def seed(kb: str, doc: str, words: list[str], n: int, **extra: Any) -> list[int]:
+        lengths = rng.integers(3, 30, n).tolist()
+        texts = [" ".join(rng.choice(words, k)) for k in lengths]
+        return await seed_chunks(
+            engine, org.id, kb, doc, rng.standard_normal((n, 512)), texts, lengths=lengths, **extra
+        )
+
+    english = await seed(kb_en, current["id"], ENGLISH, 200)
+    hidden = await seed(kb_en, old["id"], ENGLISH, 60)
+    other_model = await seed(kb_en, renewed["id"], ENGLISH, 30, model="m2")
+    in_french = await seed(kb_fr, french["id"], FRENCH, 80, language="french")
+    orphan = english[5]
+    async with raw_connection(engine) as conn, conn.transaction():
+        await conn.execute("SET LOCAL session_replication_role = replica")  # its postings stay
+        await conn.execute("DELETE FROM chunks WHERE id = $1", orphan)
+    agent = await assign_new_agent(client, org.headers, kb_en)
+    r = await client.put(f"/api/knowledge/{kb_fr}/agents", json={"agent_ids": [agent]}, headers=org.headers)
+    assert r.status_code == 200, r.text
+    cache = KBVectorCache(engine, model_key=MODEL, budget_bytes=64 * 1024 * 1024)
+    copies = [await cache.load(org.id, uuid.UUID(kb)) for kb in sorted((kb_en, kb_fr), key=uuid.UUID)]
+    assert all(c is not None and c.postings is not None for c in copies)
+    retriever = Retriever(dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=20_000, rrf_k=60)
+    only_current = json.dumps(to_clauses(QueryFilters.model_validate({"tags": {"any": ["current"]}})))
+
+    listed: set[int] = set()
+    compared = 0
+    async with raw_connection(engine) as conn:
+        for q in range(40):
+            question = " ".join([*rng.choice(ENGLISH, 3), *rng.choice(FRENCH, q % 3)])
+            for clauses, limit in itertools.product(("[]", only_current), (500, 30)):
+                args = (
+                    org.id,
+                    uuid.UUID(agent),
+                    f"key {q}",
+                    None,
+                    "default",
+                    question,
+                    limit,
+                    False,
+                    clauses,
+                    [],
+                )
+                in_sql = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, *args, False)
+                left = await conn.fetchrow(sql.AGENT_CONTEXT_SQL, *args, True)
+                assert (in_sql["question_terms"], left["text_ids"]) == (None, None)
+                assert left["hidden_documents"] == in_sql["hidden_documents"]
+                corpus = retriever.corpus(org.id, uuid.UUID(agent), question, left)
+                assert corpus.text is None
+                in_memory = rank_text(
+                    [c for c in copies if c is not None],
+                    corpus.terms,
+                    total=corpus.chunk_total,
+                    hidden=frozenset(corpus.hidden),
+                    limit=limit,
+                )
+                fallback = await conn.fetch(
+                    sql.TEXT_SQL,
+                    corpus.kb_ids,
+                    corpus.languages,
+                    question,
+                    corpus.chunk_total,
+                    limit,
+                    corpus.hidden,
+                )
+                ids, ranks = list(in_sql["text_ids"] or []), list(in_sql["text_ranks"] or [])
+                assert in_memory.scores == pytest.approx(ranks, rel=1e-12)
+                # The same chunks in the same order, but for chunks whose scores tie (the same
+                # terms as often, in chunks as long): PostgreSQL's sums of a chunk's terms,
+                # in whichever order its plan meets them, may differ in the last bit, and
+                # its order of such a tie is arbitrary; in memory it is by id. A tie cut by
+                # the limit may keep other members.
+                memory_ties, sql_ties = _ties(in_memory.ids, in_memory.scores), _ties(ids, ranks)
+                fallback_ties = _ties([r["id"] for r in fallback], [r["rank"] for r in fallback])
+                if limit == 30:
+                    memory_ties, sql_ties, fallback_ties = memory_ties[:-1], sql_ties[:-1], fallback_ties[:-1]
+                assert memory_ties == sql_ties == fallback_ties
+                if clauses != "[]":
+                    assert not set(ids) & set(hidden)
+                listed |= set(ids)
+                compared += len(ids)
+    assert corpus.languages == ["english" if str(k) == kb_en else "french" for k in corpus.kb_ids]
+    assert compared > 40 * 2 * (30 + 50)
+    # Every kind of posting took part: French chunks, the hidden document's (without the
+    # filter), another model's, the deleted chunk's.
+    assert orphan in listed
+    assert listed & set(hidden)
+    assert listed & set(other_model)
+    assert listed & set(in_french)
+
+
+def _ties(ids: list[int], scores: list[float]) -> list[frozenset[int]]:
+    """The ids, best first, grouped with the ids whose scores equal theirs to 1e-12."""
+    groups: list[list[int]] = []
+    first = 0.0
+    for chunk_id, score in zip(ids, scores, strict=True):
+        if groups and score == pytest.approx(first, rel=1e-12):
+            groups[-1].append(chunk_id)
+        else:
+            groups.append([chunk_id])
+            first = score
+    return [frozenset(g) for g in groups]
 
 
 async def test_ties_at_the_cut_are_broken_by_id_as_in_sql():
@@ -466,15 +598,21 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
         before = (await client.get("/metrics")).text
         # First call: nothing held yet, PostgreSQL searches; the copy loads behind it.
         first = await _ask(client, org.headers, agent, question)
-        assert first["debug"]["plan"] == "exact"
+        assert (first["debug"]["plan"], first["debug"]["text_plan"]) == ("exact", "context")
         await cache.settle()
         assert cache.held() == {uuid.UUID(kb["id"]): 1}
+        # The second searches the copy's vectors; BM25 was ranked in the context statement,
+        # which could not know the copy was there. From the third on, BM25 is ranked in memory.
         second = await _ask(client, org.headers, agent, question)
-        assert second["debug"]["plan"] == "memory"
+        assert (second["debug"]["plan"], second["debug"]["text_plan"]) == ("memory", "context")
+        third = await _ask(client, org.headers, agent, question)
+        assert (third["debug"]["plan"], third["debug"]["text_plan"]) == ("memory", "memory")
+        assert _ranked(third) == _ranked(first)
+        assert (third["answer"], third["confidence"]) == (first["answer"], first["confidence"])
         after = (await client.get("/metrics")).text
-        for plan in ("exact", "memory"):
+        for plan, calls in (("exact", 1), ("memory", 2)):
             label = f'plan="{plan}"'
-            assert sample(after, plans, label) == sample(before, plans, label) + 1
+            assert sample(after, plans, label) == sample(before, plans, label) + calls
         assert sample(after, "vk_vector_cache_bytes") == cache.held_bytes > 0
         assert _ranked(second) == _ranked(first)
         assert (second["answer"], second["confidence"]) == (first["answer"], first["confidence"])
@@ -485,13 +623,15 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
             client, org.headers, kb["id"], title="Bicycles", content="Bicycle parking is by the side door."
         )
         assert await drain_queue() == {"ready": 1}
+        # BM25 had been left to the copy: it is ranked in a statement of its own.
         stale = await _ask(client, org.headers, agent, "Where can I park my bicycle?")
-        assert stale["debug"]["plan"] == "exact"
+        assert (stale["debug"]["plan"], stale["debug"]["text_plan"]) == ("exact", "sql")
         assert stale["sources"][0]["title"] == "Bicycles"
         await cache.settle()
-        fresh = await _ask(client, org.headers, agent, "Where can I park my bicycle?")
-        assert fresh["debug"]["plan"] == "memory"
-        assert _ranked(fresh) == _ranked(stale)
+        for text_plan in ("context", "memory"):
+            fresh = await _ask(client, org.headers, agent, "Where can I park my bicycle?")
+            assert (fresh["debug"]["plan"], fresh["debug"]["text_plan"]) == ("memory", text_plan)
+            assert _ranked(fresh) == _ranked(stale)
 
         # A rename is heard at once: the copy held the old title.
         r = await client.put(
@@ -505,6 +645,7 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
             "exact",
             "Dental FAQ",
         )
+        assert renamed["debug"]["text_plan"] == "sql"
 
         # A deleted document is never searched again, before or after the reload.
         await cache.settle()

@@ -56,7 +56,9 @@ async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent
             retriever = Retriever(
                 dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=exact_max_chunks, rrf_k=60
             )
-            rows = await conn.fetch(sql.TEXT_SQL, kb_ids, QUESTION, "english", chunk_total, 30)
+            rows = await conn.fetch(
+                sql.TEXT_SQL, kb_ids, ["english"] * len(kb_ids), QUESTION, chunk_total, 30, []
+            )
             text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
             plan = retriever.plan(chunk_total)
             found[plan] = await retriever.search_sql(conn, text=text, vector=vector, **common)
@@ -134,10 +136,11 @@ async def test_the_context_statement_carries_bm25_unless_a_cached_answer_is_serv
                 always,
                 "[]",
                 [],
+                False,
             )
 
         fresh = await context(always=False)
-        rows = await conn.fetch(sql.TEXT_SQL, [kb_id], question, "english", fresh["chunk_total"], 30)
+        rows = await conn.fetch(sql.TEXT_SQL, [kb_id], ["english"], question, fresh["chunk_total"], 30, [])
         await conn.execute(
             "INSERT INTO answer_cache (cache_key, org_id, agent_id, response, expires_at)"
             " VALUES ($1, $2, $3, '{}'::jsonb, now() + interval '1 hour')",

@@ -255,19 +255,24 @@ def _run_phase_once(
     result["think_s"] = think_s
     result["speed_probe_ms"] = [speed_before, speed_probe()]
     plans_after = search_plans(base)
-    spent = {plan: int(n - plans_before.get(plan, 0)) for plan, n in plans_after.items()}
-    result["search_plans"] = {plan: n for plan, n in spent.items() if n}
+    for series, after in plans_after.items():
+        spent = {plan: int(n - plans_before[series].get(plan, 0)) for plan, n in after.items()}
+        result[series] = {plan: n for plan, n in spent.items() if n}
     return result
 
 
-def search_plans(base: str) -> dict[str, float]:
-    """The service's searches so far by plan (memory, exact, ...), from /metrics."""
-    prefix = 'vk_query_search_plans_total{plan="'
-    counts: dict[str, float] = {}
-    for line in httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text.splitlines():
-        if line.startswith(prefix):
-            plan, _, value = line[len(prefix) :].partition('"} ')
-            counts[plan] = counts.get(plan, 0.0) + float(value)
+def search_plans(base: str) -> dict[str, dict[str, float]]:
+    """The service's searches so far by plan (memory, exact, ...) and its BM25 rankings by
+    where they ran (context, memory, sql), from /metrics."""
+    series = {"search_plans": "vk_query_search_plans_total", "text_plans": "vk_query_text_plans_total"}
+    counts: dict[str, dict[str, float]] = {name: {} for name in series}
+    text = httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text
+    for name, metric in series.items():
+        prefix = metric + '{plan="'
+        for line in text.splitlines():
+            if line.startswith(prefix):
+                plan, _, value = line[len(prefix) :].partition('"} ')
+                counts[name][plan] = counts[name].get(plan, 0.0) + float(value)
     return counts
 
 
@@ -486,7 +491,7 @@ def print_phase(result: dict[str, Any]) -> None:
     )
     print(
         f"   statuses {result['answer_statuses']}, cached {result['cached']}, degraded {result['degraded']}, "
-        f"search plans {result.get('search_plans')}; "
+        f"search plans {result.get('search_plans')}, BM25 {result.get('text_plans')}; "
         f"loadavg {load['loadavg_start'][0]} -> {load['loadavg_end'][0]} (max {load['loadavg_max_1m']}), "
         f"foreign cores {load['foreign_cores']}, machine busy {load['machine_cores_busy']} cores"
     )

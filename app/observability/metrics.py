@@ -52,6 +52,12 @@ SEARCH_PLANS = Counter(
     "query_knowledge searches by plan: memory (KBs held in the process), exact, iterative, hnsw.",
     ["plan"],
 )
+TEXT_PLANS = Counter(
+    "vk_query_text_plans_total",
+    "query_knowledge's BM25 by where it ranked: context (the context statement), memory (the KBs'"
+    " copies), sql (a statement of its own: the copies expected had changed).",
+    ["plan"],
+)
 VECTOR_CACHE_LOADS = Counter(
     "vk_vector_cache_loads_total",
     "KB copies loaded for in-process search, by outcome: held, too_large (for QUERY__VECTOR_CACHE_MB), "
@@ -76,6 +82,8 @@ for _outcome in (*get_args(Status), "cached", "degraded"):
     QUERY_OUTCOMES.labels(_outcome)
 for _plan in ("memory", "exact", "iterative", "hnsw"):
     SEARCH_PLANS.labels(_plan)
+for _plan in ("context", "memory", "sql"):
+    TEXT_PLANS.labels(_plan)
 for _outcome in ("held", "too_large", "no_room", "failed"):
     VECTOR_CACHE_LOADS.labels(_outcome)
 

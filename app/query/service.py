@@ -52,7 +52,7 @@ from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError, embedder_family
 from app.embeddings.lexical import lexical_terms, term_set
 from app.errors import AppError, NotFound
-from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS
+from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS, TEXT_PLANS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.confidence import calibrated_confidence
@@ -608,6 +608,7 @@ class QueryService:
         call.trace.search += retrieval.timing_ms
         if not call.dry:
             SEARCH_PLANS.labels(retrieval.plan).inc()
+            TEXT_PLANS.labels(retrieval.text_plan).inc()
         return retrieval
 
     async def _judge(

@@ -613,6 +613,10 @@ async def test_the_service_searches_a_held_copy_only_at_the_version_just_read(ap
         for plan, calls in (("exact", 1), ("memory", 2)):
             label = f'plan="{plan}"'
             assert sample(after, plans, label) == sample(before, plans, label) + calls
+        texts = "vk_query_text_plans_total"
+        for plan, calls in (("context", 2), ("memory", 1), ("sql", 0)):
+            label = f'plan="{plan}"'
+            assert sample(after, texts, label) == sample(before, texts, label) + calls
         assert sample(after, "vk_vector_cache_bytes") == cache.held_bytes > 0
         assert _ranked(second) == _ranked(first)
         assert (second["answer"], second["confidence"]) == (first["answer"], first["confidence"])

@@ -255,6 +255,7 @@ def _run_phase_once(
     result["think_s"] = think_s
     result["speed_probe_ms"] = [speed_before, speed_probe()]
     plans_after = search_plans(base)
+    result["held_mb_now"] = plans_after.pop("held_mb")["copies"]
     for series, after in plans_after.items():
         spent = {plan: int(n - plans_before[series].get(plan, 0)) for plan, n in after.items()}
         result[series] = {plan: n for plan, n in spent.items() if n}
@@ -267,6 +268,9 @@ def search_plans(base: str) -> dict[str, dict[str, float]]:
     series = {"search_plans": "vk_query_search_plans_total", "text_plans": "vk_query_text_plans_total"}
     counts: dict[str, dict[str, float]] = {name: {} for name in series}
     text = httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text
+    # What the KBs' copies hold (vectors, text, BM25 postings), summed over the processes.
+    held = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("vk_vector_cache_bytes")]
+    counts["held_mb"] = {"copies": round(sum(held) / 2**20, 1)}
     for name, metric in series.items():
         prefix = metric + '{plan="'
         for line in text.splitlines():
@@ -491,7 +495,8 @@ def print_phase(result: dict[str, Any]) -> None:
     )
     print(
         f"   statuses {result['answer_statuses']}, cached {result['cached']}, degraded {result['degraded']}, "
-        f"search plans {result.get('search_plans')}, BM25 {result.get('text_plans')}; "
+        f"search plans {result.get('search_plans')}, BM25 {result.get('text_plans')}, "
+        f"copies held {result.get('held_mb_now')} MB; "
         f"loadavg {load['loadavg_start'][0]} -> {load['loadavg_end'][0]} (max {load['loadavg_max_1m']}), "
         f"foreign cores {load['foreign_cores']}, machine busy {load['machine_cores_busy']} cores"
     )

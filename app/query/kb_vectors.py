@@ -27,7 +27,8 @@ Memory is bounded (``QUERY__VECTOR_CACHE_MB`` per process, least recently used K
 first, but never one used within ``keep_used_s``: when the KBs in use do not fit, the
 newcomer is searched in PostgreSQL instead of every KB being loaded again and again): at 512
 dimensions a 1,000-chunk KB of 500-token chunks takes about 4 MB (vectors and text), at 1,536
-about 8 MB; a load needs about twice the KB's size more while it runs. Only KBs of agents
+about 8 MB, and its BM25 postings about 1.8 MB more (8 bytes a posting, some 150 a chunk of
+prose, and its distinct terms); a load needs about twice the KB's size more while it runs. Only KBs of agents
 small enough for exact search are held; larger agents use the HNSW index in PostgreSQL.
 """
 
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 
 # Per chunk beyond its vector and text: the id, list slots, the section and page objects.
 _ROW_OVERHEAD_BYTES = 120
-_TERM_OVERHEAD_BYTES = 150
 # einsum holds the GIL: a copy larger than this many values (20,000 x 1,536 took 4-8 ms) is
 # compared in blocks of about this size, the event loop answering other calls in between.
 _BLOCK_VALUES = 1 << 20
@@ -71,13 +71,22 @@ Stamp = tuple[int, dt.datetime]
 @dataclass(frozen=True, slots=True)
 class Postings:
     """A KB's BM25 postings (chunk_terms at the copy's version), for ranking in the process
-    (retrieval.rank_text). The postings of ``term`` are ``slots[a:b]`` (each a chunk: its id
-    ``ids[slot]``, length ``dl[slot]``, document ``documents[document_of[slot]]``) and
-    ``tf[a:b]``, with ``(a, b) = spans[term]``. Every chunk of the KB is here, of any
-    embedding model, as the SQL ranking counts them."""
+    (retrieval.rank_text). The postings of a term (``span``: ``(a, b)``) are ``slots[a:b]``
+    (each a chunk: its id ``ids[slot]``, length ``dl[slot]``, document
+    ``documents[document_of[slot]]``) and ``tf[a:b]``. Every chunk of the KB is here, of any
+    embedding model, as the SQL ranking counts them.
+
+    The terms are not a dict: a prose KB of 1,000 chunks has some 20,000 distinct lexemes,
+    about 4 MB as Python strings, tuples and dict slots, as much as its vectors and text. They
+    are held as their sorted str hashes (this process's, as the lookups are) with their text
+    packed in one bytes object to tell a hash collision apart: about 16 bytes and the
+    lexeme's own per term."""
 
     language: str
-    spans: dict[str, tuple[int, int]]
+    hashes: npt.NDArray[np.int64]
+    starts: npt.NDArray[np.int32]
+    text: bytes
+    offsets: npt.NDArray[np.int32]
     slots: npt.NDArray[np.int32]
     tf: npt.NDArray[np.int32]
     ids: npt.NDArray[np.int64]
@@ -87,22 +96,14 @@ class Postings:
 
     @classmethod
     def from_rows(cls, language: str, rows: Sequence[Any], chunks: Sequence[Any]) -> Postings:
-        """From KB_POSTINGS_SQL's rows (term, then chunk id, order) and the KB's chunks with
-        their documents (KB_CHUNK_DOCUMENTS_SQL)."""
-        n = len(rows)
-        chunk_ids = np.fromiter((r["chunk_id"] for r in rows), dtype=np.int64, count=n)
+        """From KB_POSTINGS_SQL's rows (a term each) and the KB's chunks with their documents
+        (KB_CHUNK_DOCUMENTS_SQL)."""
+        rows = sorted(rows, key=lambda r: hash(r["term"]))
+        encoded = [r["term"].encode() for r in rows]
+        chunk_ids = np.frombuffer(b"".join(r["ids"] for r in rows), dtype=">i8").astype(np.int64)
         ids, slots = np.unique(chunk_ids, return_inverse=True)
         dl = np.zeros(len(ids), dtype=np.float64)
-        dl[slots] = np.fromiter((r["dl"] for r in rows), dtype=np.float64, count=n)
-        spans: dict[str, tuple[int, int]] = {}
-        start = 0
-        term = rows[0]["term"] if n else ""
-        for i, r in enumerate(rows):
-            if r["term"] != term:
-                spans[term] = (start, i)
-                term, start = r["term"], i
-        if n:
-            spans[term] = (start, n)
+        dl[slots] = np.frombuffer(b"".join(r["dls"] for r in rows), dtype=">i4")
         # A posting whose chunk is gone (written with the triggers off, as a restore may) has
         # no document: ranked as in SQL, never hidden, and dropped for want of a row.
         document_by_chunk = {r["id"]: r["document_id"] for r in chunks}
@@ -114,23 +115,39 @@ class Postings:
         )
         return cls(
             language=language,
-            spans=spans,
+            hashes=np.fromiter((hash(r["term"]) for r in rows), dtype=np.int64, count=len(rows)),
+            starts=np.cumsum([0, *(r["n"] for r in rows)], dtype=np.int32),
+            text=b"".join(encoded),
+            offsets=np.cumsum([0, *map(len, encoded)], dtype=np.int32),
             slots=slots.astype(np.int32),
-            tf=np.fromiter((r["tf"] for r in rows), dtype=np.int32, count=n),
+            tf=np.frombuffer(b"".join(r["tfs"] for r in rows), dtype=">i4").astype(np.int32),
             ids=ids,
             dl=dl,
             documents=list(numbers),
             document_of=document_of,
         )
 
+    def span(self, term: str) -> tuple[int, int] | None:
+        """Where the postings of ``term`` are, or None when no chunk holds it."""
+        key = hash(term)
+        at = int(np.searchsorted(self.hashes, key))
+        encoded = term.encode()
+        while at < len(self.hashes) and self.hashes[at] == key:
+            if self.text[self.offsets[at] : self.offsets[at + 1]] == encoded:
+                return int(self.starts[at]), int(self.starts[at + 1])
+            at += 1
+        return None
+
     @property
     def nbytes(self) -> int:
-        # A term's key and span: the string, the tuple, two ints and the dict's slot.
-        terms = sum(sys.getsizeof(t) for t in self.spans) + len(self.spans) * _TERM_OVERHEAD_BYTES
-        arrays = (
-            self.slots.nbytes + self.tf.nbytes + self.ids.nbytes + self.dl.nbytes + self.document_of.nbytes
+        return (
+            sum(
+                a.nbytes
+                for a in (self.hashes, self.starts, self.offsets, self.slots, self.tf, self.ids, self.dl)
+            )
+            + len(self.text)
+            + self.document_of.nbytes
         )
-        return terms + arrays
 
     def hidden_slots(self, hidden: frozenset[uuid.UUID]) -> npt.NDArray[np.bool_] | None:
         """True for the chunks of a ``hidden`` document; None when there is none."""

@@ -312,12 +312,18 @@ ORDER BY c.id
 
 # The KB's BM25 postings, read in KB_VECTORS_SQL's snapshot (one repeatable-read transaction)
 # so that they are its version's: BM25 over the copy (retrieval.py) ranks as AGENT_CONTEXT_SQL
-# does. In primary-key order: a term's postings are one run. Every chunk of the KB, of any
-# embedding model, as chunk_terms holds them (the SQL ranking counts them all), with its
-# document, by which a call hides it.
+# does. Every chunk of the KB, of any embedding model, as chunk_terms holds them (the SQL
+# ranking counts them all). One row a term, its postings packed big-endian in chunk id order:
+# 2,230 rows for a 1,000-chunk KB's 78,854 postings arrive in 18 ms and are read by numpy in
+# 2, where a row a posting took 80-99 ms of asyncpg's decoding on the event loop.
 KB_POSTINGS_SQL = """
-SELECT t.term, t.chunk_id, t.tf, t.dl FROM chunk_terms t WHERE t.kb_id = $1 ORDER BY t.term, t.chunk_id
+SELECT term, count(*) AS n,
+       string_agg(int8send(chunk_id), ''::bytea ORDER BY chunk_id) AS ids,
+       string_agg(int4send(tf), ''::bytea ORDER BY chunk_id) AS tfs,
+       string_agg(int4send(dl), ''::bytea ORDER BY chunk_id) AS dls
+FROM chunk_terms WHERE kb_id = $1 GROUP BY term
 """
+# Each chunk's document, by which a call hides it.
 KB_CHUNK_DOCUMENTS_SQL = "SELECT c.id, c.document_id FROM chunks c WHERE c.kb_id = $1 ORDER BY c.id"
 
 

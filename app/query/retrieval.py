@@ -201,7 +201,9 @@ def rank_text(
     for kb in held:
         postings = kb.postings
         assert postings is not None
-        spans = [(t, *postings.spans[t]) for t in terms.get(postings.language, ()) if t in postings.spans]
+        spans = [
+            (t, *span) for t in terms.get(postings.language, ()) if (span := postings.span(t)) is not None
+        ]
         for t, a, b in spans:
             frequency[t] = frequency.get(t, 0) + (b - a)
         if spans:

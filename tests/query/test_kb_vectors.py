@@ -5,6 +5,7 @@ stays within its budget and out of the way when it cannot help."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -18,7 +19,7 @@ import pytest
 from app.db.engine import raw_connection
 from app.query import repository as sql
 from app.query.filters import QueryFilters, to_clauses
-from app.query.kb_vectors import KBVectorCache, KBVectors
+from app.query.kb_vectors import KBVectorCache, KBVectors, Postings
 from app.query.retrieval import Candidate, Retriever, TextHits, rank_text
 from tests.helpers import assign_new_agent, create_kb, create_text_doc, sample, served
 from tests.query.conftest import FAQ
@@ -304,6 +305,34 @@ async def test_bm25_over_the_copies_ranks_as_the_context_statement(client, org, 
     assert listed & set(hidden)
     assert listed & set(other_model)
     assert listed & set(in_french)
+
+
+def test_a_term_is_told_from_another_of_the_same_hash():
+    """Terms are looked up by their str hash, their text telling a collision apart: "parking"
+    stored under the hash of "invoice" (as if they collided) is not "invoice"'s, which is
+    found past it, and a term no chunk holds has no postings."""
+    rows = [
+        {"term": t, "n": len(ids), "ids": b"".join(i.to_bytes(8, "big") for i in ids),
+         "tfs": b"".join((1).to_bytes(4, "big") for _ in ids), "dls": b"".join((9).to_bytes(4, "big") for _ in ids)}
+        for t, ids in (("invoice", [3]), ("parking", [1, 2]))
+    ]  # fmt: skip
+    chunks = [{"id": i, "document_id": uuid.UUID(int=i)} for i in (1, 2, 3)]
+    postings = Postings.from_rows("english", rows, chunks)
+
+    def chunks_of(p: Postings, term: str) -> list[int] | None:
+        span = p.span(term)
+        return None if span is None else p.ids[p.slots[span[0] : span[1]]].tolist()
+
+    assert [chunks_of(postings, t) for t in ("invoice", "parking", "refund")] == [[3], [1, 2], None]
+    collided = dataclasses.replace(
+        postings,
+        hashes=np.array([hash("invoice")] * 2, dtype=np.int64),
+        text=b"parkinginvoice",
+        offsets=np.array([0, 7, 14], dtype=np.int32),
+        starts=np.array([0, 2, 3], dtype=np.int32),
+        slots=np.array([0, 1, 2], dtype=np.int32),
+    )
+    assert [chunks_of(collided, t) for t in ("invoice", "parking")] == [[3], None]
 
 
 def _ties(ids: list[int], scores: list[float]) -> list[frozenset[int]]:

@@ -2,7 +2,10 @@
 between in-memory copies and SQL, and the one fusion of the two lists.
 
 BM25 runs in the agent's context statement (AGENT_CONTEXT_SQL), in the round trip that reads
-the agent's KBs, so it costs none of its own; ``Retriever.corpus`` reads its list from that row.
+the agent's KBs, so it costs no round trip of its own; ``Retriever.corpus`` reads its list from
+that row. Once an agent's KBs are held in memory, the statement leaves BM25 to their copies'
+postings (``rank_text``: the same ranking, PostgreSQL's aggregation was most of the
+statement's time) and returns the question's lexemes instead.
 The vector side is searched where the KBs are:
 
 * ``memory``: copies of the agent's KBs held in the process (``app/query/kb_vectors.py``),

@@ -28,8 +28,9 @@ first, but never one used within ``keep_used_s``: when the KBs in use do not fit
 newcomer is searched in PostgreSQL instead of every KB being loaded again and again): at 512
 dimensions a 1,000-chunk KB of 500-token chunks takes about 4 MB (vectors and text), at 1,536
 about 8 MB, and its BM25 postings about 1.8 MB more (8 bytes a posting, some 150 a chunk of
-prose, and its distinct terms); a load needs about twice the KB's size more while it runs. Only KBs of agents
-small enough for exact search are held; larger agents use the HNSW index in PostgreSQL.
+prose, and its distinct terms); a load needs about twice the KB's size more while it runs (three
+times for the postings). Only KBs of agents small enough for exact search are held; larger
+agents use the HNSW index in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 
 # Per chunk beyond its vector and text: the id, list slots, the section and page objects.
 _ROW_OVERHEAD_BYTES = 120
+# A document id of the postings' list: the UUID object and its slot.
+_DOCUMENT_BYTES = 100
 # einsum holds the GIL: a copy larger than this many values (20,000 x 1,536 took 4-8 ms) is
 # compared in blocks of about this size, the event loop answering other calls in between.
 _BLOCK_VALUES = 1 << 20
@@ -147,6 +150,7 @@ class Postings:
             )
             + len(self.text)
             + self.document_of.nbytes
+            + len(self.documents) * _DOCUMENT_BYTES
         )
 
     def hidden_slots(self, hidden: frozenset[uuid.UUID]) -> npt.NDArray[np.bool_] | None:

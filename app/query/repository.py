@@ -323,8 +323,11 @@ SELECT term, count(*) AS n,
        string_agg(int4send(dl), ''::bytea ORDER BY chunk_id) AS dls
 FROM chunk_terms WHERE kb_id = $1 GROUP BY term
 """
-# Each chunk's document, by which a call hides it.
-KB_CHUNK_DOCUMENTS_SQL = "SELECT c.id, c.document_id FROM chunks c WHERE c.kb_id = $1 ORDER BY c.id"
+# The document of each chunk the postings name, by which a call hides it (by id, as the SQL's
+# ranking finds it, whatever KB the chunk's row says).
+KB_CHUNK_DOCUMENTS_SQL = """
+SELECT c.id, c.document_id FROM chunks c WHERE c.id IN (SELECT chunk_id FROM chunk_terms WHERE kb_id = $1)
+"""
 
 
 # The offline answerer's sentence vectors, stored at ingestion (app/query/sentences.py).

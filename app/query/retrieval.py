@@ -183,6 +183,8 @@ class Corpus:
     text: TextHits | None
     question: str = ""
     terms: dict[str, list[str]] = field(default_factory=dict)
+    # Where ``text`` was ranked: "context" (the context statement) or "sql" (TEXT_SQL).
+    text_plan: str = "context"
 
 
 def rank_text(
@@ -204,9 +206,8 @@ def rank_text(
     for kb in held:
         postings = kb.postings
         assert postings is not None
-        spans = [
-            (t, *span) for t in terms.get(postings.language, ()) if (span := postings.span(t)) is not None
-        ]
+        lexemes = dict.fromkeys(terms.get(postings.language, ()))  # each once, as in SQL's DISTINCT
+        spans = [(t, *span) for t in lexemes if (span := postings.span(t)) is not None]
         for t, a, b in spans:
             frequency[t] = frequency.get(t, 0) + (b - a)
         if spans:
@@ -302,16 +303,30 @@ class Retriever:
             terms={} if terms is None else terms if isinstance(terms, dict) else json.loads(terms),
         )
 
-    def held(self, corpus: Corpus) -> list[KBVectors] | None:
+    async def held(self, corpus: Corpus, conn: Any) -> tuple[list[KBVectors] | None, Corpus]:
         """The corpus's KBs held in memory at the stamps just read, or None (then the missing
-        ones are loaded in the background and this call searches in SQL)."""
+        ones are loaded in the background and this call searches in SQL); and the corpus,
+        whose BM25 list, when it was left to copies that are gone or stale since, is ranked
+        now in PostgreSQL on ``conn`` (one more round trip, while the embedding is on its way)."""
         held = None
         if self.kb_vectors is not None and self.plan(corpus.chunk_total) == "exact":
             held = self.kb_vectors.lookup(corpus.org_id, corpus.kb_ids, corpus.versions, corpus.changed)
             if held is not None and any(kb.postings is None for kb in held):
                 held = None
         self._remember(corpus, held is not None)
-        return held
+        if held is None and corpus.text is None:
+            rows = await conn.fetch(
+                sql.TEXT_SQL,
+                corpus.kb_ids,
+                corpus.languages,
+                corpus.question,
+                corpus.chunk_total,
+                self.candidates,
+                corpus.hidden,
+            )
+            text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
+            corpus = replace(corpus, text=text, text_plan="sql")
+        return held, corpus
 
     def _remember(self, corpus: Corpus, held: bool) -> None:
         key = (corpus.org_id, corpus.agent_id)
@@ -334,20 +349,18 @@ class Retriever:
         when ``held``, else in SQL on ``conn`` (or a connection of its own). With
         ``complete``, ``every()`` lists every candidate (in SQL, all of their rows are read)."""
         t = time.perf_counter()
-        text, text_plan = corpus.text, "context"
-        if text is None and held is not None:
-            text, text_plan = (
-                rank_text(
-                    held,
-                    corpus.terms,
-                    total=corpus.chunk_total,
-                    hidden=frozenset(corpus.hidden),
-                    limit=self.candidates,
-                ),
-                "memory",
+        text, text_plan = corpus.text, corpus.text_plan
+        if text is None:
+            assert held is not None, "BM25 left to copies: Retriever.held ranks it when there are none"
+            text = rank_text(
+                held,
+                corpus.terms,
+                total=corpus.chunk_total,
+                hidden=frozenset(corpus.hidden),
+                limit=self.candidates,
             )
+            text_plan = "memory"
         if held is not None:
-            assert text is not None
             found = await self.search_memory(
                 held,
                 text=text,
@@ -359,49 +372,24 @@ class Retriever:
             if found is not None:
                 spent = (time.perf_counter() - t) * 1000
                 return replace(found, timing_ms=spent, text_plan=text_plan)
+        args: dict[str, Any] = {
+            "text": text,
+            "vector": vector,
+            "kb_ids": corpus.kb_ids,
+            "model_key": self.model_key,
+            "chunk_total": corpus.chunk_total,
+            "candidates": self.candidates,
+            "top_k": top_k,
+            "hidden": corpus.hidden,
+            "complete": complete,
+        }
         if conn is not None:
-            found = await self._search_sql(conn, corpus, text, vector, top_k, complete)
+            found = await self.search_sql(conn, **args)
         else:
             assert self.engine is not None
             async with raw_connection(self.engine) as own:
-                found = await self._search_sql(own, corpus, text, vector, top_k, complete)
-        return replace(found, text_plan=text_plan if text is not None else "sql")
-
-    async def _search_sql(
-        self,
-        conn: Any,
-        corpus: Corpus,
-        text: TextHits | None,
-        vector: Sequence[float] | None,
-        top_k: int,
-        complete: bool,
-    ) -> Retrieval:
-        t = time.perf_counter()
-        if text is None:
-            # BM25 was left to copies that are gone or stale since: one more round trip.
-            rows = await conn.fetch(
-                sql.TEXT_SQL,
-                corpus.kb_ids,
-                corpus.languages,
-                corpus.question,
-                corpus.chunk_total,
-                self.candidates,
-                corpus.hidden,
-            )
-            text = TextHits([r["id"] for r in rows], [r["rank"] for r in rows])
-        found = await self.search_sql(
-            conn,
-            text=text,
-            vector=vector,
-            kb_ids=corpus.kb_ids,
-            model_key=self.model_key,
-            chunk_total=corpus.chunk_total,
-            candidates=self.candidates,
-            top_k=top_k,
-            hidden=corpus.hidden,
-            complete=complete,
-        )
-        return replace(found, timing_ms=(time.perf_counter() - t) * 1000)
+                found = await self.search_sql(own, **args)
+        return replace(found, text_plan=text_plan)
 
     def statement(
         self,

@@ -27,7 +27,7 @@ import uuid
 from array import array
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -452,7 +452,12 @@ class QueryService:
                 try:
                     async with raw_connection(self.engine) as conn:
                         context = await self._context(call, conn, question, normalised, prompt)
-                        held = self.retriever.held(context.corpus) if context.early is None else None
+                        held = None
+                        if context.early is None:
+                            t = time.perf_counter()
+                            held, corpus = await self.retriever.held(context.corpus, conn)
+                            context = replace(context, corpus=corpus)
+                            trace.search += (time.perf_counter() - t) * 1000
                         if context.early is None and held is None and embedding.done():
                             # No copy to search and the vector is here: on this connection.
                             looked = await self._retrieve(call, context, normalised, embedding.result(), conn)

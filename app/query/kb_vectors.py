@@ -71,6 +71,20 @@ _MAX_TRACKED = 10_000
 Stamp = tuple[int, dt.datetime]
 
 
+def _hidden_documents(
+    documents: Sequence[uuid.UUID | None], hidden: frozenset[uuid.UUID]
+) -> npt.NDArray[np.bool_] | None:
+    """True for each of ``documents`` that is ``hidden``; None when none is. Indexed by a
+    copy's document numbers, it masks rows or postings with one lookup each (np.isin on
+    the UUIDs would sort)."""
+    hide = [n for n, doc in enumerate(documents) if doc in hidden] if hidden else []
+    if not hide:
+        return None
+    of_hidden = np.zeros(len(documents), dtype=np.bool_)
+    of_hidden[hide] = True
+    return of_hidden
+
+
 @dataclass(frozen=True, slots=True)
 class Postings:
     """A KB's BM25 postings (chunk_terms at the copy's version), for ranking in the process
@@ -155,12 +169,8 @@ class Postings:
 
     def hidden_slots(self, hidden: frozenset[uuid.UUID]) -> npt.NDArray[np.bool_] | None:
         """True for the chunks of a ``hidden`` document; None when there is none."""
-        hide = [n for n, doc in enumerate(self.documents) if doc in hidden] if hidden else []
-        if not hide:
-            return None
-        of_hidden = np.zeros(len(self.documents), dtype=np.bool_)
-        of_hidden[hide] = True
-        return of_hidden[self.document_of]
+        of_hidden = _hidden_documents(self.documents, hidden)
+        return None if of_hidden is None else of_hidden[self.document_of]
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,14 +274,8 @@ class KBVectors:
 
     def shown_rows(self, hidden: frozenset[uuid.UUID]) -> npt.NDArray[np.intp] | None:
         """The rows not of a ``hidden`` document; None for all of them."""
-        if not hidden:
-            return None
-        hide = [n for n, doc in enumerate(self.documents) if doc in hidden]
-        if not hide:
-            return None
-        shown = np.ones(len(self.documents), dtype=np.bool_)
-        shown[hide] = False
-        return np.flatnonzero(shown[self.document_rows])  # a lookup per row; np.isin sorts
+        of_hidden = _hidden_documents(self.documents, hidden)
+        return None if of_hidden is None else np.flatnonzero(~of_hidden[self.document_rows])
 
     def nearest(
         self, sims: npt.NDArray[np.float32], limit: int, shown: npt.NDArray[np.intp] | None = None

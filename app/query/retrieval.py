@@ -348,16 +348,13 @@ class Retriever:
         """The ``top_k`` chunks for the question's ``vector`` (None: BM25 alone), in memory
         when ``held``, else in SQL on ``conn`` (or a connection of its own). With
         ``complete``, ``every()`` lists every candidate (in SQL, all of their rows are read)."""
-        t = time.perf_counter()
+        started = time.perf_counter()
+        hidden = frozenset(corpus.hidden)
         text, text_plan = corpus.text, corpus.text_plan
         if text is None:
             assert held is not None, "BM25 left to copies: Retriever.held ranks it when there are none"
             text = rank_text(
-                held,
-                corpus.terms,
-                total=corpus.chunk_total,
-                hidden=frozenset(corpus.hidden),
-                limit=self.candidates,
+                held, corpus.terms, total=corpus.chunk_total, hidden=hidden, limit=self.candidates
             )
             text_plan = "memory"
         if held is not None:
@@ -367,11 +364,12 @@ class Retriever:
                 vector=vector,
                 candidates=self.candidates,
                 top_k=top_k,
-                hidden=corpus.hidden,
+                hidden=hidden,
+                text_plan=text_plan,
+                started=started,
             )
             if found is not None:
-                spent = (time.perf_counter() - t) * 1000
-                return replace(found, timing_ms=spent, text_plan=text_plan)
+                return found
         args: dict[str, Any] = {
             "text": text,
             "vector": vector,
@@ -382,14 +380,13 @@ class Retriever:
             "top_k": top_k,
             "hidden": corpus.hidden,
             "complete": complete,
+            "text_plan": text_plan,
         }
         if conn is not None:
-            found = await self.search_sql(conn, **args)
-        else:
-            assert self.engine is not None
-            async with raw_connection(self.engine) as own:
-                found = await self.search_sql(own, **args)
-        return replace(found, text_plan=text_plan)
+            return await self.search_sql(conn, **args)
+        assert self.engine is not None
+        async with raw_connection(self.engine) as own:
+            return await self.search_sql(own, **args)
 
     def statement(
         self,
@@ -441,11 +438,13 @@ class Retriever:
         top_k: int,
         hidden: Sequence[uuid.UUID] = (),
         complete: bool = False,
+        text_plan: str = "context",
     ) -> Retrieval:
-        """The vector side in PostgreSQL, fused with ``text``: the chosen chunks, none of the
-        ``hidden`` documents (``text`` has none either). Without a vector (provider down or
-        too slow) BM25 alone answers. ``every()`` lists every candidate only when
-        ``complete``: otherwise only the rows that can reach the top_k are read."""
+        """The vector side in PostgreSQL, fused with ``text`` (ranked where ``text_plan``
+        says): the chosen chunks, none of the ``hidden`` documents (``text`` has none
+        either). Without a vector (provider down or too slow) BM25 alone answers.
+        ``every()`` lists every candidate only when ``complete``: otherwise only the rows
+        that can reach the top_k are read."""
         plan = self.plan(chunk_total)
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
@@ -493,7 +492,7 @@ class Retriever:
 
         found = _chosen(ranked[:top_k], chunk)
         spent = (time.perf_counter() - t) * 1000
-        return Retrieval(found, plan, vector_key != "-", spent, ranked, chunk)
+        return Retrieval(found, plan, vector_key != "-", spent, ranked, chunk, text_plan)
 
     async def search_memory(
         self,
@@ -503,14 +502,15 @@ class Retriever:
         vector: Sequence[float] | None,
         candidates: int,
         top_k: int,
-        hidden: Sequence[uuid.UUID] = (),
+        hidden: frozenset[uuid.UUID] = frozenset(),
+        text_plan: str = "context",
+        started: float | None = None,
     ) -> Retrieval | None:
         """``search_sql``'s exact plan over KBs held in memory: its chunks in its order with
         its scores (but for near-ties of the vector side: see kb_vectors.py), none of the
         ``hidden`` documents, or None when the vector's size is not the copies' (the caller
-        searches in SQL)."""
-        hidden_set = frozenset(hidden)
-        t = time.perf_counter()
+        searches in SQL). Its time is counted from ``started`` (BM25's ranking included)."""
+        t = time.perf_counter() if started is None else started
         nearest: list[tuple[float, int, KBVectors, int]] = []
         if vector is not None:
             query = np.asarray(vector, dtype=np.float32)
@@ -521,7 +521,7 @@ class Retriever:
                 query = query / np.float32(norm)
             for kb in held:
                 sims = await kb.similarities(query)
-                shown = kb.shown_rows(hidden_set)
+                shown = kb.shown_rows(hidden)
                 nearest.extend(
                     (sim, chunk_id, kb, at) for sim, chunk_id, at in kb.nearest(sims, candidates, shown)
                 )
@@ -547,7 +547,7 @@ class Retriever:
 
         found = _chosen(ranked[:top_k], chunk)
         spent = (time.perf_counter() - t) * 1000
-        return Retrieval(found, "memory", vector is not None, spent, ranked, chunk)
+        return Retrieval(found, "memory", vector is not None, spent, ranked, chunk, text_plan)
 
 
 def _locate(held: Sequence[KBVectors], chunk_id: int) -> tuple[KBVectors | None, int]:

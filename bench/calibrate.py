@@ -28,6 +28,7 @@ service gives it 0 whatever the weights say.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.config import QuerySettings
 from app.query.confidence import FEATURES
 
 # A small ridge keeps Newton's steps finite when a feature separates a fold perfectly; at this
@@ -85,7 +87,10 @@ def _features(row: dict[str, Any]) -> dict[str, float] | None:
 def fit(
     x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
-    """Weighted logistic regression by Newton's method (the last column of x is the bias)."""
+    """Weighted logistic regression by Newton's method (the last column of x is the bias).
+
+    Written here rather than taken from scikit-learn or statsmodels: neither is a dependency,
+    and eleven features on the two sets' 7,000 replies converge in 5 to 7 steps of numpy."""
     beta = np.zeros(x.shape[1])
     ridge = _RIDGE * np.eye(x.shape[1])
     ridge[-1, -1] = 0.0  # the bias is not shrunk
@@ -125,7 +130,8 @@ def describe(name: str, p: npt.NDArray[np.float64], sample: Sample, gate: float)
     print(f"\n{name}: Brier {brier:.4f} (each set weighing the same)")
     print("| confidence | replies | right | share right |")
     print("|---|---|---|---|")
-    for lo, hi in ((0, 0.39), (0.39, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01)):
+    edges = sorted({0.0, gate, 0.5, 0.7, 0.8, 0.9, 1.01})
+    for lo, hi in itertools.pairwise(edges):
         inside = (p >= lo) & (p < hi)
         n, right = int(inside.sum()), int(sample.y[inside].sum())
         share = f"{right / n:.3f}" if n else "n/a"
@@ -147,7 +153,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("reports", nargs="+", type=Path, help="report.json of each question set")
-    parser.add_argument("--gate", type=float, default=0.39, help="the not_found gate to describe")
+    parser.add_argument(
+        "--gate",
+        type=float,
+        default=QuerySettings.model_fields["min_answer_confidence"].default,
+        help="the not_found gate to describe (default: the service's)",
+    )
     args = parser.parse_args()
     sample = load(args.reports)
     describe("shipped weights (as the service gave them)", sample.shipped, sample, args.gate)

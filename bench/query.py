@@ -239,7 +239,7 @@ def _run_phase_once(
     print(f"{name}: {len(items)} requests, {concurrency} callers{pacing}", flush=True)
     process, out = harness.spawn_driver("bench.query", "--drive", config, f"drive-{name}-{attempt}")
     assert process.stdin is not None
-    plans_before = search_plans(base)
+    plans_before, _ = service_counters(base)
     speed_before = speed_probe()
     meter = CpuMeter(harness.pids()).start()
     process.stdin.write("go\n")
@@ -254,30 +254,31 @@ def _run_phase_once(
     result = summarise(name, data, concurrency, load)
     result["think_s"] = think_s
     result["speed_probe_ms"] = [speed_before, speed_probe()]
-    plans_after = search_plans(base)
-    result["held_mb_now"] = plans_after.pop("held_mb")["copies"]
+    plans_after, result["held_mb_now"] = service_counters(base)
     for series, after in plans_after.items():
         spent = {plan: int(n - plans_before[series].get(plan, 0)) for plan, n in after.items()}
         result[series] = {plan: n for plan, n in spent.items() if n}
     return result
 
 
-def search_plans(base: str) -> dict[str, dict[str, float]]:
-    """The service's searches so far by plan (memory, exact, ...) and its BM25 rankings by
-    where they ran (context, memory, sql), from /metrics."""
-    series = {"search_plans": "vk_query_search_plans_total", "text_plans": "vk_query_text_plans_total"}
-    counts: dict[str, dict[str, float]] = {name: {} for name in series}
-    text = httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text
-    # What the KBs' copies hold (vectors, text, BM25 postings), summed over the processes.
-    held = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("vk_vector_cache_bytes")]
-    counts["held_mb"] = {"copies": round(sum(held) / 2**20, 1)}
-    for name, metric in series.items():
-        prefix = metric + '{plan="'
-        for line in text.splitlines():
+def service_counters(base: str) -> tuple[dict[str, dict[str, float]], float]:
+    """From the service's /metrics: its searches so far by plan (memory, exact, ...) and its
+    BM25 rankings by where they ran (context, memory, sql); and the MB its KBs' copies hold
+    (vectors, text, BM25 postings), summed over the processes."""
+    prefixes = {
+        "search_plans": 'vk_query_search_plans_total{plan="',
+        "text_plans": 'vk_query_text_plans_total{plan="',
+    }
+    counts: dict[str, dict[str, float]] = {name: {} for name in prefixes}
+    held = 0.0
+    for line in httpx.get(f"{base}/metrics", timeout=10.0, trust_env=False).text.splitlines():
+        if line.startswith("vk_vector_cache_bytes"):
+            held += float(line.split()[-1])
+        for name, prefix in prefixes.items():
             if line.startswith(prefix):
                 plan, _, value = line[len(prefix) :].partition('"} ')
                 counts[name][plan] = counts[name].get(plan, 0.0) + float(value)
-    return counts
+    return counts, round(held / 2**20, 1)
 
 
 def summarise(name: str, data: dict[str, Any], concurrency: int, load: dict[str, Any]) -> dict[str, Any]:

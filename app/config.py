@@ -220,7 +220,16 @@ class QuerySettings(BaseModel):
         ge=0,
         le=4,
         description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default by "
-        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 0.8, openai 1.",
+        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 1, openai 1.",
+    )
+    sentence_weight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Share of a vector candidate's score taken from its closest sentence (the "
+        "rest from the chunk's own vector), where sentence vectors are stored (the offline "
+        "embedders). Default by embedder, as measured (docs/BENCHMARKS.md): minilm 0.5, the "
+        "others 0 (off).",
     )
     min_confidence: float = Field(
         0.2,

@@ -58,7 +58,8 @@ from app.prompting import PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.kb_vectors import KBVectorCache
-from app.query.retrieval import Retriever, default_rrf_k, default_vector_weight
+from app.query.retrieval import Retriever, default_rrf_k, default_sentence_weight, default_vector_weight
+from app.query.sentences import ChunkSentences, SentenceEncoder
 from app.query.service import QueryService
 from app.query.tool_service import check_tool_prompts
 from app.webhooks.dispatcher import WebhookDispatcher
@@ -138,6 +139,12 @@ def create_app(
                 exact_max_chunks=settings.query.exact_search_max_chunks,
                 rrf_k=default_rrf_k(settings.query.rrf_k, state.embedder.model_key),
                 vector_weight=default_vector_weight(settings.query.vector_weight, state.embedder.model_key),
+                sentences=ChunkSentences(state.embedder.model_key)
+                if isinstance(state.embedder, SentenceEncoder)
+                else None,
+                sentence_weight=default_sentence_weight(
+                    settings.query.sentence_weight, state.embedder.model_key
+                ),
                 candidates=settings.query.candidates,
                 engine=state.engine,
                 model_key=state.embedder.model_key,

@@ -18,8 +18,11 @@ The features, all of the best sentence unless said:
 - ``no_amount``: 1 when a price is asked and it names no amount of money (the near miss
   "we offer a one-visit whitening treatment" for "how much is whitening?"), else 0;
 - ``lead``: 1 / (1 + the retrieval rank of its passage);
-- ``vector_lead``: 1 / its passage's rank among the nearest vectors (0 when not among them):
-  a sentence from the passage nearest in meaning is right more often;
+- ``vector_lead``: 1 / its passage's rank among the nearest vectors by the chunk's own vector
+  (``cosine_rank``: before the best-sentence term reorders them; 0 when not among them): a
+  sentence from the passage nearest in meaning is right more often. Read after that term, the
+  rank echoed the answerer's own best sentence, and near misses to unanswerable questions rose
+  with it (callers-dev's related ones refused 0.690 against 0.897; docs/BENCHMARKS.md);
 - ``spread``: how far its cosine stands above the mean cosine of every sentence read; with
   ``similarity``'s negative weight, the mean of the others counts against it: the best of
   many sentences that all relate is a weaker answer than one that stands out;
@@ -66,7 +69,7 @@ def calibrated_confidence(
     evidence: ExtractiveAnswer | None, vector_rank: int | None
 ) -> tuple[float, dict[str, float]]:
     """The confidence (0..1) and the features it came from (shown with ``debug=true``);
-    ``vector_rank`` is the chosen passage's rank on the vector side of retrieval."""
+    ``vector_rank`` is the chosen passage's rank by its own vector (Candidate.cosine_rank)."""
     if evidence is None or evidence.match is None:
         return 0.0, {"confidence": 0.0}
     if evidence.off_subject:

@@ -222,6 +222,9 @@ WHERE NOT l.needed AND l.vector_rank IS NOT NULL
 # (IS TRUE: a rank the other list lacks is NULL, and NULL must read as "not needed".)
 NEEDED_TOP = "(v.r <= {top_k} OR t.r <= {top_k} OR (v.id IS NOT NULL AND t.id IS NOT NULL)) IS TRUE"
 NEEDED_ALL = "true"
+# With the best-sentence term (Retriever.rescore) any vector candidate may move up to the top
+# ranks, and is read in full (its text names its sentences); BM25's other ids still cannot.
+NEEDED_RESCORED = "(v.id IS NOT NULL OR t.r <= {top_k}) IS TRUE"
 
 # Exact search: the KB b-tree yields the agent's rows and every one is compared. The
 # plain column expression cannot use the HNSW expression index, which keeps the planner

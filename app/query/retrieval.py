@@ -20,7 +20,9 @@ The vector side is searched where the KBs are:
 
 Whichever side found them, the two lists are fused by ``fuse``, one function for every plan:
 the SQL plans fetch the vector candidates and the rows of both lists' chunks in one statement
-(VECTOR_SQL), and the ranking is done here.
+(VECTOR_SQL), and the ranking is done here. Where sentence vectors are stored (the offline
+default), the vector side's candidates are first scored again with their best sentence
+(``Retriever.rescore``), alike for every plan.
 """
 
 from __future__ import annotations
@@ -30,17 +32,19 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import raw_connection
 from app.embeddings.base import embedder_family
 from app.query import repository as sql
 from app.query.kb_vectors import KBVectorCache, KBVectors, Postings, nearest_first
+from app.query.sentences import ChunkSentences
 
 MIN_ITERATIVE = (0, 8, 0)
 # Agents remembered as held (Retriever.ranks_text_in_memory) before the memory is cleared.
@@ -53,9 +57,11 @@ _MAX_AGENTS = 100_000
 # all-MiniLM-L6-v2 (local, sentence-transformers): hit@5 0.950 at 0.5, 0.938 at 1. For the
 # offline default (minilm) no weight served both callers-dev's paraphrases (which want the
 # vectors) and SQuAD's reused words (which want BM25) at k = 60; a small k lets each list's
-# top hits lead, and k = 4 with weight 0.8 serves both (docs/BENCHMARKS.md has the grid).
-# OpenAI's models are not measured here (no network): an equal say, k = 60.
-_VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 0.8}
+# top hits lead, and k = 4 serves both. With each candidate's best sentence in its score
+# (Retriever.rescore) the vectors earn an equal say: weight 1 gave the best hit@5 of the
+# two sets together (0.959 / 0.965; 0.8: 0.938 / 0.967, 1.2: 0.959 / 0.960; docs/BENCHMARKS.md
+# has the grid). OpenAI's models are not measured here (no network): an equal say, k = 60.
+_VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 1.0}
 _RRF_K = {"minilm": 4}
 
 
@@ -63,6 +69,19 @@ def default_vector_weight(configured: float | None, model_key: str) -> float:
     if configured is not None:
         return configured
     return _VECTOR_WEIGHTS.get(embedder_family(model_key), 1.0)
+
+
+# The best sentence's share of a vector candidate's score (Retriever.rescore), measured on
+# callers-dev and squad-dev at weight 1: 0.3 gave hit@5 0.943 / 0.959, 0.5 0.959 / 0.965, 0.7
+# 0.953 / 0.968 (docs/BENCHMARKS.md). Only embedders whose sentence vectors ingestion stores
+# (SentenceEncoder) have any.
+_SENTENCE_WEIGHTS = {"minilm": 0.5}
+
+
+def default_sentence_weight(configured: float | None, model_key: str) -> float:
+    if configured is not None:
+        return configured
+    return _SENTENCE_WEIGHTS.get(embedder_family(model_key), 0.0)
 
 
 def default_rrf_k(configured: int | None, model_key: str) -> int:
@@ -88,6 +107,9 @@ class Ranked(NamedTuple):
     text_rank: int | None
     similarity: float | None
     text_score: float | None
+    # Its rank by its own vector's cosine alone, before the best-sentence term reordered the
+    # vector list (Retriever.rescore); its vector_rank when there was none.
+    cosine_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +125,7 @@ class Candidate:
     similarity: float | None
     text_score: float | None
     score: float
+    cosine_rank: int | None = None
 
     @classmethod
     def ranked(
@@ -111,25 +134,34 @@ class Candidate:
         """A chunk of the fused list with its row, wherever the row was read."""
         return cls(
             f.chunk_id, document_id, title, section, page, text,
-            f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score,
+            f.vector_rank, f.text_rank, f.similarity, f.text_score, f.score, f.cosine_rank,
         )  # fmt: skip
 
 
-def fuse(vector: Sequence[tuple[float, int]], text: TextHits, *, weight: float, k: int) -> list[Ranked]:
+def fuse(
+    vector: Sequence[tuple[float, int]],
+    text: TextHits,
+    *,
+    weight: float,
+    k: int,
+    cosine_ranks: Mapping[int, int] | None = None,
+) -> list[Ranked]:
     """Weighted reciprocal rank fusion of the vector list ((similarity, chunk id), best first)
     and BM25's: a chunk scores ``weight / (k + its vector rank) + 1 / (k + its text rank)``
     (float64, a missing rank adding 0), best first; ties go to the better vector rank, a
-    chunk of the vector list before one BM25 alone found, then to the smaller id."""
+    chunk of the vector list before one BM25 alone found, then to the smaller id. A vector
+    hit's ``cosine_rank`` is read from ``cosine_ranks`` (rescored lists), else its rank."""
     text_rank = {chunk_id: rank for rank, chunk_id in enumerate(text.ids, 1)}
     scores = text.scores
     ranked: list[Ranked] = []
     for vr, (similarity, chunk_id) in enumerate(vector, 1):
         tr = text_rank.pop(chunk_id, None)
+        cr = vr if cosine_ranks is None else cosine_ranks[chunk_id]
         if tr is None:
-            ranked.append(Ranked(weight / (k + vr), vr, chunk_id, None, similarity, None))
+            ranked.append(Ranked(weight / (k + vr), vr, chunk_id, None, similarity, None, cr))
         else:
             score = weight / (k + vr) + 1.0 / (k + tr)
-            ranked.append(Ranked(score, vr, chunk_id, tr, similarity, scores[tr - 1]))
+            ranked.append(Ranked(score, vr, chunk_id, tr, similarity, scores[tr - 1], cr))
     for chunk_id, tr in text_rank.items():
         ranked.append(Ranked(1.0 / (k + tr), None, chunk_id, tr, None, scores[tr - 1]))
     ranked.sort(key=_fused_first)
@@ -265,6 +297,8 @@ class Retriever:
         engine: AsyncEngine | None = None,
         model_key: str = "",
         kb_vectors: KBVectorCache | None = None,
+        sentences: ChunkSentences | None = None,
+        sentence_weight: float = 0.0,
     ) -> None:
         self.dimensions = dimensions
         self.iterative = pgvector_version >= MIN_ITERATIVE
@@ -275,6 +309,9 @@ class Retriever:
         self.engine = engine
         self.model_key = model_key
         self.kb_vectors = kb_vectors
+        # The vector side's best-sentence term (see rescore), when sentence vectors are stored.
+        self.sentences = sentences if sentence_weight > 0 else None
+        self.sentence_weight = sentence_weight
         # Statements are built once per shape; asyncpg caches their preparation per connection.
         self._statements: dict[tuple[str, int, bool, int, bool], str] = {}
         # (organisation, agent) -> whether its KBs were held at its last search here.
@@ -416,7 +453,12 @@ class Retriever:
                 vector = sql.VECTOR_EXACT.format(
                     kb_filter=kb_filter, candidates=int(candidates), hidden_filter=hidden_filter
                 )
-            needed = sql.NEEDED_ALL if complete else sql.NEEDED_TOP.format(top_k=int(top_k))
+            if complete:
+                needed = sql.NEEDED_ALL
+            elif self.sentences is not None:
+                needed = sql.NEEDED_RESCORED.format(top_k=int(top_k))
+            else:
+                needed = sql.NEEDED_TOP.format(top_k=int(top_k))
             statement = self._statements[key] = sql.VECTOR_SQL.format(vector_candidates=vector, needed=needed)
         return statement
 
@@ -424,6 +466,35 @@ class Retriever:
         if chunk_total <= self.exact_max_chunks:
             return "exact"
         return "iterative" if self.iterative else "hnsw"
+
+    async def rescore(
+        self,
+        nearest: list[tuple[float, int]],
+        texts: Sequence[str],
+        query: npt.NDArray[np.float32],
+        *,
+        conn: Any = None,
+        engine: AsyncEngine | None = None,
+    ) -> list[tuple[float, int]]:
+        """The vector side's candidates ((cosine, chunk id), best first, with their ``texts``)
+        scored again with their best sentence: ``(1 - w) * the chunk's cosine + w * its
+        closest sentence's``, best first, ties by id. Only the candidates are rescored, so
+        the memory and SQL plans (exact or HNSW) rank the same set alike; the whole KB scored
+        so found 0.3 points more of squad-dev's hit@5 (docs/BENCHMARKS.md). A chunk without
+        stored sentences, or without length (-inf here, NaN from pgvector), keeps its cosine
+        and its place last."""
+        assert self.sentences is not None
+        best = await self.sentences.best(
+            query, [(chunk_id, text) for (_, chunk_id), text in zip(nearest, texts, strict=True)],
+            conn=conn, engine=engine,
+        )  # fmt: skip
+        w = self.sentence_weight
+        mixed = [
+            (sim if b is None or not math.isfinite(sim) else (1 - w) * sim + w * b, chunk_id)
+            for (sim, chunk_id), b in zip(nearest, best, strict=True)
+        ]
+        mixed.sort(key=_lengthless_last)
+        return mixed
 
     async def search_sql(
         self,
@@ -446,6 +517,7 @@ class Retriever:
         ``every()`` lists every candidate only when ``complete``: otherwise only the rows
         that can reach the top_k are read."""
         plan = self.plan(chunk_total)
+        query = None if vector is None else unit(vector)
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
         else:
@@ -476,12 +548,20 @@ class Retriever:
                     await conn.execute("SET LOCAL hnsw.ef_search = 1000")
                 rows = await conn.fetch(statement, *args)
         by_id = {r["id"]: r for r in rows}
-        nearest = sorted((r for r in rows if r["vector_rank"] is not None), key=_by_vector_rank)
+        nearest = [
+            (float(r["similarity"]), r["id"])
+            for r in sorted((r for r in rows if r["vector_rank"] is not None), key=_by_vector_rank)
+        ]
+        cosine_ranks = None
+        if query is not None and self.sentences is not None:
+            cosine_ranks = {chunk_id: r for r, (_, chunk_id) in enumerate(nearest, 1)}
+            nearest = await self.rescore(nearest, [by_id[i]["text"] for _, i in nearest], query, conn=conn)
         ranked = fuse(
-            [(float(r["similarity"]), r["id"]) for r in nearest],
+            nearest,
             text,
             weight=float(self.vector_weight),
             k=self.rrf_k,
+            cosine_ranks=cosine_ranks,
         )
 
         def chunk(f: Ranked) -> Candidate | None:
@@ -513,12 +593,9 @@ class Retriever:
         t = time.perf_counter() if started is None else started
         nearest: list[tuple[float, int, KBVectors, int]] = []
         if vector is not None:
-            query = np.asarray(vector, dtype=np.float32)
-            if any(kb.matrix.shape[1] != query.shape[0] for kb in held if len(kb.ids)):
+            if any(kb.matrix.shape[1] != len(vector) for kb in held if len(kb.ids)):
                 return None
-            norm = float(np.sqrt(np.einsum("i,i->", query, query)))  # no BLAS: see KBVectors.similarities
-            if norm > 0:
-                query = query / np.float32(norm)
+            query = unit(vector)
             for kb in held:
                 sims = await kb.similarities(query)
                 shown = kb.shown_rows(hidden)
@@ -529,12 +606,19 @@ class Retriever:
                 nearest.sort(key=nearest_first)
             del nearest[candidates:]
         where = {chunk_id: (kb, at) for _, chunk_id, kb, at in nearest}
+        scored = [(sim, chunk_id) for sim, chunk_id, _, _ in nearest]
+        cosine_ranks = None
+        if vector is not None and self.sentences is not None:
+            cosine_ranks = {chunk_id: r for r, (_, chunk_id) in enumerate(scored, 1)}
+            texts = [kb.texts[at] for _, _, kb, at in nearest]
+            scored = await self.rescore(scored, texts, query, engine=self.engine)
         # A chunk without length ranked last as -inf; pgvector reports NaN, we report 0.
         ranked = fuse(
-            [(sim if sim != -np.inf else 0.0, chunk_id) for sim, chunk_id, _, _ in nearest],
+            [(sim if sim != -np.inf else 0.0, chunk_id) for sim, chunk_id in scored],
             text,
             weight=float(self.vector_weight),
             k=self.rrf_k,
+            cosine_ranks=cosine_ranks,
         )
 
         def chunk(f: Ranked) -> Candidate | None:
@@ -548,6 +632,18 @@ class Retriever:
         found = _chosen(ranked[:top_k], chunk)
         spent = (time.perf_counter() - t) * 1000
         return Retrieval(found, "memory", vector is not None, spent, ranked, chunk, text_plan)
+
+
+def unit(vector: Sequence[float]) -> npt.NDArray[np.float32]:
+    """``vector`` as float32 of length 1 (as it is, when it has no length)."""
+    query = np.asarray(vector, dtype=np.float32)
+    norm = float(np.sqrt(np.einsum("i,i->", query, query)))  # no BLAS: see KBVectors.similarities
+    return query / np.float32(norm) if norm > 0 else query
+
+
+def _lengthless_last(item: tuple[float, int]) -> tuple[float, int]:
+    """nearest_first, with NaN (pgvector's cosine of a chunk without length) last."""
+    return (math.inf if math.isnan(item[0]) else -item[0], item[1])
 
 
 def _locate(held: Sequence[KBVectors], chunk_id: int) -> tuple[KBVectors | None, int]:

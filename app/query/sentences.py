@@ -1,4 +1,5 @@
-"""Sentence vectors for the answerer's scoring by meaning.
+"""Sentence vectors for the answerer's scoring by meaning, and for the vector side's
+best-sentence term (``ChunkSentences``).
 
 Ingestion embeds every sentence the answerer may read (and each chunk's heading and title)
 and stores the vectors in ``embedding_cache`` under the embedder's model key, keyed by the
@@ -14,12 +15,13 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.answering.extractive import passage_sentences
 from app.db.engine import raw_connection
 from app.query import repository as sql
 from app.query.kb_vectors import decode_vectors
@@ -91,3 +93,72 @@ class SentenceVectors:
         if len(self._items) > self.size:
             self._items.popitem(last=False)
         return vector
+
+
+class ChunkSentences:
+    """Each chunk's stored sentence vectors (unit rows), by chunk id, for the vector side's
+    best-sentence term (retrieval.py): a chunk of several topics is found by the one sentence
+    that answers, where its single vector averages them all.
+
+    Only vectors stored at ingestion count, never ones embedded during a call: every process
+    then ranks a chunk alike, in memory or in SQL. A chunk none of whose sentences are stored
+    (a KB indexed before sentence vectors, another embedder's) is ranked on its own vector. A
+    chunk's text never changes under its id (a re-index writes new rows), so an entry stays
+    true while it is held; ``size`` chunks are held (about 8 KB each at 384 dimensions)."""
+
+    def __init__(self, model_key: str, size: int = 5_000) -> None:
+        self.model_key = model_key
+        self.size = size
+        self._items: OrderedDict[int, Vector | None] = OrderedDict()
+
+    async def best(
+        self,
+        query: Vector,
+        chunks: Sequence[tuple[int, str]],
+        *,
+        conn: Any = None,
+        engine: AsyncEngine | None = None,
+    ) -> list[float | None]:
+        """The cosine of each chunk's closest sentence to the unit-length ``query`` (None for a
+        chunk without stored sentence vectors); chunks not held yet are read on ``conn`` (else
+        a connection of ``engine``), in one statement."""
+        matrices: dict[int, Vector | None] = {}
+        missing: list[tuple[int, str]] = []
+        for chunk_id, text in chunks:
+            if chunk_id in self._items:
+                self._items.move_to_end(chunk_id)
+                matrices[chunk_id] = self._items[chunk_id]
+            else:
+                missing.append((chunk_id, text))
+        if missing:
+            matrices.update(await self._load(missing, conn, engine))
+        # einsum, not @: no BLAS threads (see KBVectors.similarities).
+        return [
+            None if (m := matrices[chunk_id]) is None else float(np.einsum("ij,j->i", m, query).max())
+            for chunk_id, _ in chunks
+        ]
+
+    async def _load(
+        self, chunks: Sequence[tuple[int, str]], conn: Any, engine: AsyncEngine | None
+    ) -> dict[int, Vector | None]:
+        sentences = {chunk_id: passage_sentences(text) for chunk_id, text in chunks}
+        hashes = list({text_hash(t) for texts in sentences.values() for t in texts})
+        if conn is not None:
+            rows = await conn.fetch(sql.SENTENCE_VECTORS_SQL, self.model_key, hashes)
+        else:
+            assert engine is not None, "ChunkSentences.best needs a connection or an engine"
+            async with raw_connection(engine) as own:
+                rows = await own.fetch(sql.SENTENCE_VECTORS_SQL, self.model_key, hashes)
+        by_hash: dict[bytes, Vector] = {}
+        if rows:
+            matrix = decode_vectors([row["v"] for row in rows])
+            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+            matrix /= np.where(norms == 0, 1.0, norms)[:, None].astype(np.float32)
+            by_hash = {bytes(row["text_hash"]): vector for row, vector in zip(rows, matrix, strict=True)}
+        loaded: dict[int, Vector | None] = {}
+        for chunk_id, texts in sentences.items():
+            found = [by_hash[h] for h in map(text_hash, texts) if h in by_hash]
+            loaded[chunk_id] = self._items[chunk_id] = np.stack(found) if found else None
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return loaded

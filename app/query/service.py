@@ -330,7 +330,7 @@ class QueryService:
             # The memory budget shapes no answer (the in-memory search ranks as SQL does), nor
             # does the semantic cache's threshold (which answer is reused, not what it says).
             f"{prompt_fingerprint}|{settings.model_dump_json(exclude=_UNKEYED_SETTINGS)}"
-            f"|{retriever.vector_weight}|{base_url}".encode()
+            f"|{retriever.vector_weight}|{retriever.sentence_weight}|{base_url}".encode()
         ).hexdigest()[:16]
         self.answerer = settings.llm_model if llm else "extractive"
         self.sim_range = _SIMILARITY_RANGE.get(embedder_family(embedder.model_key), (0.15, 0.6))
@@ -626,7 +626,7 @@ class QueryService:
         if self.sentences is not None and vector is not None and candidates:
             evidence = await self._evidence(question, vector, candidates, call.trace)
             chosen = candidates[evidence.passage_index] if evidence is not None else None
-            confidence, parts = calibrated_confidence(evidence, chosen.vector_rank if chosen else None)
+            confidence, parts = calibrated_confidence(evidence, chosen.cosine_rank if chosen else None)
             threshold = self.settings.min_answer_confidence
         else:
             confidence, parts = self.confidence(question, candidates)
@@ -1068,6 +1068,7 @@ def _debug_candidate(c: Candidate) -> dict[str, Any]:
     return {
         **_source(c),
         "vector_rank": c.vector_rank,
+        "cosine_rank": c.cosine_rank,
         "text_rank": c.text_rank,
         "similarity": c.similarity,
         "text_score": c.text_score,

@@ -16,11 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.answering.extractive import passage_sentences
 from app.db.engine import raw_connection
+from app.ingestion.repository import CACHE_PUT_SQL
 from app.query import repository as sql
 from app.query.filters import QueryFilters, to_clauses
 from app.query.kb_vectors import KBVectorCache, KBVectors, Postings
 from app.query.retrieval import Candidate, Retriever, TextHits, rank_text
+from app.query.sentences import ChunkSentences, text_hash
 from tests.helpers import assign_new_agent, create_kb, create_text_doc, sample, served
 from tests.query.conftest import FAQ
 
@@ -110,6 +113,7 @@ def _fields(c: Candidate) -> tuple[Any, ...]:
     return (
         c.chunk_id,
         c.vector_rank,
+        c.cosine_rank,
         c.text_rank,
         c.score,
         c.text_score,
@@ -121,16 +125,43 @@ def _fields(c: Candidate) -> tuple[Any, ...]:
     )
 
 
-@pytest.mark.parametrize("weight", [1.0, 0.5, 0.0])
-async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, weight):
+async def seed_sentences(engine: Any, rng: Any, texts: list[str], near: np.ndarray) -> None:
+    """Stored sentence vectors (as ingestion writes them) for ``texts``' sentences, each near
+    its chunk's vector in ``near`` (a row per text)."""
+    pairs = {
+        text_hash(sentence): near[i] + rng.standard_normal(near.shape[1]) * 2
+        for i, text in enumerate(texts)
+        for sentence in passage_sentences(text)
+    }
+    async with raw_connection(engine) as conn:
+        await conn.execute(
+            CACHE_PUT_SQL,
+            MODEL,
+            list(pairs),
+            ["[" + ",".join(f"{x:.6f}" for x in v) + "]" for v in pairs.values()],
+        )
+
+
+@pytest.mark.parametrize(("weight", "sentence_weight"), [(1.0, 0.0), (0.5, 0.0), (0.0, 0.0), (0.8, 0.5)])
+async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, weight, sentence_weight):
     """Two KBs of random vectors and word soup, 24 questions (vectors near a chunk, far from
     all, and none at all): the in-memory search returns the SQL plan's candidates, in its order,
     with its scores, for one KB and for both. The SQL statement reads in full only the rows
     that can reach the top_k; reading all of them (``complete``) chooses the same chunks, and
-    lists every candidate as the memory search does."""
+    lists every candidate as the memory search does. With the best-sentence term, four in five
+    chunks have stored sentence vectors, and both paths rescore alike."""
     rng = np.random.default_rng(7)
     kb_a, ids_a, vectors_a = await random_kb(client, org, engine, rng, 300, "A")
     kb_b, _ids_b, _ = await random_kb(client, org, engine, rng, 120, "B")
+    if sentence_weight:
+        async with raw_connection(engine) as conn:
+            rows = await conn.fetch(
+                "SELECT id, text FROM chunks WHERE kb_id = $1 ORDER BY id", uuid.UUID(kb_a)
+            )
+        with_sentences = [i for i, r in enumerate(rows) if r["id"] % 5]
+        await seed_sentences(
+            engine, rng, [rows[i]["text"] for i in with_sentences], vectors_a[with_sentences]
+        )
     # Chunks of another embedding model (a KB being re-embedded): BM25 finds them (chunk_terms
     # knows no model), and both paths must drop them.
     other = await create_text_doc(client, org.headers, kb_a, title="Other model", content="Re-embedded.")
@@ -142,9 +173,13 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
     held = {kb: await cache.load(org.id, uuid.UUID(kb)) for kb in (kb_a, kb_b)}
     assert all(h is not None for h in held.values())
     retriever = Retriever(
+        dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=20_000, rrf_k=60, vector_weight=weight,
+        engine=engine, sentences=ChunkSentences(MODEL), sentence_weight=sentence_weight,
+    )  # fmt: skip
+    plain = Retriever(
         dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=20_000, rrf_k=60, vector_weight=weight
     )
-    compared = dropped = read_in_full = listed = 0
+    compared = dropped = read_in_full = listed = reordered = 0
     async with raw_connection(engine) as conn:
         for q in range(24):
             question = " ".join(rng.choice(WORDS, 4))
@@ -177,6 +212,11 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
                     [c for c in copies if c is not None], text=text, vector=vector, candidates=30, top_k=12
                 )
                 assert in_memory is not None
+                unscored = await plain.search_memory(
+                    [c for c in copies if c is not None], text=text, vector=vector, candidates=30, top_k=12
+                )
+                assert unscored is not None
+                reordered += [c.chunk_id for c in unscored.every()] != [c.chunk_id for c in in_memory.every()]
                 assert (in_sql.plan, in_memory.plan) == ("exact", "memory")
                 assert in_memory.embedded is in_sql.embedded is (vector is not None)
                 assert [_fields(c) for c in in_memory.candidates] == [_fields(c) for c in in_sql.candidates]
@@ -194,7 +234,14 @@ async def test_memory_and_sql_rank_the_same_chunks_alike(client, org, engine, we
     # model's chunks that BM25 put in it, in both paths alike).
     assert compared > 24 * 2 * 10
     assert dropped > 0  # other-model chunks did reach BM25's lists
-    assert read_in_full < listed / 2  # most rows beyond the top_k were never read in full (923 of 2,213)
+    if sentence_weight:
+        # Every vector candidate is read in full (any may move up), BM25's beyond the top_k
+        # not; and the sentences did move the vector side's order.
+        assert listed / 2 < read_in_full < listed
+        assert reordered > 0
+    else:
+        assert read_in_full < listed / 2  # most rows beyond the top_k were never read in full (923 of 2,213)
+        assert reordered == 0
     assert set(ids_a) <= set(held[kb_a].ids.tolist())
 
 

@@ -29,9 +29,19 @@ def test_the_fusion_adds_each_lists_weighted_reciprocal_rank():
     weight, both lists' say puts 11 first and BM25's second hit above the vectors' first."""
     ranked = fuse([(0.9, 10), (0.8, 11)], TextHits([11, 12], [5.0, 4.0]), weight=0.5, k=1)
     assert ranked == [
-        Ranked(0.5 / 3 + 1 / 2, 2, 11, 1, 0.8, 5.0),
-        Ranked(1 / 3, None, 12, 2, None, 4.0),
-        Ranked(0.5 / 2, 1, 10, None, 0.9, None),
+        Ranked(0.5 / 3 + 1 / 2, 2, 11, 1, 0.8, 5.0, cosine_rank=2),
+        Ranked(1 / 3, None, 12, 2, None, 4.0, cosine_rank=None),
+        Ranked(0.5 / 2, 1, 10, None, 0.9, None, cosine_rank=1),
+    ]
+
+
+def test_a_rescored_vector_list_keeps_each_hits_rank_by_its_own_cosine():
+    """The best-sentence term reordered the vector list (11 first); the fusion ranks by that
+    order and keeps the rank each hit had by its own vector, which the confidence reads."""
+    ranked = fuse([(0.85, 11), (0.7, 10)], TextHits([], []), weight=1.0, k=1, cosine_ranks={10: 1, 11: 2})
+    assert ranked == [
+        Ranked(1 / 2, 1, 11, None, 0.85, None, cosine_rank=2),
+        Ranked(1 / 3, 2, 10, None, 0.7, None, cosine_rank=1),
     ]
 
 

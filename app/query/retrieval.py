@@ -517,7 +517,7 @@ class Retriever:
         ``every()`` lists every candidate only when ``complete``: otherwise only the rows
         that can reach the top_k are read."""
         plan = self.plan(chunk_total)
-        query = None if vector is None else unit(vector)
+        query = unit(vector) if vector is not None and self.sentences is not None else None
         if vector is None:
             vector, vector_key = [1.0] + [0.0] * (self.dimensions - 1), "-"
         else:
@@ -553,7 +553,7 @@ class Retriever:
             for r in sorted((r for r in rows if r["vector_rank"] is not None), key=_by_vector_rank)
         ]
         cosine_ranks = None
-        if query is not None and self.sentences is not None:
+        if query is not None:
             cosine_ranks = {chunk_id: r for r, (_, chunk_id) in enumerate(nearest, 1)}
             nearest = await self.rescore(nearest, [by_id[i]["text"] for _, i in nearest], query, conn=conn)
         ranked = fuse(

@@ -132,11 +132,16 @@ class ChunkSentences:
                 missing.append((chunk_id, text))
         if missing:
             matrices.update(await self._load(missing, conn, engine))
-        # einsum, not @: no BLAS threads (see KBVectors.similarities).
-        return [
-            None if (m := matrices[chunk_id]) is None else float(np.einsum("ij,j->i", m, query).max())
-            for chunk_id, _ in chunks
-        ]
+        held = [m for chunk_id, _ in chunks if (m := matrices[chunk_id]) is not None]
+        if not held:
+            return [None] * len(chunks)
+        # One product over all their sentences, then each chunk's maximum: a quarter of the
+        # time of a product per chunk (25 against 98 us for 30 chunks). einsum, not @: no
+        # BLAS threads (see KBVectors.similarities).
+        cosines = np.einsum("ij,j->i", np.concatenate(held), query)
+        starts = np.cumsum([0, *(len(m) for m in held[:-1])])
+        best = iter(np.maximum.reduceat(cosines, starts).tolist())
+        return [None if matrices[chunk_id] is None else next(best) for chunk_id, _ in chunks]
 
     async def _load(
         self, chunks: Sequence[tuple[int, str]], conn: Any, engine: AsyncEngine | None

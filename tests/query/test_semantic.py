@@ -238,3 +238,41 @@ async def test_a_failed_embedding_of_the_asking_part_keeps_the_whole_turn(
     ]
     assert body["debug"]["embedded"] is True  # the whole turn's vector was used
     assert "match" in body["debug"]["confidence"]  # and the answer was chosen by meaning
+
+
+LIBRARY = """# Riverside Library
+
+## Facilities
+There is a car park behind the building with thirty spaces. Toilets and baby changing are on
+the ground floor. The cafe serves coffee and sandwiches until four. Lockers for bags are by
+the entrance. The drop box for returned books is by the side door.
+
+## Borrowing
+You can borrow up to twenty books at a time. Loans last three weeks, and books can be renewed
+twice online unless someone else has reserved them. Overdue books cost ten cents a day. Lost
+books are charged at their replacement cost.
+
+## Events
+Author talks are held on the first Thursday of each month in the main hall. Children's story
+time is on Tuesday mornings.
+"""
+
+
+async def test_the_vector_side_finds_a_passage_by_its_best_sentence(client, org, drain_queue):
+    """A passage of many facts is found by the one sentence that answers, where its pooled
+    vector ranks it lower; the confidence reads the rank the passage had by its own vector."""
+    kb = await create_kb(client, org.headers, "Library")
+    await create_text_doc(
+        client, org.headers, kb["id"], title="Library guide", content=LIBRARY, content_type="markdown"
+    )
+    assert await drain_queue() == {"ready": 1}
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    body = await ask(client, org, agent, "Is there a drop box for returned books?", debug="true")
+    assert body["status"] == "answered"
+    assert body["answer"].startswith("The drop box for returned books is by the side door.")
+    (read,) = [c for c in body["debug"]["candidates"] if c["chunk_id"] == body["used_sources"][0]]
+    # Second by its own vector (the borrowing rules pool more of the question's words), first
+    # once its best sentence counts.
+    assert (read["cosine_rank"], read["vector_rank"]) == (2, 1)
+    assert read["text"].startswith("There is a car park")
+    assert body["debug"]["confidence"]["vector_lead"] == 0.5

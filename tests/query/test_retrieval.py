@@ -7,10 +7,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.answering.extractive import passage_sentences
 from app.db.engine import raw_connection
 from app.embeddings.lexical import LexicalEmbedder
+from app.ingestion.repository import CACHE_PUT_SQL
 from app.query import repository as sql
 from app.query.retrieval import Ranked, Retriever, TextHits, fuse
+from app.query.sentences import ChunkSentences, text_hash
 from app.query.service import normalise_question
 
 QUESTION = "Which cards can I pay with?"
@@ -87,6 +90,58 @@ async def test_exact_and_hnsw_plans_find_and_rank_the_kbs_chunks_alike(faq_agent
         assert all(c.vector_rank is None for c in text_only[plan].candidates)
     assert found["hnsw"].candidates == found["exact"].candidates
     assert text_only["hnsw"].candidates == text_only["exact"].candidates
+
+
+async def test_every_plan_rescores_its_candidates_by_their_best_sentence(faq_agent, engine):
+    """With sentence vectors stored (as ingestion stores them for the offline default), the
+    exact and HNSW plans score each candidate 0.5 x its cosine + 0.5 x its closest sentence's,
+    alike, and keep the rank each had by its own vector."""
+    embedder = LexicalEmbedder(512)
+    kb_ids = [uuid.UUID(faq_agent["kb"]["id"])]
+    async with raw_connection(engine) as conn:
+        stored = await conn.fetch(
+            "SELECT id, text, embedding::real[] AS e FROM chunks WHERE kb_id = $1 ORDER BY id", kb_ids[0]
+        )
+        sentences = {r["id"]: passage_sentences(r["text"]) for r in stored}
+        texts = [t for ts in sentences.values() for t in ts]
+        vectors = await embedder.embed_documents(texts)
+        await conn.execute(
+            CACHE_PUT_SQL,
+            embedder.model_key,
+            [text_hash(t) for t in texts],
+            ["[" + ",".join(str(x) for x in v) + "]" for v in vectors],
+        )
+    vector = np.asarray(await embedder.embed_query(normalise_question(QUESTION), timeout=1.0))
+    unit = vector / np.linalg.norm(vector)
+    by_text = {t: np.asarray(v) / np.linalg.norm(v) for t, v in zip(texts, vectors, strict=True)}
+    expected = {}
+    for r in stored:
+        cosine = float(np.asarray(r["e"]) @ unit / np.linalg.norm(r["e"]))
+        expected[r["id"]] = 0.5 * cosine + 0.5 * max(float(by_text[t] @ unit) for t in sentences[r["id"]])
+    found = {}
+    async with raw_connection(engine) as conn:
+        for exact_max_chunks in (20_000, 0):
+            retriever = Retriever(
+                dimensions=512, pgvector_version=(0, 6, 2), exact_max_chunks=exact_max_chunks, rrf_k=60,
+                sentences=ChunkSentences(embedder.model_key), sentence_weight=0.5,
+            )  # fmt: skip
+            found[retriever.plan(len(stored))] = await retriever.search_sql(
+                conn, text=TextHits([], []), vector=vector.tolist(), kb_ids=kb_ids,
+                model_key=embedder.model_key, chunk_total=len(stored), candidates=30, top_k=2,
+            )  # fmt: skip
+    assert set(found) == {"exact", "hnsw"}
+    assert found["hnsw"].candidates == found["exact"].candidates
+    best_first = sorted(expected, key=lambda i: -expected[i])
+    candidates = found["exact"].candidates
+    assert [c.chunk_id for c in candidates] == best_first[:2]
+    assert [c.similarity for c in candidates] == pytest.approx(
+        [expected[i] for i in best_first[:2]], abs=1e-5
+    )
+    assert [c.vector_rank for c in candidates] == [1, 2]
+    by_cosine = sorted(stored, key=lambda r: -float(np.asarray(r["e"]) @ unit / np.linalg.norm(r["e"])))
+    assert [c.cosine_rank for c in candidates] == [
+        1 + [r["id"] for r in by_cosine].index(c.chunk_id) for c in candidates
+    ]
 
 
 async def test_exact_search_ranks_by_cosine_similarity(faq_agent, engine):

@@ -146,8 +146,8 @@ class ChunkSentences:
     async def _load(
         self, chunks: Sequence[tuple[int, str]], conn: Any, engine: AsyncEngine | None
     ) -> dict[int, Vector | None]:
-        sentences = {chunk_id: passage_sentences(text) for chunk_id, text in chunks}
-        hashes = list({text_hash(t) for texts in sentences.values() for t in texts})
+        sentences = {chunk_id: [text_hash(t) for t in passage_sentences(text)] for chunk_id, text in chunks}
+        hashes = list({h for of_chunk in sentences.values() for h in of_chunk})
         if conn is not None:
             rows = await conn.fetch(sql.SENTENCE_VECTORS_SQL, self.model_key, hashes)
         else:
@@ -161,8 +161,8 @@ class ChunkSentences:
             matrix /= np.where(norms == 0, 1.0, norms)[:, None].astype(np.float32)
             by_hash = {bytes(row["text_hash"]): vector for row, vector in zip(rows, matrix, strict=True)}
         loaded: dict[int, Vector | None] = {}
-        for chunk_id, texts in sentences.items():
-            found = [by_hash[h] for h in map(text_hash, texts) if h in by_hash]
+        for chunk_id, of_chunk in sentences.items():
+            found = [by_hash[h] for h in of_chunk if h in by_hash]
             loaded[chunk_id] = self._items[chunk_id] = np.stack(found) if found else None
             if len(self._items) > self.size:
                 self._items.popitem(last=False)

@@ -475,10 +475,11 @@ class Retriever:
         *,
         conn: Any = None,
         engine: AsyncEngine | None = None,
-    ) -> list[tuple[float, int]]:
+    ) -> tuple[list[tuple[float, int]], dict[int, int]]:
         """The vector side's candidates ((cosine, chunk id), best first, with their ``texts``)
         scored again with their best sentence: ``(1 - w) * the chunk's cosine + w * its
-        closest sentence's``, best first, ties by id. Only the candidates are rescored, so
+        closest sentence's``, best first, ties by id; and each one's rank before (by its
+        cosine: ``fuse``'s ``cosine_ranks``). Only the candidates are rescored, so
         the memory and SQL plans (exact or HNSW) rank the same set alike; the whole KB scored
         so found 0.3 points more of squad-dev's hit@5 (docs/BENCHMARKS.md). A chunk without
         stored sentences, or without length (-inf here, NaN from pgvector), keeps its cosine
@@ -494,7 +495,7 @@ class Retriever:
             for (sim, chunk_id), b in zip(nearest, best, strict=True)
         ]
         mixed.sort(key=_lengthless_last)
-        return mixed
+        return mixed, {chunk_id: rank for rank, (_, chunk_id) in enumerate(nearest, 1)}
 
     async def search_sql(
         self,
@@ -554,8 +555,8 @@ class Retriever:
         ]
         cosine_ranks = None
         if query is not None:
-            cosine_ranks = {chunk_id: r for r, (_, chunk_id) in enumerate(nearest, 1)}
-            nearest = await self.rescore(nearest, [by_id[i]["text"] for _, i in nearest], query, conn=conn)
+            texts = [by_id[i]["text"] for _, i in nearest]
+            nearest, cosine_ranks = await self.rescore(nearest, texts, query, conn=conn)
         ranked = fuse(
             nearest,
             text,
@@ -609,9 +610,8 @@ class Retriever:
         scored = [(sim, chunk_id) for sim, chunk_id, _, _ in nearest]
         cosine_ranks = None
         if vector is not None and self.sentences is not None:
-            cosine_ranks = {chunk_id: r for r, (_, chunk_id) in enumerate(scored, 1)}
             texts = [kb.texts[at] for _, _, kb, at in nearest]
-            scored = await self.rescore(scored, texts, query, engine=self.engine)
+            scored, cosine_ranks = await self.rescore(scored, texts, query, engine=self.engine)
         # A chunk without length ranked last as -inf; pgvector reports NaN, we report 0.
         ranked = fuse(
             [(sim if sim != -np.inf else 0.0, chunk_id) for sim, chunk_id in scored],

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from app.embeddings import LexicalEmbedder, lexical_terms
-from app.embeddings.lexical import term_set
+from app.embeddings.lexical import _words, term_set
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -140,6 +141,15 @@ async def test_large_batches_match_single_embeddings() -> None:
 )
 def test_term_set_is_the_distinct_lexical_terms(text: str, terms: set[str]) -> None:
     assert term_set(text) == frozenset(lexical_terms(text)) == terms
+
+
+def test_ascii_text_splits_as_the_general_rule_does() -> None:
+    # The byte-table splitter for ASCII text against the rule for any script: a word is a run
+    # of letters and digits, apostrophes are dropped. Every ASCII character between words.
+    text = "".join(f"ab{chr(c)}Cd9" for c in range(128))
+    expected = re.findall(r"[^\W_]+", re.sub(r"['`]", "", text.casefold()))
+    assert len(expected) == 65  # 62 letters and digits and 2 apostrophes join; 64 split
+    assert _words(text) == expected
 
 
 def test_model_key_and_dimensions() -> None:

@@ -211,9 +211,7 @@ class KBVectors:
                 matrix = decode_vectors([r["v"] for r in rows])
             except ValueError:
                 raise ValueError(f"KB {kb_id}: chunks of one model with different dimensions") from None
-            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-            zero = norms == 0
-            matrix /= np.where(zero, 1.0, norms)[:, None].astype(np.float32)
+            zero = to_unit_rows(matrix)
         else:
             matrix = np.zeros((0, 0), dtype=np.float32)
             zero = np.zeros(0, dtype=np.bool_)
@@ -316,6 +314,15 @@ def decode_vectors(wires: Sequence[bytes]) -> npt.NDArray[np.float32]:
     wire = np.dtype([("header", "V4"), ("v", ">f4", (dim,))])
     matrix: npt.NDArray[np.float32] = np.frombuffer(b"".join(wires), dtype=wire)["v"].astype(np.float32)
     return matrix
+
+
+def to_unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+    """Scales each row of ``matrix`` to unit length in place; returns which rows are zero
+    (left as they are: they match nothing)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+    zero: npt.NDArray[np.bool_] = norms == 0
+    matrix /= np.where(zero, 1.0, norms)[:, None].astype(np.float32)
+    return zero
 
 
 def nearest_first(item: tuple[Any, ...]) -> tuple[float, int]:

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.answering.extractive import passage_sentences
 from app.db.engine import raw_connection
 from app.query import repository as sql
-from app.query.kb_vectors import decode_vectors
+from app.query.kb_vectors import decode_vectors, to_unit_rows
 
 Vector = npt.NDArray[np.float32]
 
@@ -157,8 +157,7 @@ class ChunkSentences:
         by_hash: dict[bytes, Vector] = {}
         if rows:
             matrix = decode_vectors([row["v"] for row in rows])
-            norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-            matrix /= np.where(norms == 0, 1.0, norms)[:, None].astype(np.float32)
+            to_unit_rows(matrix)
             by_hash = {bytes(row["text_hash"]): vector for row, vector in zip(rows, matrix, strict=True)}
         loaded: dict[int, Vector | None] = {}
         for chunk_id, of_chunk in sentences.items():

@@ -2,7 +2,8 @@
 server's `toolCall`, and the client's `toolResponse`.
 
 These are the JSON messages of the WebSocket API, camelCase as the API reference spells
-them. With the google-genai SDK the same pieces go into
+them (the tests parse each with google-genai's `LiveClientMessage` and `LiveServerMessage`).
+With the google-genai SDK the same pieces go into
 `types.LiveConnectConfig(system_instruction=..., tools=[tool])` and
 `session.send_tool_response(function_responses=[types.FunctionResponse(id=..., name=...,
 response=...)])`; its models accept the camelCase names, so the declaration can be passed

@@ -1,9 +1,11 @@
-"""LiveKit Agents: the declaration as a raw-schema function tool on the Agent. LiveKit is
-not a dependency of this project: the pure function below is tested, `knowledge_tool` is
-documentation and imports LiveKit when called.
+"""LiveKit Agents: the declaration as a raw-schema function tool on the Agent. LiveKit is not
+a dependency of the service: this module imports it only when `knowledge_tool` is called (the
+tests run the tool through LiveKit's own function-call machinery).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: LiveKit finds the tool's RunContext parameter by
+# its annotation, resolved against this module's globals when it is a string, where the
+# RunContext imported inside knowledge_tool is missing; evaluated at definition, it is the class.
 
 from collections.abc import Mapping
 from typing import Any
@@ -29,12 +31,9 @@ def knowledge_tool(service: KnowledgeService, http: httpx.AsyncClient, tool_repl
     if not tool_reply["available"]:
         return None
     # Imported here so the module imports without LiveKit installed.
-    from livekit.agents import function_tool  # noqa: PLC0415
+    from livekit.agents import RunContext, function_tool  # noqa: PLC0415
 
-    # `context` is a livekit.agents.RunContext. LiveKit resolves a tool's annotations at run
-    # time against the module's globals, where a locally imported name is missing, so it is
-    # annotated Any (as LiveKit's own client tools are).
-    async def query_knowledge(raw_arguments: dict[str, object], context: Any) -> str:
+    async def query_knowledge(raw_arguments: dict[str, object], context: RunContext) -> str:
         reply = await service.ask(
             http,
             query_argument(raw_arguments),

@@ -1,6 +1,8 @@
 """The wiring examples (examples/, docs/INTEGRATION.md) build each platform's payloads from
-the declarations the service serves; the OpenAI ones are held to the openai SDK's own types,
-so a change of the declaration or of a payload that a platform would reject fails here."""
+the declarations the service serves, held to each platform's own SDK: the openai SDK's
+request types, google-genai's Live API models, Pipecat's and LiveKit's tool classes (which
+also run the call), so a change of the declaration or of a payload that a platform would
+reject fails here."""
 
 from __future__ import annotations
 
@@ -10,6 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+from google.genai import types as genai
+from livekit.agents import AgentSession, RunContext
+from livekit.agents.llm import FunctionCall, FunctionToolCall, ToolContext
+from livekit.agents.llm.utils import execute_function_call
+from livekit.agents.voice.speech_handle import SpeechHandle
 from openai.types.chat import (
     ChatCompletionMessage,
     ChatCompletionToolMessageParam,
@@ -24,6 +31,10 @@ from openai.types.realtime.conversation_item_create_event_param import Conversat
 from openai.types.realtime.realtime_client_event_param import RealtimeClientEventParam
 from openai.types.realtime.response_create_event_param import ResponseCreateEventParam
 from openai.types.realtime.session_update_event_param import SessionUpdateEventParam
+from pipecat.adapters.llm.services.open_ai_adapter import OpenAILLMAdapter
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.services.llm_service import FunctionCallParams
+from pipecat.services.openai.llm import OpenAILLMService
 
 from examples import gemini_live, livekit_tool, openai_chat, openai_realtime, pipecat_tool
 from examples.knowledge import FALLBACK_REPLY, KnowledgeService, query_argument, spoken_output
@@ -265,8 +276,15 @@ async def test_chat_request_without_a_ready_document_has_no_tools(client, empty_
     _checked(CompletionCreateParamsNonStreaming, request)
 
 
-# --- Gemini Live: google-genai is not installed, so the shapes are held to the field names
-# of the Live API's WebSocket reference (BidiGenerateContentSetup, ...ToolCall, ...ToolResponse).
+# --- Gemini Live: held to google-genai's Live API models (LiveClientMessage, LiveServerMessage)
+
+
+def _genai(model: Any, message: dict[str, Any]) -> Any:
+    """`message` parsed by a google-genai model (unknown keys refused at every level), which
+    gives it back unchanged."""
+    parsed = model.model_validate(message)
+    assert parsed.model_dump(by_alias=True, exclude_none=True, mode="json") == message
+    return parsed
 
 
 async def test_gemini_setup_message(client, faq_service):
@@ -279,69 +297,105 @@ async def test_gemini_setup_message(client, faq_service):
             "tools": [tool_reply["tool"]],
         }
     }
-    (declaration,) = message["setup"]["tools"][0]["functionDeclarations"]
-    assert (declaration["name"], declaration["parameters"]["required"]) == ("query_knowledge", ["query"])
+    parsed = _genai(genai.LiveClientMessage, message)
+    (declaration,) = parsed.setup.tools[0].function_declarations
+    assert (declaration.name, declaration.parameters.required) == ("query_knowledge", ["query"])
+    # The SDK's own session config takes the declaration as served.
+    config = genai.LiveConnectConfig(tools=[tool_reply["tool"]])
+    assert config.tools[0].function_declarations[0] == declaration
 
 
 async def test_gemini_setup_without_a_ready_document(client, empty_service):
     tool_reply = await _tool_reply(client, empty_service, "gemini")
-    assert gemini_live.setup_message(tool_reply, model="models/gemini-live") == {
-        "setup": {"model": "models/gemini-live"}
-    }
+    message = gemini_live.setup_message(tool_reply, model="models/gemini-live")
+    assert message == {"setup": {"model": "models/gemini-live"}}
+    _genai(genai.LiveClientMessage, message)
 
 
 async def test_gemini_tool_call_round_trip(client, faq_service):
-    server = {
-        "toolCall": {
-            "functionCalls": [
-                {"id": "function-call-1", "name": "query_knowledge", "args": {"query": QUESTION}},
-                {"id": "function-call-2", "name": "transfer_call", "args": {}},
+    # The server's message as the SDK writes it on the wire.
+    server = genai.LiveServerMessage(
+        tool_call=genai.LiveServerToolCall(
+            function_calls=[
+                genai.FunctionCall(id="function-call-1", name="query_knowledge", args={"query": QUESTION}),
+                genai.FunctionCall(id="function-call-2", name="transfer_call", args={}),
             ]
-        }
-    }
+        )
+    ).model_dump(by_alias=True, exclude_none=True, mode="json")
     assert gemini_live.function_calls(server) == [("function-call-1", QUESTION)]
     assert gemini_live.function_calls({"serverContent": {"turnComplete": True}}) == []
     reply = await faq_service.ask(client, QUESTION, call_id="function-call-1")
-    assert gemini_live.tool_response("function-call-1", reply) == {
+    assert PARKING in reply["answer"]
+    response = gemini_live.tool_response("function-call-1", reply)
+    assert response == {
         "toolResponse": {
             "functionResponses": [
                 {"id": "function-call-1", "name": "query_knowledge", "response": {"output": reply["answer"]}}
             ]
         }
     }
+    _genai(genai.LiveClientMessage, response)
 
 
-# --- Pipecat and LiveKit Agents: neither SDK is installed; the schemas they are given must be
-# the service's declaration unchanged.
+# --- Pipecat and LiveKit Agents: each SDK's own classes build the tool, convert it for the
+# model and run the call.
 
 
-async def test_pipecat_function_schema_is_the_declaration(client, faq_service):
+def _openai_function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A flat openai-realtime declaration in the Chat Completions form the SDKs' adapters give."""
+    return {"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")}}
+
+
+async def test_pipecat_tools_schema_gives_the_model_the_declaration(client, faq_service):
     tool_reply = await _tool_reply(client, faq_service, "openai-realtime")
-    kwargs = pipecat_tool.function_schema_kwargs(tool_reply)
-    tool = tool_reply["tool"]
-    assert kwargs == {
-        "name": "query_knowledge",
-        "description": tool["description"],
-        "properties": tool["parameters"]["properties"],
-        "required": ["query"],
-    }
-    # What FunctionSchema.to_default_dict() advertises from these arguments.
-    advertised = {
-        "name": kwargs["name"],
-        "description": kwargs["description"],
-        "parameters": {"type": "object", "properties": kwargs["properties"], "required": kwargs["required"]},
-    }
-    assert {"type": "function", **advertised} == tool
+    llm = OpenAILLMService(api_key="sk-never-sent")
+    tools = pipecat_tool.register(llm, faq_service, client, tool_reply)
+    assert llm.has_function("query_knowledge")
+    assert OpenAILLMAdapter().to_provider_tools_format(tools) == [_openai_function(tool_reply["tool"])]
 
 
-async def test_livekit_raw_schema_is_the_declaration(client, faq_service):
+async def test_pipecat_handler_answers_through_the_service(client, faq_service):
+    results: list[Any] = []
+
+    async def result_callback(result: Any, **_: Any) -> None:
+        results.append(result)
+
+    params = FunctionCallParams(
+        function_name="query_knowledge",
+        tool_call_id="call-pipecat-1",
+        arguments={"query": QUESTION},
+        llm=OpenAILLMService(api_key="sk-never-sent"),
+        pipeline_worker=None,
+        context=LLMContext(),
+        result_callback=result_callback,
+    )
+    await pipecat_tool.handler(faq_service, client)(params)
+    assert len(results) == 1
+    assert PARKING in results[0]
+
+
+async def test_livekit_tool_gives_the_model_the_declaration_and_answers(client, faq_service):
     tool_reply = await _tool_reply(client, faq_service, "openai-realtime")
-    schema = livekit_tool.raw_schema(tool_reply)
-    assert {"type": "function", **schema} == tool_reply["tool"]
+    tools = ToolContext([livekit_tool.knowledge_tool(faq_service, client, tool_reply)])
+    assert tools.parse_function_tools("openai") == [_openai_function(tool_reply["tool"])]
+
+    arguments = json.dumps({"query": QUESTION})
+    call = FunctionCall(call_id="call-livekit-1", name="query_knowledge", arguments=arguments)
+    context = RunContext(session=AgentSession(), speech_handle=SpeechHandle.create(), function_call=call)
+    result = await execute_function_call(
+        FunctionToolCall(call_id="call-livekit-1", name="query_knowledge", arguments=arguments),
+        tools,
+        call_ctx=context,
+    )
+    assert result.raw_exception is None
+    assert result.fnc_call_out is not None
+    assert result.fnc_call_out.is_error is False
+    assert PARKING in result.fnc_call_out.output
 
 
-async def test_unavailable_tool_is_not_registered_and_needs_no_sdk(client, empty_service):
+async def test_unavailable_tool_is_not_registered(client, empty_service):
     tool_reply = await _tool_reply(client, empty_service, "openai-realtime")
-    # None before any SDK import: these SDKs are not installed here.
-    assert pipecat_tool.register(None, empty_service, client, tool_reply) is None
+    llm = OpenAILLMService(api_key="sk-never-sent")
+    assert pipecat_tool.register(llm, empty_service, client, tool_reply) is None
+    assert not llm.has_function("query_knowledge")
     assert livekit_tool.knowledge_tool(empty_service, client, tool_reply) is None

@@ -110,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions, references = load_conversations(args.data)
     # Offline whatever the environment says: this measures the offline completion.
     settings = evaluation_settings(Settings(_env_file=None)).model_copy(update={"openai_api_key": None})  # type: ignore[call-arg]
+    # Each final question is asked three ways in one process: with the semantic answer cache
+    # on, a later way would be served an earlier way's answer, with no retrieval to measure.
+    query = settings.query.model_copy(update={"semantic_cache_threshold": 0})
+    settings = settings.model_copy(update={"query": query})
     with embedded_postgres() as url:
         questions, results = asyncio.run(_ask(url, settings, questions, references))
     kinds = sorted({q.kind or "" for q in questions})

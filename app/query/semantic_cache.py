@@ -14,9 +14,10 @@ What may be reused, and when:
   or a degraded answer: ``QueryService._finish`` decides what is stored);
 - only above a cosine similarity calibrated per embedder on callers-dev (0 wrong hits;
   ``python -m bench.semantic_cache_eval``); embedders not calibrated have it off;
-- only when both questions name the same particulars: the same numbers and the same
-  content words besides those that ask or fill (see ``same_particulars``), so "the price
-  of a filling" never gets the price of a crown.
+- only when both questions name the same particulars: the same numbers, the same
+  content words besides those that ask or fill, and both negated or neither (see
+  ``same_particulars``), so "the price of a filling" never gets the price of a crown, nor
+  "which days are you not open?" the open days.
 
 It lives in each process's memory, bounded: a lookup is a matrix-vector product over at
 most ``_PER_SCOPE`` vectors, no round trip. The scope is read from the database on every
@@ -79,6 +80,13 @@ _GENERIC = frozenset(
 )
 # Terms this long are compared by prefix: the light stemmer leaves "deliver" and "delivery".
 _PREFIX = 4
+# A question that negates may ask for the complement ("which days are you not open?"), yet
+# its vector sits next to the plain question's and the stop-word-free terms are the same.
+# Transcripts may drop the apostrophe ("dont", "isnt").
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot|except"
+    r"|(?:ca|do|does|is|are|wo|was|were|did|have|has|had|should|would|could)nt)\b|n['’]t\b"
+)
 
 
 def default_threshold(setting: float | None, model_key: str) -> float | None:
@@ -95,6 +103,7 @@ class Particulars:
 
     numbers: frozenset[str]
     terms: frozenset[str]
+    negated: bool  # says "not", "no", "never", "can't"... (_NEGATION)
 
 
 def particulars(question: str) -> Particulars:
@@ -104,17 +113,19 @@ def particulars(question: str) -> Particulars:
     numbers |= {_NUMBER_WORDS[w] for w in words & _NUMBER_WORDS.keys()} | (words & _ORDINALS)
     spoken = set(_NUMBER_WORDS) | _ORDINALS
     terms = {t for t in lexical_terms(text) if not t.isdigit() and t not in spoken and t not in _GENERIC}
-    return Particulars(frozenset(numbers), frozenset(terms))
+    return Particulars(frozenset(numbers), frozenset(terms), _NEGATION.search(text) is not None)
 
 
 def same_particulars(a: Particulars, b: Particulars) -> bool:
-    """Whether two questions close in meaning may share an answer: the same numbers, and
-    the same content words besides the ones that ask or fill (``_GENERIC``). Similarity
-    alone cannot tell "the price of a filling" from "the price of a crown": the sentences
-    differ by the one word that matters. This costs the paraphrases that name the thing by
-    another word ("plastic" for "card"): they are answered afresh."""
+    """Whether two questions close in meaning may share an answer: the same numbers, both
+    negated or neither, and the same content words besides the ones that ask or fill
+    (``_GENERIC``). Similarity alone cannot tell "the price of a filling" from "the price of
+    a crown", nor "which days are you open?" from "which days are you not open?": the
+    sentences differ by the one word that matters. This costs the paraphrases that name the
+    thing by another word ("plastic" for "card"), or that negate one side only ("isn't
+    parking free?"): they are answered afresh."""
     # A question naming nothing ("how much is it?") cannot be checked: it never matches.
-    if not a.terms or not b.terms or a.numbers != b.numbers:
+    if not a.terms or not b.terms or a.numbers != b.numbers or a.negated != b.negated:
         return False
     return _covered(a.terms, b.terms) and _covered(b.terms, a.terms)
 

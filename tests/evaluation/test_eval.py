@@ -117,7 +117,7 @@ async def test_tiny_set_metrics(client, org, drain_queue, tmp_path):
     document, _ = build_report({}, evaluation)
     metrics = document["metrics"]
     assert (metrics["retrieval"], metrics["answers"], metrics["not_found"]) == (
-        {"hit@1": 1.0, "hit@3": 1.0, "hit@5": 1.0, "mrr@10": 1.0, "candidates_returned_max": 3},
+        {"hit@1": 1.0, "hit@3": 1.0, "hit@5": 1.0, "mrr@10": 1.0, "candidates_returned_max": 3, "reused": 0},
         # F1: (0.6667 + 0 + 0.2 + 0.2857) / 4; the spoken answers are whole sentences.
         {
             "contains_gold": 0.75,

@@ -1,0 +1,53 @@
+"""The report's figures (app/evaluation/report.py) from scored rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.evaluation.report import summarise
+from app.evaluation.runner import Row
+
+
+def _row(question_id: str, *, gold_rank: int | None, cached: bool = False, kind: str | None = None) -> Row:
+    candidates: list[dict[str, Any]] = [] if cached else [{"rank": 1, "chunk_id": 1, "gold": gold_rank == 1}]
+    return Row(
+        id=question_id,
+        question=f"question {question_id}?",
+        answers=["gold"],
+        doc="faq.md",
+        paragraph_index=0,
+        answerable=True,
+        variant=None,
+        http_status=200,
+        status="answered",
+        answer="gold",
+        confidence=0.5,
+        cached=cached,
+        gold_rank=gold_rank,
+        correct=True,
+        candidates=candidates,
+        kind=kind,
+    )
+
+
+def test_a_reply_reused_by_the_semantic_cache_is_left_out_of_retrieval() -> None:
+    # Found first, missed, and one served from the semantic cache: no candidates to score.
+    rows = [
+        _row("a", gold_rank=1, kind="direct"),
+        _row("b", gold_rank=None, kind="direct"),
+        _row("c", gold_rank=None, cached=True, kind="direct"),
+    ]
+    summary = summarise(rows)
+    assert summary["retrieval"]["hit@1"] == 0.5
+    assert summary["retrieval"]["hit@5"] == 0.5
+    assert summary["retrieval"]["reused"] == 1
+    assert summary["by_kind"]["direct"]["hit@5"] == 0.5
+    # Its answer still counts: the caller heard it.
+    assert summary["answers"]["contains_gold"] == 1.0
+
+
+def test_an_exact_cache_hit_with_its_candidates_is_scored() -> None:
+    row = _row("a", gold_rank=1)
+    row.cached = True  # cached, yet it carries what retrieval found
+    summary = summarise([row, _row("b", gold_rank=None)])
+    assert (summary["retrieval"]["hit@5"], summary["retrieval"]["reused"]) == (0.5, 0)

@@ -56,7 +56,7 @@ _ECHOED = (
     "Retrieval hit@1",
     "Retrieval hit@5",
     "Retrieval MRR@10",
-    "Reused by the semantic cache (not in retrieval)",
+    "Served by semantic cache (no retrieval)",
     "Answer contains gold",
     "Token F1 (mean)",
     "not_found precision",

@@ -232,7 +232,7 @@ HEADLINE: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Retrieval hit@3", ("retrieval", "hit@3"), "share"),
     ("Retrieval hit@5", ("retrieval", "hit@5"), "share"),
     ("Retrieval MRR@10", ("retrieval", "mrr@10"), "share"),
-    ("Reused by the semantic cache (not in retrieval)", ("retrieval", "reused"), "count"),
+    ("Served by semantic cache (no retrieval)", ("retrieval", "reused"), "count"),
     ("Answer contains gold", ("answers", "contains_gold"), "share"),
     ("Token F1 (mean)", ("answers", "token_f1"), "share"),
     ("not_found precision", ("not_found", "precision"), "share"),

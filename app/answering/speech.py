@@ -9,6 +9,7 @@ evaluation report.
 Markdown: headings, list items, table rows and paragraphs each become sentences of their
 own; emphasis, code and link syntax go while their words stay; images, struck-out text
 and URLs in parentheses are dropped, unless dropping them would leave nothing to say.
+Footnote markers and editors' marks from web pages ("[1]", "[citation needed]") are dropped.
 Other URLs are read as their domain ("example.com"), e-mail addresses as "name at
 example dot com". Emoji, pictographs and control characters are removed.
 
@@ -137,6 +138,15 @@ _TABLE_SEPARATOR_RE = re.compile(r"^\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?$")
 _IMAGE_RE = re.compile(r"!\[([^\]]*)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
 _LINK_RE = re.compile(r"\[([^\]]+)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
 _REF_LINK_RE = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
+# Footnote markers and editors' marks in square brackets, as web pages (Wikipedia above all)
+# carry them: "[1]", "[3–5]", "[a]", "[note 2]", "[citation needed]", "[when?]", "[sic]".
+# They are never said; a bracket that adds words to the text ("[that is, human-induced]",
+# "[50 to 140 centimeters]") stays.
+_NOTE_MARK_RE = re.compile(
+    r"\[(?:\d{1,3}(?:\s*[,–-]\s*\d{1,3})*|[a-z]{1,2}"
+    r"|(?i:(?:note|nb|n)\.?\s*\d{1,3}|[a-z ]{0,40}?\bneeded|[a-z' ]{1,30}\?"
+    r"|update[ds]?|dubious(?:\s*[–-]\s*discuss)?|vague|sic|not in citation given|failed verification))\]"
+)
 _AUTOLINK_RE = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+)>")
 _INLINE_CODE_RE = re.compile(r"(`+)(.+?)\1")
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -316,6 +326,8 @@ def speech_problems(text: str, *, max_words: int = 60) -> list[str]:
         return ["empty answer"]
     problems = [f"markdown syntax left: {name}" for name, pattern in _MARKDOWN_CHECKS if pattern.search(text)]
     problems.extend(f"bare URL: {match.group(0).rstrip('.,;:!?')}" for match in _URL_RE.finditer(text))
+    marks = dict.fromkeys(match.group(0) for match in _NOTE_MARK_RE.finditer(text))
+    problems.extend(f"footnote or editor's mark: {mark}" for mark in marks)
     emoji = "".join(match.group(0) for match in _EMOJI_RE.finditer(text))
     if emoji:
         problems.append(f"emoji: {emoji}")
@@ -463,6 +475,7 @@ def _markup(text: str, *, keep_dropped: bool) -> str:
     text = _LINK_RE.sub(r"\1", text)
     text = _REF_LINK_RE.sub(r"\1", text)
     text = _AUTOLINK_RE.sub(r"\1", text)
+    text = _NOTE_MARK_RE.sub("", text)
     text = _INLINE_CODE_RE.sub(r"\2", text).replace("`", "")
     return _TAG_RE.sub("", _BR_RE.sub(" ", text))
 

@@ -146,6 +146,31 @@ LAYOUT = [
 ]
 
 
+NOTE_MARKS = [
+    (
+        "13 per cent at A-level.[citation needed] Many schools are old.",
+        "13 per cent at A-level. Many schools are old.",
+    ),
+    ("Warsaw[1] is the capital.[12, 13] It grew.[3–5]", "Warsaw is the capital. It grew."),
+    ("The ratio rose[a] and fell.[note 2]", "The ratio rose and fell."),
+    ("Built in 1890[when?] by the city.[clarification needed]", "Built in 1890 by the city."),
+    ("The count [update] is 5 [sic].", "The count is 5."),
+    ("Leaves [dubious – discuss] are green [by whom?].", "Leaves are green."),
+    # A bracket that adds words to the text is said; so is a capital in brackets.
+    ("Its height [50 to 140 centimeters] varies.", "Its height [50 to 140 centimeters] varies."),
+    ("Warming [that is, human-induced] goes on.", "Warming [that is, human-induced] goes on."),
+    ("Choose option [A].", "Choose option [A]."),
+    # A link whose text is a footnote number is a footnote too.
+    ("Paris is large.[[4]](https://en.wikipedia.org/wiki/Paris#cite_note-4)", "Paris is large."),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), NOTE_MARKS)
+def test_footnote_and_editors_marks_are_not_said(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+    assert make_speakable(expected) == expected
+
+
 @pytest.mark.parametrize(("text", "expected"), MARKDOWN)
 def test_markdown_is_stripped(text: str, expected: str) -> None:
     assert make_speakable(text) == expected
@@ -297,6 +322,10 @@ PROBLEMS = [
     ("Open <b>daily</b>.", ["markdown syntax left: HTML tag"]),
     ("See https://acme.com/hours.", ["bare URL: https://acme.com/hours"]),
     ("Open daily 🎉.", ["emoji: 🎉"]),
+    (
+        "Open daily.[citation needed] Since 1990.[2][2]",
+        ["footnote or editor's mark: [citation needed]", "footnote or editor's mark: [2]"],
+    ),
     (
         "According to the document, we open at nine.",
         [

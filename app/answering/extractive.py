@@ -526,10 +526,12 @@ def _off_subject(
     asked (a price, a time...); the question's specific subject words (content words other
     than the fact asked, found in some of the passages but not all: the business's name in
     every title singles nothing out) are named somewhere; the answer names none of them, in
-    its sentences, the sentence before each (a pronoun's antecedent), their headings or
-    titles; and no sentence that names one holds the fact. "How much do dental implants
-    cost?" against "we offer ... dental implants" and a price list without them: the
-    knowledge base knows implants, not their price. Stems compare ("implant", "implants"),
+    its sentences that hold the fact (all of them if none does), the sentence before each (a
+    pronoun's antecedent), their headings or titles; and no sentence that names one holds the
+    fact. "How much do dental implants cost?" against "we offer ... dental implants" and a
+    price list without them: the knowledge base knows implants, not their price, and a
+    runner-up sentence naming them beside the price list's prices does not make those theirs.
+    Stems compare ("implant", "implants"),
     and the answer names a word when it holds one extending it ("botanic", "botanical").
     Subject words found nowhere say nothing: the caller may have used another word."""
     if wants is None:
@@ -546,7 +548,7 @@ def _off_subject(
     }
     if not specific:
         return False
-    for sentence in chosen:
+    for sentence in [s for s in chosen if _has_fact(s.text, wants)] or chosen:
         mentioned = _term_set(sentence.text) | heading_terms[sentence.passage]
         if sentence.position > 0:
             mentioned |= _term_set(by_passage[sentence.passage][sentence.position - 1].text)

@@ -169,6 +169,16 @@ _LEAD_SENTENCE_BONUS = 0.05
 # of 27.4 on average.
 _NEIGHBOUR_MARGIN = 0.12
 _RUNNER_UP_MARGIN = 0.08
+# An FAQ answer's opening reply word ("Yes," "No.") is said only to a caller who asked the
+# heading's own question. all-MiniLM-L6-v2 puts the heading's question in nearly its words
+# at 0.93 or more ("is your practice accessible for wheelchairs?"), but another question on
+# its subject, whose yes or no may differ, anywhere from 0.66 to 0.78 ("is there parking for
+# disabled drivers?", "can I use a gift voucher for a delivery?"), where paraphrases of the
+# same question also fall. Below this, the reply word goes and the fact after it is said.
+# A reply with fewer words than this left ("we don't.") says nothing on its own.
+_SAME_QUESTION = 0.9
+_BARE_REPLY_WORDS = 4
+_REPLY_WORD_RE = re.compile(r"^(?:yes|no)(?:[,.!;:]|\s+[-–—])\s*", re.IGNORECASE)
 # Words that say what kind of fact is asked for, not what it is about: their absence from a
 # sentence is no sign that it is about something else (stems, as _stem gives them).
 _FACT_WORDS = frozenset(
@@ -496,8 +506,9 @@ def extractive_answer(
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
     off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen)
+    said = _as_said(chosen, question, passages, semantics)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
-    spoken = " ".join(s.text if _TERMINAL_END_RE.search(s.text) else s.text + "." for s in chosen)
+    spoken = " ".join(text if _TERMINAL_END_RE.search(text) else text + "." for text in said)
     text = make_speakable(spoken, max_words=max_words)
     return ExtractiveAnswer(
         text=text,
@@ -513,6 +524,38 @@ def extractive_answer(
         spread=round(spread, 4),
         off_subject=off_subject,
     )
+
+
+def _as_said(
+    chosen: list[_Sentence], question: str, passages: Sequence[Passage], semantics: Semantics | None
+) -> list[str]:
+    """The chosen sentences as they are said. An FAQ answer's opening "Yes," or "No," answers
+    its heading's question; read to a caller who asked something else ("can I use a voucher
+    for delivery?" answered from "Do you sell gift vouchers? Yes, ..."), it answers the wrong
+    question with confidence. It is left out then, the fact after it still said (the voice
+    model, which heard the caller, draws the yes or no from it), and a reply with nothing
+    else in it ("No, we don't.") goes when another sentence is said."""
+    said = []
+    for sentence in chosen:
+        reply = _REPLY_WORD_RE.match(sentence.text)
+        if reply is None or _asks_its_heading(question, passages[sentence.passage], semantics):
+            said.append(sentence.text)
+            continue
+        rest = sentence.text[reply.end() :]
+        if len(rest.split()) >= _BARE_REPLY_WORDS:
+            said.append(rest[:1].upper() + rest[1:])
+    return said or [sentence.text for sentence in chosen]
+
+
+def _asks_its_heading(question: str, passage: Passage, semantics: Semantics | None) -> bool:
+    """Whether the caller asked the question that the passage's heading asks: the same
+    question in other words (by meaning), or the same content words (by words alone)."""
+    heading = passage.section
+    if not heading:
+        return False
+    if semantics is not None:
+        return _similarity(semantics, heading) >= _SAME_QUESTION
+    return bool(_content_terms(heading)) and _term_set(heading) == _term_set(question)
 
 
 def _off_subject(

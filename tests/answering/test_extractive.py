@@ -462,8 +462,72 @@ def test_an_faq_entrys_first_sentence_joins_its_second() -> None:
     question = "Can my wheelchair-using dad reach the treatment rooms?"
     answer = extractive_answer(question, [passage], semantics=_semantics(question, [passage]))
     assert answer is not None
-    assert answer.text.startswith("Yes, the main entrance is step-free")
+    # The heading's "Yes" answers another question than the caller's (_as_said): the fact says it.
+    assert answer.text.startswith("The main entrance is step-free")
     assert "lift" in answer.text
+
+
+VOUCHERS = Passage(
+    "Yes, gift vouchers are sold in the restaurant in any amount from 10 pounds. "
+    "Vouchers cannot be used for delivery orders.",
+    "FAQ",
+    1.0,
+    "Do you sell gift vouchers?",
+)
+
+
+def test_an_faq_reply_word_is_said_to_the_headings_own_question() -> None:
+    question = "Do you sell gift vouchers?"
+    answer = extractive_answer(question, [VOUCHERS], semantics=_semantics(question, [VOUCHERS]))
+    assert answer is not None
+    assert answer.text.startswith("Yes, gift vouchers are sold in the restaurant")
+
+
+def test_an_faq_reply_word_is_not_said_to_another_question() -> None:
+    # "Yes" would tell this caller that a voucher pays for delivery.
+    question = "Can I use a gift voucher for a delivery?"
+    semantics = _semantics(question, [VOUCHERS])
+    assert 0.5 < float(semantics.question[0] @ semantics.sentences["Do you sell gift vouchers?"]) < 0.9
+    answer = extractive_answer(question, [VOUCHERS], semantics=semantics)
+    assert answer is not None
+    assert not answer.text.lower().startswith("yes")
+    assert "Vouchers cannot be used for delivery orders." in answer.text
+
+
+def test_a_bare_faq_reply_goes_when_another_sentence_is_said() -> None:
+    passage = Passage(
+        "No, we don't. Please book an appointment by phone or online before you come in.",
+        "FAQ",
+        1.0,
+        "Do you take walk-ins?",
+    )
+    question = "Can I just turn up without an appointment?"
+    answer = extractive_answer(question, [passage], semantics=_semantics(question, [passage]))
+    assert answer is not None
+    assert answer.text == "Please book an appointment by phone or online before you come in."
+
+
+def test_no_as_a_determiner_is_not_a_reply_word() -> None:
+    passage = Passage(
+        "No pets are allowed inside, except assistance dogs.", "FAQ", 1.0, "Can I bring my dog?"
+    )
+    question = "Can my cat come along?"
+    answer = extractive_answer(question, [passage], semantics=_semantics(question, [passage]))
+    assert answer is not None
+    assert answer.text == "No pets are allowed inside, except assistance dogs."
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("Do you sell gift vouchers?", "Yes, gift vouchers are sold"),
+        ("Are gift vouchers sold for delivery?", "Gift vouchers are sold"),
+    ],
+)
+def test_by_words_a_reply_word_needs_the_headings_own_words(question: str, said: str) -> None:
+    answer = extractive_answer(question, [VOUCHERS])
+    assert answer is not None
+    assert answer.text.startswith(said)
 
 
 def test_without_vectors_for_its_sentences_the_answer_has_no_match() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,19 @@ import httpx
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from app.auth import WINDOW_S
+
 Client = AsyncTestClient[Litestar]
+
+
+async def in_one_rate_window(margin_s: float = 15.0) -> None:
+    """Rate limits count in fixed windows of ``WINDOW_S`` seconds by PostgreSQL's clock (this
+    machine's, in the tests). A test that spends a budget calls this first: with less than
+    ``margin_s`` left in the current window it waits for the next, so that its requests are
+    counted in one window (a budget spent across the boundary starts afresh)."""
+    left = WINDOW_S - time.time() % WINDOW_S
+    if left < margin_s:
+        await asyncio.sleep(left + 0.1)
 
 
 @asynccontextmanager

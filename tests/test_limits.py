@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from app.main import create_app
 from tests.conftest import fake_resolver
-from tests.helpers import create_kb, create_text_doc
+from tests.helpers import create_kb, create_text_doc, in_one_rate_window
 
 
 def _app(database_url, settings, **limits):
@@ -17,6 +17,7 @@ def _app(database_url, settings, **limits):
 
 async def test_management_budget_gives_429_with_headers(database_url, settings, org, other_org):
     async with AsyncTestClient(app=_app(database_url, settings, manage_per_minute=3)) as c:
+        await in_one_rate_window()
         first = await c.get("/api/knowledge", headers=org.headers)
         assert first.status_code == 200
         assert first.headers["RateLimit-Limit"] == "3"
@@ -38,6 +39,7 @@ async def test_limits_are_shared_across_processes(database_url, settings, org):
     one = _app(database_url, settings, manage_per_minute=2)
     two = _app(database_url, settings, manage_per_minute=2)
     async with AsyncTestClient(app=one) as a, AsyncTestClient(app=two) as b:
+        await in_one_rate_window()
         assert (await a.get("/api/knowledge", headers=org.headers)).status_code == 200
         assert (await b.get("/api/knowledge", headers=org.headers)).status_code == 200
         assert (await a.get("/api/knowledge", headers=org.headers)).status_code == 429
@@ -47,6 +49,7 @@ async def test_query_budget_is_separate_from_management(database_url, settings, 
     async with AsyncTestClient(
         app=_app(database_url, settings, manage_per_minute=1, query_per_minute=5)
     ) as c:
+        await in_one_rate_window()
         kb = await create_kb(c, org.headers)
         agent = str(uuid.uuid4())
         assert (await c.get("/api/knowledge", headers=org.headers)).status_code == 429

@@ -6,7 +6,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from app.main import create_app
-from tests.helpers import assign_new_agent, bearer, create_kb, sample
+from tests.helpers import assign_new_agent, bearer, create_kb, in_one_rate_window, sample
 
 
 @pytest.mark.parametrize(("sent", "kept"), [("abc-123", True), ("bad id with spaces", False)])
@@ -107,6 +107,7 @@ async def test_every_response_carries_the_request_id(database_url, settings, org
         ("GET", f"/api/knowledge/{uuid.uuid4()}", org.headers, 429),
     ]
     async with AsyncTestClient(app=app) as client:
+        await in_one_rate_window()
         for i, (method, path, headers, status) in enumerate(calls):
             sent = f"call-{i}"
             r = await client.request(method, path, headers={**headers, "X-Request-ID": sent})

@@ -219,7 +219,13 @@ _WANTS_NUMBER_RE = re.compile(
 _WANTS_PRICE_RE = re.compile(
     r"\b(?:cost|costs|costing|price|prices|priced|pricing|fee|fees|(?<!in )charge|charges|charged|charging"
     r"|pay|paying|deposit|expensive|cheap|cheaper|afford"
-    r"|how much (?:is|are|would|will|for|to|it|extra|money))\b",
+    r"|how much (?:is|are|would|will|for|to|it|extra|money)"
+    # The ways a caller asks a price without naming it: "what'll that set me back?", "what
+    # does a room run?", "what do I owe?", "do I have to cough up?"
+    r"|set (?:me|us|you) back|cough up|what do (?:i|we) owe|the damage"
+    r"|what(?:'s|'ll| does| do| will| would)? (?:that|it|this|they|(?:a|an|the|your) [a-z]+(?: [a-z]+){0,2})"
+    r" (?:run|come to)"
+    r"|what(?:'ll| will| would) (?:that|it|this) be)\b",
     re.IGNORECASE,
 )
 _WANTS_COUNT_RE = re.compile(r"\bhow many\b", re.IGNORECASE)
@@ -229,9 +235,13 @@ _WANTS_TIME_RE = re.compile(
     re.IGNORECASE,
 )
 # Months and seasons that are also ordinary words ("may", "march", "fall") count only when
-# written as names.
+# written as names. A digit counts only as part of a time: a clock time, a year, a date, or a
+# number of days or hours ("within 2 days"); "3 Ferry Road" or "345 pounds" tells no time.
 _HAS_TIME_RE = re.compile(
-    r"\d|\b(?:[Nn]oon|[Mm]idnight|[Mm]orning|[Aa]fternoon|[Ee]vening|[Ww]eekdays?|[Ww]eekends?|[Dd]aily"
+    r"\b\d{1,2}(?:[:.]\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.|AM|PM|A\.M\.|P\.M\.)|\b\d{1,2}:\d{2}\b"
+    r"|\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}/\d{1,2}\b"
+    r"|\b\d+\s?(?:minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|nights?|h)\b"
+    r"|\b(?:[Nn]oon|[Mm]idnight|[Mm]orning|[Aa]fternoon|[Ee]vening|[Ww]eekdays?|[Ww]eekends?|[Dd]aily"
     r"|[Mm]onday|[Tt]uesday|[Ww]ednesday|[Tt]hursday|[Ff]riday|[Ss]aturday|[Ss]unday|[Jj]anuary"
     r"|[Ff]ebruary|March|[Aa]pril|May|[Jj]une|[Jj]uly|[Aa]ugust|[Ss]eptember|[Oo]ctober|[Nn]ovember"
     r"|[Dd]ecember|[Ss]pring|[Ss]ummer|[Aa]utumn|[Ww]inter)\b"
@@ -245,10 +255,16 @@ _HAS_PRICE_RE = re.compile(
     r"|percent|free|no charge|no cost|no fee|complimentary|included|donation)\b",
     re.IGNORECASE,
 )
-# A length of time said without digits ("about an hour", "a few weeks", "overnight").
-_HAS_SPOKEN_DURATION_RE = re.compile(
-    r"\b(?:(?:an?|half an?|a few|a couple of|several)\s+(?:minute|hour|day|week|month|year|night)s?"
-    r"|overnight|same day|next day)\b",
+# A length of time: an amount with its unit ("2 to 4 hours", "three weeks", "about an hour",
+# "a few weeks"), or one said without an amount ("overnight"). A bare number ("180 pounds")
+# is no length of time.
+_HAS_DURATION_RE = re.compile(
+    r"\b(?:\d[\d.,]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
+    r"|thirty|forty|forty-five|sixty|ninety|an?|half an?|a few|a couple of|several)"
+    r"(?:\s*(?:-|–|to|or)\s*(?:\d[\d.,]*|[a-z]+))?\s*"
+    r"(?:working |business |calendar )?"
+    r"(?:seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|nights?)\b"
+    r"|\b(?:overnight|same day|next day|same-day|next-day)\b",
     re.IGNORECASE,
 )
 # A chosen sentence shorter than this is likely a heading or fragment; the next one joins it.
@@ -743,8 +759,8 @@ def _has_fact(text: str, wants: str) -> bool:
         return _HAS_PRICE_RE.search(text) is not None
     if wants == "time":
         return _HAS_TIME_RE.search(text) is not None
-    if wants == "duration" and _HAS_SPOKEN_DURATION_RE.search(text):
-        return True
+    if wants == "duration":
+        return _HAS_DURATION_RE.search(text) is not None
     return _HAS_NUMBER_RE.search(text) is not None or _FREE_RE.search(text) is not None
 
 

@@ -301,6 +301,11 @@ def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
         ("Are you open on Saturdays?", None),
         ("Is there a fee for parking?", None),  # yes/no: "no, parking is free" answers it
         ("Who is the dentist?", None),
+        # A price asked without naming it, the way callers do.
+        ("If he goes for the scan, roughly what's that going to set me back?", "price"),
+        ("Picked up a screw in my tyre, can you plug it and what'll that be?", "price"),
+        ("What does the family room run on a weekend?", "price"),
+        ("What do I owe you for the lost book?", "price"),
     ],
 )
 def test_the_fact_a_question_asks_for(question: str, fact: str | None) -> None:
@@ -353,6 +358,11 @@ def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
         ("What's the deposit charge?", "We ask for a deposit of 25 percent of the quoted price."),
         ("How long does the first visit take?", "Your first visit takes about an hour."),
         ("How many people fit in the room?", "The room seats twelve people."),
+        ("How long till the numbness wears off?", "Your lip may stay numb for 2 to 4 hours."),
+        ("How long does a hold wait?", "Requests usually arrive within two weeks."),
+        ("What time do you open on Saturdays?", "On Saturdays we open from 9 am to 1 pm."),
+        ("When was the house built?", "The house was built in 1891 by a sea captain."),
+        ("When is the beach clean-up?", "The beach clean-up is on the first Saturday of each month."),
     ],
 )
 def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, sentence: str) -> None:
@@ -360,6 +370,32 @@ def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, senten
     answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
     assert answer is not None
     assert answer.has_wanted is True
+
+
+@pytest.mark.parametrize(
+    ("question", "wants", "sentence"),
+    [
+        # A number with no unit of time is no length of time.
+        (
+            "How long before we get the ashes back?",
+            "duration",
+            "Individual cremation, from 180 pounds, ashes returned.",
+        ),
+        # A house number or a price is no time of day.
+        (
+            "What time does the tip on Ferry Road close?",
+            "time",
+            "Our out-of-hours partner is at 3 Ferry Road, Kelsham.",
+        ),
+        ("When does the dog spay happen?", "time", "A dog spay under 20 kg costs 345 pounds."),
+    ],
+)
+def test_a_number_of_another_kind_is_not_the_fact_asked_for(question: str, wants: str, sentence: str) -> None:
+    passages = [Passage(sentence, None, 1.0)]
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.wants == wants
+    assert answer.has_wanted is False
 
 
 # A price list that does not name implants, and a page that names them without a price.

@@ -220,7 +220,7 @@ class QuerySettings(BaseModel):
         ge=0,
         le=4,
         description="Weight of the vector ranking in the fusion (BM25 weighs 1). Default by "
-        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 1, openai 1.",
+        "embedder, as measured (docs/BENCHMARKS.md): lexical 0, local 0.5, minilm 1.5, openai 1.",
     )
     sentence_weight: float | None = Field(
         None,

@@ -58,10 +58,12 @@ _MAX_AGENTS = 100_000
 # offline default (minilm) no weight served both callers-dev's paraphrases (which want the
 # vectors) and SQuAD's reused words (which want BM25) at k = 60; a small k lets each list's
 # top hits lead, and k = 4 serves both. With each candidate's best sentence in its score
-# (Retriever.rescore) the vectors earn an equal say: weight 1 gave the best hit@5 of the
-# two sets together (0.959 / 0.965; 0.8: 0.938 / 0.967, 1.2: 0.959 / 0.960; docs/BENCHMARKS.md
-# has the grid). OpenAI's models are not measured here (no network): an equal say, k = 60.
-_VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 1.0}
+# (Retriever.rescore) the vectors earn an equal say or more: weight 1 gave the best hit@5 of
+# those two sets together (0.959 / 0.965; 0.8: 0.938 / 0.967, 1.2: 0.959 / 0.960), but on
+# organisations nobody had tuned on (bench/data/callers-fresh) 1.5 finds 0.885 against 0.844,
+# callers-dev 0.964 and squad-dev 0.959 (docs/BENCHMARKS.md, twenty-first session). OpenAI's
+# models are not measured here (no network): an equal say, k = 60.
+_VECTOR_WEIGHTS = {"lexical": 0.0, "local": 0.5, "minilm": 1.5}
 _RRF_K = {"minilm": 4}
 
 

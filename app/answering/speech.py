@@ -41,7 +41,7 @@ import html
 import re
 import unicodedata
 from calendar import month_name
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from num2words import num2words  # type: ignore[import-untyped]
 
@@ -320,8 +320,13 @@ def make_speakable(text: str, *, max_words: int = 60) -> str:
     return spoken
 
 
-def speech_problems(text: str, *, max_words: int = 60) -> list[str]:
-    """Say what in `text` would sound wrong when read aloud; an empty list means none."""
+def speech_problems(text: str, *, max_words: int = 60, read: Sequence[str] = ()) -> list[str]:
+    """Say what in `text` would sound wrong when read aloud; an empty list means none.
+
+    `read` is what the answer was drawn from (the retrieved passages), when known: a word of
+    source talk that those passages use themselves is theirs, read out ("leave your
+    documents at the front desk" at a tax office, "according to the Good Schools Guide"),
+    not the answerer talking about its sources."""
     if not text.strip():
         return ["empty answer"]
     problems = [f"markdown syntax left: {name}" for name, pattern in _MARKDOWN_CHECKS if pattern.search(text)]
@@ -335,6 +340,13 @@ def speech_problems(text: str, *, max_words: int = 60) -> list[str]:
     if word_count > max_words:
         problems.append(f"too long: {word_count} words, the cap is {max_words}")
     mentions = dict.fromkeys(match.group(0).lower() for match in _SOURCE_TALK_RE.finditer(text))
+    if read:
+        passages = " ".join(read)
+        mentions = {
+            mention: None
+            for mention in mentions
+            if not re.search(rf"\b{re.escape(mention)}\b", passages, re.IGNORECASE)
+        }
     problems.extend(f"talks about its sources: {mention!r}" for mention in mentions)
     return problems
 

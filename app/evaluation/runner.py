@@ -303,7 +303,8 @@ def grade(
     row.prompt_tokens = int(tokens.get("prompt") or 0)
     row.completion_tokens = int(tokens.get("completion") or 0)
     if row.status == "answered":
-        row.speech_problems = speech_problems(body["answer"], max_words=max_words)
+        read = [candidate.get("text") or "" for candidate in debug.get("candidates") or []]
+        row.speech_problems = speech_problems(body["answer"], max_words=max_words, read=read)
     flags: list[bool] = []
     for rank, candidate in enumerate(debug.get("candidates") or [], start=1):
         is_gold = gold is not None and gold.matches(candidate["document_id"], candidate.get("text") or "")

@@ -347,5 +347,33 @@ def test_speech_problems(text: str, expected: list[str]) -> None:
     assert speech_problems(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("answer", "passage", "unread"),
+    [
+        (
+            "Leave your documents with the front desk.",
+            "Drop-off: leave your documents with the front desk or in the drop box.",
+            "documents",
+        ),
+        (
+            "According to The Good Schools Guide about 9 per cent of children attend.",
+            "According to The Good Schools Guide about 9 per cent of children attend fee-paying schools.",
+            "according to the",
+        ),
+    ],
+)
+def test_source_words_the_passages_use_themselves_are_theirs(answer: str, passage: str, unread: str) -> None:
+    assert speech_problems(answer, read=[passage]) == []
+    assert speech_problems(answer) == [f"talks about its sources: {unread!r}"]
+
+
+def test_source_talk_the_passages_do_not_use_is_still_reported() -> None:
+    # "resources" holds "sources" but is another word: the mention is still the answerer's.
+    read = ["We open at nine. Our resources page lists the holidays."]
+    assert speech_problems("My sources say we open at nine.", read=read) == [
+        "talks about its sources: 'sources'"
+    ]
+
+
 def test_speech_problems_reports_length_over_the_cap() -> None:
     assert speech_problems("One two three four.", max_words=3) == ["too long: 4 words, the cap is 3"]

@@ -257,3 +257,32 @@ def test_cli_rejects_an_empty_sample(tmp_path):
 async def test_unknown_variant_stops_the_run(client, org, drain_queue, tmp_path):
     with pytest.raises(ServiceError, match="the service refused the variant: unknown prompt variant 'nope'"):
         await run_tiny(client, org, drain_queue, tmp_path, variants=["nope"])
+
+
+async def test_words_of_the_passage_read_out_are_not_source_talk(client, org, drain_queue, tmp_path):
+    # A tax office's own word "documents", read out by the extractive answerer, is no sign of an
+    # answer that talks about its sources: the report counts the answer speakable.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "Drop_off.md").write_text(
+        "# Drop-off\n\nLeave your documents at the front desk and a preparer will phone you.\n",
+        encoding="utf-8",
+    )
+    question = {
+        "id": "drop-off",
+        "question": "Where do I leave my documents?",
+        "answers": ["front desk"],
+        "doc": "Drop_off.md",
+        "paragraph_index": 0,
+    }
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps(question) + "\n", encoding="utf-8")
+    questions = load_questions(path)
+    service = ServiceClient(client, org.admin_key)
+    evaluation = await evaluate(service, questions, load_documents(docs, questions), wait=drain_queue)
+    row = evaluation.rows[0][0]
+    assert (row.status, row.answer, row.speech_problems) == (
+        "answered",
+        "Leave your documents at the front desk and a preparer will phone you.",
+        [],
+    )

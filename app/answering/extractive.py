@@ -238,7 +238,7 @@ _WANTS_TIME_RE = re.compile(
 # written as names. A digit counts only as part of a time: a clock time, a year, a date, or a
 # number of days or hours ("within 2 days"); "3 Ferry Road" or "345 pounds" tells no time.
 _HAS_TIME_RE = re.compile(
-    r"\b\d{1,2}(?:[:.]\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.|AM|PM|A\.M\.|P\.M\.)|\b\d{1,2}:\d{2}\b"
+    r"\b\d{1,2}(?:[:.]\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.|AM|PM|A\.M\.|P\.M\.)(?![A-Za-z])|\b\d{1,2}:\d{2}\b"
     r"|\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}/\d{1,2}\b"
     r"|\b\d+\s?(?:minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|nights?|h)\b"
     r"|\b(?:[Nn]oon|[Mm]idnight|[Mm]orning|[Aa]fternoon|[Ee]vening|[Ww]eekdays?|[Ww]eekends?|[Dd]aily"

@@ -388,6 +388,7 @@ def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, senten
             "Our out-of-hours partner is at 3 Ferry Road, Kelsham.",
         ),
         ("When does the dog spay happen?", "time", "A dog spay under 20 kg costs 345 pounds."),
+        ("When can we use the spa?", "time", "Each suite has 12 amenities and a sea view."),
     ],
 )
 def test_a_number_of_another_kind_is_not_the_fact_asked_for(question: str, wants: str, sentence: str) -> None:

@@ -240,8 +240,13 @@ _WANTS_PRICE_RE = re.compile(
 )
 _WANTS_COUNT_RE = re.compile(r"\bhow many\b", re.IGNORECASE)
 _WANTS_DURATION_RE = re.compile(r"\bhow long\b", re.IGNORECASE)
+# "When" asks a time where it opens the question or a clause of it ("..., and when do you
+# open?", "I'd like to know when you close"); after another question word it only sets a
+# scene ("Where do I leave my car when I come in?", "What happens when I cancel?").
 _WANTS_TIME_RE = re.compile(
-    r"\b(?:when|what time|what times|hours|what days|which days|opening|closing|open until|close at)\b",
+    r"(?:^|[,;]\s*|\b(?:and|or|but|so|know|tell me|wondering|wonder|ask|asking|find out|check|sure|idea|say)"
+    r"\s+)when\b"
+    r"|\b(?:what time|what times|hours|what days|which days|opening|closing|open until|close at)\b",
     re.IGNORECASE,
 )
 # Months and seasons that are also ordinary words ("may", "march", "fall") count only when

@@ -306,6 +306,13 @@ def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
         ("Picked up a screw in my tyre, can you plug it and what'll that be?", "price"),
         ("What does the family room run on a weekend?", "price"),
         ("What do I owe you for the lost book?", "price"),
+        # "When" asks a time where it opens the question or a clause; after another question
+        # word it only sets the scene.
+        ("My collie's staying overnight, when can I come in and see him?", "time"),
+        ("I'd like to know when you close", "time"),
+        ("Where do I leave my car when I come in?", None),
+        ("What happens to my old boiler when you swap it out?", None),
+        ("Who was the chief executive when the service began?", None),
     ],
 )
 def test_the_fact_a_question_asks_for(question: str, fact: str | None) -> None:

@@ -20,8 +20,6 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dental"
 QUESTIONS: list[dict[str, Any]] = json.loads((FIXTURE / "questions.json").read_text())
 # Known misses of the offline default, each checked to still fail (strict): docs/EMBEDDINGS.md.
 KNOWN_MISSES = {
-    "Where do I leave my car when I come in?": "all-MiniLM-L6-v2 puts 'leave my car' at cosine 0.25 to "
-    "'Free parking for patients...', no nearer than unrelated sentences: not_found",
     "Where is the practice?": "the right sentence is chosen, but a four-word question's cosines are low "
     "and its confidence (0.36) falls under the 0.39 gate: not_found",
 }

@@ -610,8 +610,9 @@ def _off_subject(
     and the answer names a word when it holds one extending it ("botanic", "botanical").
     Subject words found nowhere say nothing: the caller may have used another word.
 
-    By meaning, a word counts only where the passages speak of it at least as closely to the
-    question as the answer does: "how much do your mechanics charge an hour?" is not about
+    By meaning, a word counts only where the passages speak of it nearly as closely to the
+    question as the answer does (within _SUBJECT_MARGIN), and a verb that names nothing
+    (_LIGHT_VERBS) never counts: "how much do your mechanics charge an hour?" is not about
     the founder's old job "as a fleet mechanic", and "when can I come in and see him?" is not
     about "cats should always come in a carrier"."""
     if wants is None:

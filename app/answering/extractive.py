@@ -184,13 +184,6 @@ _REPLY_WORD_RE = re.compile(r"^(?:yes|no)(?:[,.!;:]|\s+[-–—])\s*", re.IGNORE
 _FACT_WORDS = frozenset(
     {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
 )
-# Verbs that carry no subject ("when can I come in", "how long does it take"): a passage
-# using them is not about what the caller asked.
-_LIGHT_VERBS = frozenset(
-    {"ask", "bring", "cam", "com", "find", "giv", "go", "goe", "going", "grab", "keep", "leav", "let", "mad"}
-    | {"mak", "need", "put", "saw", "say", "se", "see", "tak", "took", "try", "use", "used", "using", "want"}
-    | {"went"}
-)
 # By meaning, a subject word counts where a passage speaks of it about as closely to the
 # question as the answer does: this much less close at most (_off_subject).
 _SUBJECT_MARGIN = 0.15
@@ -611,10 +604,8 @@ def _off_subject(
     Subject words found nowhere say nothing: the caller may have used another word.
 
     By meaning, a word counts only where the passages speak of it nearly as closely to the
-    question as the answer does (within _SUBJECT_MARGIN), and a verb that names nothing
-    (_LIGHT_VERBS) never counts: "how much do your mechanics charge an hour?" is not about
-    the founder's old job "as a fleet mechanic", and "when can I come in and see him?" is not
-    about "cats should always come in a carrier"."""
+    question as the answer does (within _SUBJECT_MARGIN): "how much do your mechanics charge
+    an hour?" is not about the founder's old job "as a fleet mechanic"."""
     if wants is None:
         return False
     heading_terms = [_heading_terms(passage) for passage in passages]
@@ -625,9 +616,7 @@ def _off_subject(
     specific = {
         term
         for term in subject_terms
-        if term not in _FACT_WORDS
-        and term not in _LIGHT_VERBS
-        and 0 < sum(term in named for named in named_in) < len(passages)
+        if term not in _FACT_WORDS and 0 < sum(term in named for named in named_in) < len(passages)
     }
     if specific and semantics is not None:
         answered = max(_similarity(semantics, sentence.text) for sentence in chosen)

@@ -184,9 +184,6 @@ _REPLY_WORD_RE = re.compile(r"^(?:yes|no)(?:[,.!;:]|\s+[-–—])\s*", re.IGNORE
 _FACT_WORDS = frozenset(
     {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
 )
-# By meaning, a subject word counts where a passage speaks of it about as closely to the
-# question as the answer does: this much less close at most (_off_subject).
-_SUBJECT_MARGIN = 0.15
 # Stems sharing this many first letters, one extending the other, count as one word for the
 # subject check ("botanic" and "botanical"; "office" and "officer" too, which only makes it
 # more cautious).
@@ -529,7 +526,7 @@ def extractive_answer(
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
-    off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen, semantics)
+    off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen)
     said = _as_said(chosen, question, passages, semantics)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
     spoken = " ".join(text if _TERMINAL_END_RE.search(text) else text + "." for text in said)
@@ -588,7 +585,6 @@ def _off_subject(
     passages: Sequence[Passage],
     by_passage: list[list[_Sentence]],
     chosen: list[_Sentence],
-    semantics: Semantics | None = None,
 ) -> bool:
     """Whether the answer is certainly about something other than what was asked: a fact is
     asked (a price, a time...); the question's specific subject words (content words other
@@ -601,11 +597,7 @@ def _off_subject(
     runner-up sentence naming them beside the price list's prices does not make those theirs.
     Stems compare ("implant", "implants"),
     and the answer names a word when it holds one extending it ("botanic", "botanical").
-    Subject words found nowhere say nothing: the caller may have used another word.
-
-    By meaning, a word counts only where the passages speak of it nearly as closely to the
-    question as the answer does (within _SUBJECT_MARGIN): "how much do your mechanics charge
-    an hour?" is not about the founder's old job "as a fleet mechanic"."""
+    Subject words found nowhere say nothing: the caller may have used another word."""
     if wants is None:
         return False
     heading_terms = [_heading_terms(passage) for passage in passages]
@@ -618,23 +610,6 @@ def _off_subject(
         for term in subject_terms
         if term not in _FACT_WORDS and 0 < sum(term in named for named in named_in) < len(passages)
     }
-    if specific and semantics is not None:
-        answered = max(_similarity(semantics, sentence.text) for sentence in chosen)
-        specific = {
-            term
-            for term in specific
-            if any(
-                _similarity(semantics, sentence.text) >= answered - _SUBJECT_MARGIN
-                for sentence in chain.from_iterable(by_passage)
-                if term in sentence.matched
-            )
-            or any(
-                max(_similarity(semantics, passage.section), _similarity(semantics, passage.title))
-                >= answered - _SUBJECT_MARGIN
-                for passage, heading in zip(passages, heading_terms, strict=True)
-                if term in heading
-            )
-        }
     if not specific:
         return False
     for sentence in [s for s in chosen if _has_fact(s.text, wants)] or chosen:

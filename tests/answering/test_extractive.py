@@ -466,27 +466,6 @@ def test_the_subject_check_says_nothing_unless_it_is_certain(question: str, pass
     assert _answer(question, passages).off_subject is False
 
 
-# A garage's price list and its history, which names a mechanic in passing.
-LABOUR = Passage(
-    "Labour rate, 78 pounds per hour, charged in 15-minute units.", "Ridgeway Motors Prices", 1.0
-)
-HISTORY = Passage(
-    "Ridgeway Motors began in 1989, when Alan Pryce left his job as a fleet mechanic for the county council.",
-    "About Ridgeway Motors",
-    0.9,
-)
-
-
-def test_a_word_the_passages_only_mention_in_passing_is_no_subject() -> None:
-    # "mechanic" is named only in the history, far from the question's meaning: the labour
-    # rate answers it, on subject.
-    answer = _answer("How much an hour do your mechanics charge?", [LABOUR, HISTORY])
-    assert answer.text.startswith("Labour rate, 78 pounds per hour")
-    assert answer.off_subject is False
-    # (Where the passages speak of the word as the question does, it is the subject: the
-    # implants above.)
-
-
 def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
     # "They" refers back to the implants of the sentence before, which is too long to join it.
     passages = [

@@ -65,6 +65,8 @@ _ECHOED = (
     "Unanswerable → not_found",
     "Precision of answers, confidence ≥ 0.9",
     "Wrong answers, confidence ≥ 0.9",
+    "Answers right (count)",
+    "Answers wrong (count)",
     "Speakable answers",
     "Service time p50 (ms)",
     "Service time p99 (ms)",

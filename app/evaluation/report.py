@@ -175,6 +175,10 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
             if answerable
             else None,
             "answered_share": _round(len(answered) / len(rows)) if rows else None,
+            # Counts, not shares: a change that trades right answers for wrong ones shows here
+            # although every share may move by less than its rounding.
+            "answered_right": sum(r.right for r in answered),
+            "answered_wrong": sum(not r.right for r in answered),
             "speakable_share": _round(sum(not r.speech_problems for r in answered) / len(answered))
             if answered
             else None,
@@ -242,6 +246,8 @@ HEADLINE: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Precision of answers, confidence ≥ 0.9", ("high_confidence", "precision"), "share"),
     ("Wrong answers, confidence ≥ 0.9", ("high_confidence", "wrong"), "count"),
     ("Answered (all questions)", ("answers", "answered_share"), "share"),
+    ("Answers right (count)", ("answers", "answered_right"), "count"),
+    ("Answers wrong (count)", ("answers", "answered_wrong"), "count"),
     ("Speakable answers", ("answers", "speakable_share"), "share"),
     ("Service time p50 (ms)", ("latency_ms", "service_total", "p50"), "ms"),
     ("Service time p90 (ms)", ("latency_ms", "service_total", "p90"), "ms"),

@@ -123,6 +123,9 @@ async def test_tiny_set_metrics(client, org, drain_queue, tmp_path):
             "contains_gold": 0.75,
             "token_f1": 0.2881,
             "answered_share": 0.6667,
+            # Answered: hours, members and emergency rightly; non-members (unanswerable) wrongly.
+            "answered_right": 3,
+            "answered_wrong": 1,
             "speakable_share": 1.0,
             "degraded": 0,
         },

@@ -1,0 +1,57 @@
+"""callers-dev on the offline default, end to end, as `vk eval` runs it: a guard on issue 17's
+figures, so that a change to retrieval, the answerer or the confidence that costs answers
+fails here rather than in a benchmark nobody reran.
+
+The bounds sit a few questions under today's figures (docs/BENCHMARKS.md, twenty-second
+session: hit@5 0.964, 119 answers right and 29 wrong, 0.897 of the related unanswerable
+questions refused), because the int8 encoder's vectors differ slightly from one CPU type to
+another and move a question or two near the gate (docs/BENCHMARKS.md, twentieth session:
+hit@5 0.953 and 0.828 refused on another machine, same code)."""
+
+from __future__ import annotations
+
+import pytest
+from litestar import Litestar
+
+from app.config import Settings
+from app.evaluation.commands import build_report, evaluate
+from app.evaluation.dataset import load_documents, load_questions, locate_gold_paragraphs
+from app.evaluation.inprocess import evaluation_settings
+from app.evaluation.service_client import ServiceClient
+from app.main import create_app
+from tests.conftest import SHARED, fake_resolver
+
+pytestmark = pytest.mark.shared_data("eval/callers-dev")
+
+
+@pytest.fixture
+def app(database_url: str, semantic_settings: Settings) -> Litestar:
+    return create_app(
+        evaluation_settings(semantic_settings),
+        database_url=database_url,
+        resolver=fake_resolver,
+        run_workers=False,
+    )
+
+
+async def test_callers_dev_keeps_its_figures_on_the_offline_default(client, org, drain_queue):
+    path = SHARED / "eval" / "callers-dev" / "questions.jsonl"
+    questions = load_questions(path)
+    documents = load_documents(path.parent / "docs", questions)
+    questions = locate_gold_paragraphs(questions, documents)
+    evaluation = await evaluate(ServiceClient(client, org.admin_key), questions, documents, wait=drain_queue)
+    metrics = build_report({}, evaluation)[0]["metrics"]
+    related = metrics["by_kind"]["unanswerable_related"]
+    figures = {
+        "hit@5 at least 0.94": metrics["retrieval"]["hit@5"] >= 0.94,
+        "at least 114 answers right": metrics["answers"]["answered_right"] >= 114,
+        "at most 34 answers wrong": metrics["answers"]["answered_wrong"] <= 34,
+        "at least 0.82 of related unanswerable questions refused": related["unanswerable_not_found"] >= 0.82,
+        "no answer at confidence 0.9 or more is wrong": metrics["high_confidence"]["wrong"] == 0,
+        "every answer speakable": metrics["answers"]["speakable_share"] == 1.0,
+    }
+    assert [name for name, holds in figures.items() if not holds] == [], (
+        metrics["retrieval"],
+        metrics["answers"],
+        related,
+    )

@@ -239,13 +239,15 @@ _WANTS_TIME_RE = re.compile(
     r"|\b(?:what time|what times|hours|what days|which days|opening|closing|open until|close at)\b",
     re.IGNORECASE,
 )
+# Units of a length of time, for a number of them in a time ("within 2 days") or a duration.
+_TIME_UNITS = r"minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|nights?"
 # Months and seasons that are also ordinary words ("may", "march", "fall") count only when
 # written as names. A digit counts only as part of a time: a clock time, a year, a date, or a
 # number of days or hours ("within 2 days"); "3 Ferry Road" or "345 pounds" tells no time.
 _HAS_TIME_RE = re.compile(
     r"\b\d{1,2}(?:[:.]\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.|AM|PM|A\.M\.|P\.M\.)(?![A-Za-z])|\b\d{1,2}:\d{2}\b"
     r"|\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}/\d{1,2}\b"
-    r"|\b\d+\s?(?:minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|nights?|h)\b"
+    rf"|\b\d+\s?(?:{_TIME_UNITS}|h)\b"
     r"|\b(?:[Nn]oon|[Mm]idnight|[Mm]orning|[Aa]fternoon|[Ee]vening|[Ww]eekdays?|[Ww]eekends?|[Dd]aily"
     r"|[Mm]onday|[Tt]uesday|[Ww]ednesday|[Tt]hursday|[Ff]riday|[Ss]aturday|[Ss]unday|[Jj]anuary"
     r"|[Ff]ebruary|March|[Aa]pril|May|[Jj]une|[Jj]uly|[Aa]ugust|[Ss]eptember|[Oo]ctober|[Nn]ovember"
@@ -268,7 +270,7 @@ _HAS_DURATION_RE = re.compile(
     r"|thirty|forty|forty-five|sixty|ninety|an?|half an?|a few|a couple of|several)"
     r"(?:\s*(?:-|–|to|or)\s*(?:\d[\d.,]*|[a-z]+))?\s*"
     r"(?:working |business |calendar )?"
-    r"(?:seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|nights?)\b"
+    rf"(?:seconds?|{_TIME_UNITS})\b"
     r"|\b(?:overnight|same day|next day|same-day|next-day)\b",
     re.IGNORECASE,
 )

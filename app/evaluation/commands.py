@@ -26,10 +26,7 @@ from app.evaluation.dataset import (
     DatasetError,
     Document,
     Question,
-    load_documents,
-    load_questions,
-    locate_gold_paragraphs,
-    sample_questions,
+    load_question_set,
 )
 from app.evaluation.inprocess import embedded_postgres, evaluation_settings, in_process_service
 from app.evaluation.progress import Progress
@@ -198,13 +195,8 @@ def eval_command(
     if variant is not None and compare is not None:
         raise typer.BadParameter("use --variant or --compare, not both")
     try:
-        questions = load_questions(dataset)
-        picked = sample_questions(questions, limit, seed)
         docs_dir = docs or dataset.parent / "docs"
-        # Every document is loaded, not only those of the sample: a smaller knowledge base
-        # would make retrieval easier than on the full set.
-        documents = load_documents(docs_dir, picked)
-        picked = locate_gold_paragraphs(picked, documents)
+        picked, documents = load_question_set(dataset, docs_dir, limit=limit, seed=seed)
     except (DatasetError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     by_org = picked[0].org is not None

@@ -37,6 +37,7 @@ __all__ = [
     "Question",
     "group_documents",
     "load_documents",
+    "load_question_set",
     "load_questions",
     "locate_gold_paragraphs",
     "parse_document",
@@ -225,6 +226,18 @@ def group_documents(documents: Mapping[str, Document]) -> dict[str, dict[str, Do
 
 def _collapsed(text: str) -> str:
     return " ".join(text.split())
+
+
+def load_question_set(
+    path: Path, docs_dir: Path | None = None, *, limit: int | None = None, seed: int = 0
+) -> tuple[list[Question], dict[str, Document]]:
+    """A question file (or a seeded sample of it) with its documents (``docs/`` beside it
+    unless given), each question's gold paragraph located: what a run of ``vk eval`` asks.
+    Every document is loaded, not only the sample's: a smaller knowledge base would make
+    retrieval easier than on the full set."""
+    picked = sample_questions(load_questions(path), limit, seed)
+    documents = load_documents(docs_dir or path.parent / "docs", picked)
+    return locate_gold_paragraphs(picked, documents), documents
 
 
 def sample_questions(questions: Sequence[Question], limit: int | None, seed: int) -> list[Question]:

@@ -15,6 +15,7 @@ from app.evaluation.dataset import (
     Question,
     group_documents,
     load_documents,
+    load_question_set,
     load_questions,
     locate_gold_paragraphs,
     parse_document,
@@ -28,9 +29,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "callers"
 
 
 def load_fixture() -> tuple[list[Question], dict]:
-    questions = load_questions(FIXTURE / "questions.jsonl")
-    documents = load_documents(FIXTURE / "docs", questions)
-    return locate_gold_paragraphs(questions, documents), documents
+    return load_question_set(FIXTURE / "questions.jsonl")
 
 
 # --- loading ---------------------------------------------------------------------------

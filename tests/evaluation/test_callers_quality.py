@@ -16,7 +16,7 @@ from litestar import Litestar
 
 from app.config import Settings
 from app.evaluation.commands import build_report, evaluate
-from app.evaluation.dataset import load_documents, load_questions, locate_gold_paragraphs
+from app.evaluation.dataset import load_question_set
 from app.evaluation.inprocess import evaluation_settings
 from app.evaluation.service_client import ServiceClient
 from app.main import create_app
@@ -36,10 +36,7 @@ def app(database_url: str, semantic_settings: Settings) -> Litestar:
 
 
 async def test_callers_dev_keeps_its_figures_on_the_offline_default(client, org, drain_queue):
-    path = SHARED / "eval" / "callers-dev" / "questions.jsonl"
-    questions = load_questions(path)
-    documents = load_documents(path.parent / "docs", questions)
-    questions = locate_gold_paragraphs(questions, documents)
+    questions, documents = load_question_set(SHARED / "eval" / "callers-dev" / "questions.jsonl")
     evaluation = await evaluate(ServiceClient(client, org.admin_key), questions, documents, wait=drain_queue)
     metrics = build_report({}, evaluation)[0]["metrics"]
     related = metrics["by_kind"]["unanswerable_related"]

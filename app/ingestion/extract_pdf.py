@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import pypdf
 from pypdf import PasswordType
+from pypdf.errors import LimitReachedError
 from pypdf.generic import ArrayObject, DictionaryObject, NullObject, StreamObject
 
 from app.ingestion.extract_model import (
@@ -147,31 +148,33 @@ def _read_page(engines: list[_PageSource], index: int) -> tuple[str | None, bool
     An engine that gives no text is asked why: a missing or corrupt content stream is a failed
     page, not a blank one, and the next engine gets a go. pdfium cannot tell a broken page from
     a blank one, so its empty answer never overrules an earlier engine's failure.
+
+    A page that is too big for one engine is given to no other: pdfium's allocator aborts the
+    whole process when it runs out of memory, which would cost every page already read.
     """
     failed = False
-    out_of_memory = False
     for engine in engines:
         try:
             text = engine.page_text(index)
             if text:
-                return text, out_of_memory
+                return text, False
             problem = engine.why_no_text(index)
-        except MemoryError:
-            # One page that needs too much memory should not cost the whole document.
-            out_of_memory = True
-            problem = "out of memory"
+        except (MemoryError, LimitReachedError):
+            # pypdf's LimitReachedError: a stream inflating past its cap (75 MB), which no page
+            # of text needs. One such page should not cost the whole document.
+            return None, True
         except _PageLost:
             # Another engine numbers the pages without the lost entry, or with a repaired
             # one: its page at this index would be some other page.
-            return None, out_of_memory
+            return None, False
         except Exception as exc:  # parsers raise arbitrary types on hostile pages
             logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
             problem = type(exc).__name__
         if problem is None and not failed:
-            return "", out_of_memory
+            return "", False
         failed = True
         logger.debug("page %d gave no text in %s: %s", index + 1, type(engine).__name__, problem)
-    return None, out_of_memory
+    return None, False
 
 
 def _ranges(pages: list[int]) -> str:

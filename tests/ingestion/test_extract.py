@@ -276,11 +276,31 @@ async def test_cancelled_extraction_kills_and_reaps_the_worker(
     assert is_gone(spawned[0].pid)
 
 
-async def test_worker_over_its_memory_limit_is_reported() -> None:
-    # 24 MB of address space is less than the PDF libraries need to load.
+# 128 MB of address space holds the interpreter and both PDF libraries (about 80 MB) but not
+# a content stream of 70 MB (pypdf runs out of memory) or of 100 MB (past pypdf's 75 MB cap).
+BOMB_MEMORY_MB = 128
+
+
+@pytest.mark.parametrize("inflated_mb", [70, 100])
+async def test_worker_over_its_memory_limit_is_reported(inflated_mb: int) -> None:
     with pytest.raises(ExtractionError) as caught:
-        await extract_isolated("pdf", make_pdf(["x"]), memory_mb=24)
+        await extract_isolated(
+            "pdf", pdfs.flate_bomb_pdf("", inflated_mb=inflated_mb), memory_mb=BOMB_MEMORY_MB
+        )
     assert str(caught.value) == MEMORY
+
+
+@pytest.mark.parametrize("inflated_mb", [70, 100])
+async def test_a_page_too_big_for_memory_costs_only_itself(inflated_mb: int) -> None:
+    # pdfium is not given the page: its allocator would abort the worker, and page 1 with it.
+    data = pdfs.flate_bomb_pdf("Visiting hours are nine to five.", inflated_mb=inflated_mb)
+    result = await extract_isolated("pdf", data, memory_mb=BOMB_MEMORY_MB)
+    assert result == Extracted(
+        title=None,
+        sections=[Section("Visiting hours are nine to five.", None, 1)],
+        pages_total=2,
+        pages_skipped=1,
+    )
 
 
 async def test_crashing_worker_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:

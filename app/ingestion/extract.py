@@ -16,6 +16,7 @@ import math
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +34,12 @@ from app.ingestion.extract_model import (
     PDF_TOO_SLOW,
     Extracted,
     ExtractionError,
+    PageRead,
+    PdfOutline,
     Section,
     SourceKind,
     UnsupportedType,
+    assemble_pdf,
 )
 from app.ingestion.extract_plain import extract_plain_text
 from app.ingestion.extract_table import extract_csv
@@ -61,6 +65,7 @@ _IMPORT_ROOT = Path(__file__).resolve().parents[2]
 _WORKER_MODULE = "app.ingestion.extract_worker"
 _STDERR_TAIL = 2000
 _SECTION_FIELDS = 3  # [heading, page, text]
+_PAGE_FIELDS = 3  # [index, text or null, out_of_memory]
 _KINDS: dict[str, SourceKind] = {
     "text": "text",
     "markdown": "markdown",
@@ -139,33 +144,209 @@ async def extract_isolated(
     if kind not in ISOLATED_KINDS:
         return await asyncio.to_thread(extract, kind, data, max_pages=max_pages)
     reasons = _Reasons.of(kind)
-    cpu_seconds = math.ceil(timeout_s) + 1
-    process = await asyncio.create_subprocess_exec(
-        *_worker_command(kind, memory_mb, cpu_seconds, max_pages),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=_IMPORT_ROOT,
-        # Its own session: a Ctrl-C meant for the service must not reach the child mid-write,
-        # the service decides when the child ends.
-        start_new_session=True,
+    run = _WorkerRun(
+        kind, data, reasons=reasons, timeout_s=timeout_s, memory_mb=memory_mb, max_pages=max_pages
     )
-    timed_out = False
-    stdout = stderr = b""
-    try:
-        async with asyncio.timeout(timeout_s):
-            stdout, stderr = await process.communicate(data)
-    except TimeoutError:
-        timed_out = True
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            # Shielded: even if this task is cancelled again, the wait completes and reaps the child.
-            await asyncio.shield(process.wait())
-    if timed_out:
-        raise ExtractionError(reasons.too_slow.format(seconds=timeout_s))
-    return _read_answer(process.returncode, stdout, stderr, reasons=reasons, timeout_s=timeout_s)
+    if kind == "pdf":
+        return await _extract_pdf(run)
+    returncode, stdout, stderr = await run.start(first_page=0)
+    return _read_answer(returncode, stdout, stderr, reasons=reasons, timeout_s=timeout_s)
+
+
+# A PDF whose pages keep ending the worker is given up after this many processes.
+_MAX_PDF_RUNS = 8
+
+
+async def _extract_pdf(run: _WorkerRun) -> Extracted:
+    """Read a PDF in as many worker processes as it takes, page by page.
+
+    A page that ends its process (pdfium's allocator aborts when it runs out of memory; a
+    native parser may crash) costs only itself: the next process starts after it. A page
+    reached after others gets one more go in a fresh process first, as does a page that ran
+    out of memory there, since what ran out may be memory held for the pages before it.
+    """
+    outline: PdfOutline | None = None
+    pages: dict[int, PageRead] = {}
+    first = 0
+    for _ in range(_MAX_PDF_RUNS):
+        returncode, stdout, stderr = await run.start(first_page=first)
+        report = _PdfReport.parse(stdout, first_page=first, max_pages=run.max_pages, known=outline)
+        if report is None:
+            # Nothing readable came back: the worker did not get as far as opening the file.
+            return _read_answer(returncode, stdout, stderr, reasons=run.reasons, timeout_s=run.timeout_s)
+        if report.failure is not None:
+            raise ExtractionError(report.failure)
+        outline = outline or report.outline
+        pages.update((page.index, page) for page in report.pages)
+        last = min(outline.pages_total, run.max_pages)
+        if report.done:
+            break
+        if report.retry is not None:
+            first = report.retry
+            continue
+        if returncode == -signal.SIGXCPU:
+            raise ExtractionError(run.reasons.too_slow.format(seconds=run.timeout_s))
+        stopped_at = report.pages[-1].index + 1 if report.pages else first
+        _log_stop(returncode, stderr, stopped_at)
+        if stopped_at > first:
+            first = stopped_at
+            continue
+        pages[stopped_at] = PageRead(
+            index=stopped_at,
+            text=None,
+            # Killed by the kernel's out-of-memory killer (our own kill is the timeout).
+            out_of_memory=returncode == -signal.SIGKILL,
+            crashed=returncode != -signal.SIGKILL,
+        )
+        first = stopped_at + 1
+        if first >= last:
+            break
+    else:
+        if outline is None:
+            raise ExtractionError(run.reasons.crashed)
+        last = min(outline.pages_total, run.max_pages)
+        for index in range(last):
+            pages.setdefault(index, PageRead(index=index, text=None, crashed=True))
+    assert outline is not None
+    return assemble_pdf(outline, [pages[index] for index in sorted(pages)], max_pages=run.max_pages)
+
+
+def _log_stop(returncode: int | None, stderr: bytes, page_index: int) -> None:
+    tail = stderr[-_STDERR_TAIL:].decode("utf-8", errors="replace")
+    logger.warning("PDF worker ended with status %s on page %d: %s", returncode, page_index + 1, tail)
+
+
+@dataclass(frozen=True, slots=True)
+class _PdfReport:
+    """What one PDF worker process wrote (extract_worker's docstring), checked line by line:
+    it came from a process that read hostile input."""
+
+    outline: PdfOutline
+    pages: list[PageRead]
+    done: bool = False
+    retry: int | None = None
+    failure: str | None = None
+
+    @classmethod
+    def parse(
+        cls, stdout: bytes, *, first_page: int, max_pages: int, known: PdfOutline | None
+    ) -> _PdfReport | None:
+        """None when the process wrote nothing usable before it ended. Every process must
+        see the document as the first one did (`known`)."""
+        outline: PdfOutline | None = None
+        pages: list[PageRead] = []
+        for line in stdout.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                logger.warning("PDF worker wrote an unreadable line: %r", line[:200])
+                return None
+            if not isinstance(record, dict) or len(record) != 1:
+                return None
+            if outline is None:
+                if record.get("ok") is False and isinstance(record.get("reason"), str):
+                    return cls(PdfOutline(None, 0, repaired=False), [], failure=record["reason"])
+                outline = _outline(record.get("outline"))
+                if outline is None or known not in (None, outline):
+                    return None
+                continue
+            expected = pages[-1].index + 1 if pages else first_page
+            if "page" in record:
+                page = _page(record["page"], expected)
+                if page is None:
+                    return None
+                pages.append(page)
+            elif record.get("done") is True and expected == min(outline.pages_total, max_pages):
+                return cls(outline, pages, done=True)
+            elif isinstance(record.get("retry"), int) and record["retry"] == expected > first_page:
+                return cls(outline, pages, retry=expected)
+            elif record.get("ok") is False and isinstance(record.get("reason"), str):
+                return cls(outline, pages, failure=record["reason"])
+            else:
+                return None
+        return None if outline is None else cls(outline, pages)
+
+
+def _outline(value: object) -> PdfOutline | None:
+    if not isinstance(value, dict):
+        return None
+    title, total, repaired = value.get("title"), value.get("pages_total"), value.get("repaired")
+    if not (
+        (title is None or isinstance(title, str))
+        and isinstance(total, int)
+        and total >= 0
+        and isinstance(repaired, bool)
+    ):
+        return None
+    return PdfOutline(title=title, pages_total=total, repaired=repaired)
+
+
+def _page(value: object, expected_index: int) -> PageRead | None:
+    if not (isinstance(value, list) and len(value) == _PAGE_FIELDS):
+        return None
+    index, text, out_of_memory = value
+    if not (
+        index == expected_index
+        and (text is None or isinstance(text, str))
+        and isinstance(out_of_memory, bool)
+    ):
+        return None
+    return PageRead(index=index, text=text, out_of_memory=out_of_memory)
+
+
+class _WorkerRun:
+    """How to start the worker for one file; each process gets the time that is left."""
+
+    def __init__(
+        self,
+        kind: SourceKind,
+        data: bytes,
+        reasons: _Reasons,
+        *,
+        timeout_s: float,
+        memory_mb: int,
+        max_pages: int,
+    ) -> None:
+        self.kind = kind
+        self.data = data
+        self.reasons = reasons
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.max_pages = max_pages
+        self.deadline = time.monotonic() + timeout_s
+
+    async def start(self, *, first_page: int) -> tuple[int | None, bytes, bytes]:
+        """The process's exit status, stdout and stderr; over the time, the too-slow error."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise ExtractionError(self.reasons.too_slow.format(seconds=self.timeout_s))
+        cpu_seconds = math.ceil(remaining) + 1
+        process = await asyncio.create_subprocess_exec(
+            *_worker_command(self.kind, self.memory_mb, cpu_seconds, self.max_pages, first_page),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=_IMPORT_ROOT,
+            # Its own session: a Ctrl-C meant for the service must not reach the child mid-write,
+            # the service decides when the child ends.
+            start_new_session=True,
+        )
+        timed_out = False
+        stdout = stderr = b""
+        try:
+            async with asyncio.timeout(remaining):
+                stdout, stderr = await process.communicate(self.data)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                # Shielded: even if this task is cancelled again, the wait completes and reaps the child.
+                await asyncio.shield(process.wait())
+        if timed_out:
+            raise ExtractionError(self.reasons.too_slow.format(seconds=self.timeout_s))
+        return process.returncode, stdout, stderr
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +369,9 @@ class _Reasons:
         )
 
 
-def _worker_command(kind: SourceKind, memory_mb: int, cpu_seconds: int, max_pages: int) -> list[str]:
+def _worker_command(
+    kind: SourceKind, memory_mb: int, cpu_seconds: int, max_pages: int, first_page: int
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -198,6 +381,7 @@ def _worker_command(kind: SourceKind, memory_mb: int, cpu_seconds: int, max_page
         str(cpu_seconds),
         str(max_pages),
         str(os.getpid()),
+        str(first_page),
     ]
 
 

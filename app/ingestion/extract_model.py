@@ -1,12 +1,17 @@
-"""The result types and errors of text extraction, shared by every extractor and the PDF worker.
+"""The result types and errors of text extraction, shared by every extractor and the PDF worker;
+and how a PDF's pages, read in one worker process or several, make the document.
 
 Kept free of third-party imports so that the PDF worker process starts quickly.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+logger = logging.getLogger(__name__)
 
 SourceKind = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "csv"]
 # Parsed in a child process with hard limits (see extract.extract_isolated).
@@ -57,3 +62,66 @@ class ExtractionError(Exception):
 
 class UnsupportedType(Exception):
     """The upload is not a kind of file this service reads; str(exc) says so in user-facing words."""
+
+
+@dataclass(frozen=True, slots=True)
+class PdfOutline:
+    """What is known of a PDF once it is open. A `repaired` file (one pypdf rejected as
+    broken, read by pdfium) is not trusted in part: see `assemble_pdf`."""
+
+    title: str | None
+    pages_total: int
+    repaired: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PageRead:
+    """One page's outcome: its text ("" for a blank page), or None when it could not be read,
+    because it needed more memory than allowed, ended the reading process, or was damaged."""
+
+    index: int
+    text: str | None
+    out_of_memory: bool = False
+    crashed: bool = False
+
+
+def assemble_pdf(outline: PdfOutline, pages: Sequence[PageRead], *, max_pages: int) -> Extracted:
+    """The document from its pages' outcomes, in page order, or the reason it has no text.
+
+    For a `repaired` file a partial read is not trusted: a page that fails, or no text at all,
+    makes the whole file damaged.
+    """
+    sections = [Section(text=p.text, heading=None, page=p.index + 1) for p in pages if p.text]
+    failed = [p.index + 1 for p in pages if p.text is None]
+    if not sections:
+        if any(p.out_of_memory for p in pages):
+            raise ExtractionError(PDF_TOO_BIG)
+        if any(p.crashed for p in pages):
+            raise ExtractionError(PDF_CRASHED)
+    if outline.repaired and (failed or not sections):
+        raise ExtractionError(PDF_DAMAGED)
+    if not sections:
+        read_any = len(failed) < len(pages)
+        raise ExtractionError(PDF_NO_TEXT_LAYER if read_any else PDF_DAMAGED)
+    if failed:
+        # Not a failure of the document: the readable pages are indexed, the rest counted.
+        total = outline.pages_total
+        logger.warning("%d of %d PDF pages could not be read: pages %s", len(failed), total, _ranges(failed))
+    beyond_cap = max(0, outline.pages_total - max_pages)
+    return Extracted(
+        title=outline.title,
+        sections=sections,
+        pages_total=outline.pages_total,
+        pages_skipped=len(failed) + beyond_cap,
+    )
+
+
+def _ranges(pages: list[int]) -> str:
+    """1-based page numbers as "2, 5-7": a log line stays short however many pages failed."""
+    runs: list[list[int]] = []
+    for page in pages:
+        if runs and page == runs[-1][1] + 1:
+            runs[-1][1] = page
+        else:
+            runs.append([page, page])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)

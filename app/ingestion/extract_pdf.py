@@ -9,6 +9,7 @@ does not touch image streams.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import re
@@ -26,11 +27,11 @@ from app.ingestion.extract_model import (
     DEFAULT_MAX_PAGES,
     PDF_DAMAGED,
     PDF_ENCRYPTED,
-    PDF_NO_TEXT_LAYER,
-    PDF_TOO_BIG,
     Extracted,
     ExtractionError,
-    Section,
+    PageRead,
+    PdfOutline,
+    assemble_pdf,
 )
 from app.ingestion.extract_plain import normalise_newlines, strip_invisible, tidy_lines
 
@@ -73,72 +74,58 @@ def extract_pdf(data: bytes, *, max_pages: int = DEFAULT_MAX_PAGES) -> Extracted
     At most `max_pages` pages are read (those beyond count as skipped), walking the real page
     list rather than the declared /Count, which a hostile file can set to millions.
     """
-    with pypdf.apply_configuration(jbig2dec_binary=None, disable_legacy_handling=True):
-        primary, primary_failure = _open_pypdf(data)
+    with PdfPages(data) as document:
+        pages = [document.read(index) for index in range(min(document.pages_total, max_pages))]
+        return assemble_pdf(document.outline, pages, max_pages=max_pages)
+
+
+class PdfPages:
+    """An open PDF, read page by page: each page by the first engine that manages it (pypdf,
+    then pdfium), or by pdfium alone when pypdf rejects the file."""
+
+    def __init__(self, data: bytes) -> None:
+        self._open = contextlib.ExitStack()
+        configuration = pypdf.apply_configuration(jbig2dec_binary=None, disable_legacy_handling=True)
+        self._open.enter_context(configuration)
         fallback = _PdfiumSource(data)
+        self._open.callback(fallback.close)
         try:
+            primary, primary_failure = _open_pypdf(data)
             if primary is not None:
-                return _extract_pages(
-                    primary,
-                    fallback,
-                    max_pages=max_pages,
-                    title=primary.title(),
-                    repaired=False,
-                )
-            # pdfium repairs files pypdf rejects. Only a reader-specific limitation (AES
-            # without the optional `cryptography` package) says the file itself is sound.
-            return _extract_pages(
-                fallback,
-                None,
-                max_pages=max_pages,
-                title=fallback.title(),
-                repaired=not isinstance(primary_failure, pypdf.errors.DependencyError),
-            )
-        finally:
-            fallback.close()
+                # pdfium reads no page of a tree it numbers otherwise (_PdfiumSource).
+                count = primary.page_count()
+                fallback.expected_pages = count if primary.numbered_like_pdfium else -1
+                self._engines: list[_PageSource] = [primary, fallback]
+                title = primary.title()
+                repaired = False
+            else:
+                self._engines = [fallback]
+                title = fallback.title()
+                # pdfium repairs files pypdf rejects. Only a reader-specific limitation (AES
+                # without the optional `cryptography` package) says the file itself is sound.
+                repaired = not isinstance(primary_failure, pypdf.errors.DependencyError)
+            total = self._engines[0].page_count()
+            self.outline = PdfOutline(title=title, pages_total=total, repaired=repaired)
+        except BaseException:
+            self.close()
+            raise
 
+    @property
+    def pages_total(self) -> int:
+        return self.outline.pages_total
 
-def _extract_pages(
-    source: _PageSource,
-    fallback: _PdfiumSource | None,
-    *,
-    max_pages: int,
-    title: str | None,
-    repaired: bool,
-) -> Extracted:
-    """Read page by page, each page by the first engine that manages it.
+    def read(self, index: int) -> PageRead:
+        text, out_of_memory = _read_page(self._engines, index)
+        return PageRead(index=index, text=text, out_of_memory=out_of_memory)
 
-    For a `repaired` file (one pypdf rejected as broken) a partial read is not trusted: a page
-    that fails, or no text at all, makes the whole file damaged.
-    """
-    total = source.page_count()
-    engines: list[_PageSource] = [source] if fallback is None else [source, fallback]
-    sections: list[Section] = []
-    failed: list[int] = []
-    read_any = False
-    out_of_memory = False
-    for index in range(min(total, max_pages)):
-        text, needed_memory = _read_page(engines, index)
-        out_of_memory = out_of_memory or needed_memory
-        if text is None:
-            failed.append(index + 1)
-            continue
-        read_any = True
-        if text:
-            sections.append(Section(text=text, heading=None, page=index + 1))
-    if out_of_memory and not sections:
-        raise ExtractionError(PDF_TOO_BIG)
-    if repaired and (failed or not sections):
-        raise ExtractionError(PDF_DAMAGED)
-    if not sections:
-        raise ExtractionError(PDF_NO_TEXT_LAYER if read_any else PDF_DAMAGED)
-    if failed:
-        # Not a failure of the document: the readable pages are indexed, the rest counted.
-        logger.warning("%d of %d PDF pages could not be read: pages %s", len(failed), total, _ranges(failed))
-    beyond_cap = max(0, total - max_pages)
-    return Extracted(
-        title=title, sections=sections, pages_total=total, pages_skipped=len(failed) + beyond_cap
-    )
+    def close(self) -> None:
+        self._open.close()
+
+    def __enter__(self) -> PdfPages:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def _read_page(engines: list[_PageSource], index: int) -> tuple[str | None, bool]:
@@ -177,17 +164,6 @@ def _read_page(engines: list[_PageSource], index: int) -> tuple[str | None, bool
     return None, False
 
 
-def _ranges(pages: list[int]) -> str:
-    """1-based page numbers as "2, 5-7": a log line stays short however many pages failed."""
-    runs: list[list[int]] = []
-    for page in pages:
-        if runs and page == runs[-1][1] + 1:
-            runs[-1][1] = page
-        else:
-            runs.append([page, page])
-    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
-
-
 class _PageLost(Exception):
     """The page tree has an entry here that is no page, so the page's text is lost."""
 
@@ -201,6 +177,9 @@ class _PypdfSource:
         self._reader = reader
         self._pages = reader.pages
         self._slots: list[int | None] | None = None
+        # False when the page tree has a node pdfium reads otherwise: its page numbers
+        # may then differ from pypdf's (known once the pages are counted).
+        self.numbered_like_pdfium = True
 
     def _page_slots(self) -> list[int | None]:
         """Per page of the document, its index in pypdf's page list, or None for a lost page.
@@ -211,10 +190,11 @@ class _PypdfSource:
         """
         if self._slots is None:
             count = len(self._pages)
-            leaves = _page_tree_leaves(self._reader)
-            if leaves is None or sum(leaves) != count:  # a tree read unlike pypdf: trust pypdf
+            walked = _page_tree_leaves(self._reader)
+            if walked is None or sum(walked[0]) != count:  # a tree read unlike pypdf: trust pypdf
                 self._slots = list(range(count))
             else:
+                leaves, self.numbered_like_pdfium = walked[0], not walked[1]
                 kept = iter(range(count))
                 self._slots = [next(kept) if leaf else None for leaf in leaves]
         return self._slots
@@ -263,14 +243,17 @@ class _PypdfSource:
             return None
 
 
-def _page_tree_leaves(reader: pypdf.PdfReader) -> list[bool] | None:
+def _page_tree_leaves(reader: pypdf.PdfReader) -> tuple[list[bool], bool] | None:
     """The leaves of the page tree in order, as pypdf walks it: True for a page, False for an
-    entry pypdf drops. None when the tree is not one pypdf would have walked either."""
+    entry pypdf drops; and whether a node is one that pdfium reads otherwise (a page with
+    /Kids, a /Pages node without). None when the tree is not one pypdf would have walked
+    either."""
     root = reader.root_object.get("/Pages")
     root = root.get_object() if root is not None else None
     if not isinstance(root, DictionaryObject):
         return None
     leaves: list[bool] = []
+    ambiguous = False
     # The Kids still to walk of each /Pages node on the path down to the current one.
     path: list[tuple[int, Iterator[Any]]] = [(id(root), iter(_kids(root)))]
     while path:
@@ -284,13 +267,14 @@ def _page_tree_leaves(reader: pypdf.PdfReader) -> list[bool] | None:
             continue
         kind = node.get("/Type")
         kind = kind.get_object() if kind is not None else ("/Pages" if "/Kids" in node else "/Page")
+        ambiguous = ambiguous or (kind == "/Pages") != ("/Kids" in node)
         if kind != "/Pages":
             leaves.append(kind == "/Page")
             continue
         if len(path) >= _MAX_TREE_DEPTH or any(id(node) == seen for seen, _ in path):
             return None
         path.append((id(node), iter(_kids(node))))
-    return leaves
+    return leaves, ambiguous
 
 
 def _kids(node: DictionaryObject) -> list[Any]:
@@ -319,12 +303,19 @@ def _open_pypdf(data: bytes) -> tuple[_PypdfSource | None, Exception | None]:
 
 
 class _PdfiumSource:
-    """pypdfium2, opened on first use."""
+    """pypdfium2, opened on first use.
+
+    As a fallback it reads a page only when it counts the pages as the first engine did
+    (`expected_pages`; -1 for a tree the first engine found it would number otherwise): the
+    two build the page list from the tree by different rules, and its page at an index may
+    then be some other page.
+    """
 
     def __init__(self, data: bytes) -> None:
         self._data = data
         self._document: Any = None  # pypdfium2.PdfDocument; pypdfium2 ships no type hints
         self._opened = False
+        self.expected_pages: int | None = None
 
     def _open(self) -> Any:
         if self._opened:
@@ -356,7 +347,11 @@ class _PdfiumSource:
     def page_text(self, index: int) -> str:
         document = self._require()
         with _PDFIUM_LOCK:
-            if index >= len(document):
+            count = len(document)
+        if self.expected_pages not in (None, count):
+            raise _PageLost(index)
+        with _PDFIUM_LOCK:
+            if index >= count:
                 raise IndexError(index)
             page = document[index]
             try:

@@ -1,10 +1,19 @@
 """Child process that extracts one PDF or Office file under hard resource limits.
 
 Started by extract.extract_isolated as
-``python -m app.ingestion.extract_worker KIND MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID``
-(KIND: pdf, docx, pptx or xlsx) with the file on stdin. Writes one JSON object to stdout:
-``{"ok": true, "title": ..., "pages_total": ..., "pages_skipped": ...,
-"sections": [[heading, page, text], ...]}`` or ``{"ok": false, "reason": "..."}``.
+``python -m app.ingestion.extract_worker KIND MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID FIRST_PAGE``
+(KIND: pdf, docx, pptx or xlsx) with the file on stdin.
+
+An Office file gets one JSON object on stdout: ``{"ok": true, "title": ..., "pages_total":
+..., "pages_skipped": ..., "sections": [[heading, page, text], ...]}`` or ``{"ok": false,
+"reason": "..."}``.
+
+A PDF is reported page by page, one JSON object a line, each flushed as soon as it is known,
+so that what was read survives a crash on a later page: ``{"outline": {"title": ...,
+"pages_total": ..., "repaired": ...}}``, then ``{"page": [index, text or null,
+out_of_memory]}`` for each page from FIRST_PAGE (0-based), then ``{"done": true}``; or
+``{"retry": index}`` when a page ran out of memory after others were read (a fresh process
+gets a go at it); or ``{"ok": false, "reason": "..."}`` when the file cannot be opened.
 
 JSON rather than pickle: a child that a hostile file managed to subvert must not be able to
 run code in the parent by what it writes back.
@@ -29,34 +38,69 @@ from app.ingestion.extract_model import (
 )
 
 _PR_SET_PDEATHSIG = 1
-_ARGUMENT_COUNT = 5
+_ARGUMENT_COUNT = 6
 
 
 def main(argv: list[str]) -> int:
     """Run one extraction; the exit status is 0 whenever a JSON answer was written."""
     if len(argv) != _ARGUMENT_COUNT or argv[0] not in ISOLATED_KINDS:
         sys.stderr.write(
-            "usage: extract_worker pdf|docx|pptx|xlsx MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID\n"
+            "usage: extract_worker pdf|docx|pptx|xlsx MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID FIRST_PAGE\n"
         )
         return 2
     kind = cast("SourceKind", argv[0])
-    memory_mb, cpu_seconds, max_pages, parent_pid = (int(value) for value in argv[1:])
+    memory_mb, cpu_seconds, max_pages, parent_pid, first_page = (int(value) for value in argv[1:])
     _die_with_parent(parent_pid)
     _limit_resources(memory_mb, cpu_seconds)
     answer = _private_stdout()
     data = sys.stdin.buffer.read()
+    _quiet_libraries()
+    too_big = PDF_TOO_BIG if kind == "pdf" else OFFICE_TOO_BIG.format(noun=OFFICE_NOUNS[kind])
     try:
-        body = json.dumps(_extract(kind, data, max_pages)).encode("ascii")
+        if kind == "pdf":
+            _report_pdf(data, max_pages, first_page, answer)
+            return 0
+        body = _extract_office(kind, data)
+    except ExtractionError as exc:
+        body = {"ok": False, "reason": str(exc)}
     except MemoryError:
-        too_big = PDF_TOO_BIG if kind == "pdf" else OFFICE_TOO_BIG.format(noun=OFFICE_NOUNS[kind])
-        body = json.dumps({"ok": False, "reason": too_big}).encode("ascii")
-    answer.write(body)
-    answer.flush()
+        body = {"ok": False, "reason": too_big}
+    _write(answer, body)
     return 0
 
 
-def _extract(kind: SourceKind, data: bytes, max_pages: int) -> dict[str, object]:
+def _report_pdf(data: bytes, max_pages: int, first_page: int, answer: BinaryIO) -> None:
     # Imported after the limits are set so that even import-time allocation is bounded.
+    from app.ingestion.extract_pdf import PdfPages  # noqa: PLC0415
+
+    with PdfPages(data) as document:
+        outline = document.outline
+        _write(
+            answer,
+            {
+                "outline": {
+                    "title": outline.title,
+                    "pages_total": outline.pages_total,
+                    "repaired": outline.repaired,
+                }
+            },
+        )
+        for index in range(first_page, min(outline.pages_total, max_pages)):
+            page = document.read(index)
+            if page.out_of_memory and index > first_page:
+                # Memory this process holds for earlier pages may be what ran out.
+                _write(answer, {"retry": index})
+                return
+            _write(answer, {"page": [index, page.text, page.out_of_memory]})
+    _write(answer, {"done": True})
+
+
+def _write(answer: BinaryIO, body: dict[str, object]) -> None:
+    answer.write(json.dumps(body).encode("ascii") + b"\n")
+    answer.flush()
+
+
+def _quiet_libraries() -> None:
     import logging  # noqa: PLC0415
     import warnings  # noqa: PLC0415
 
@@ -65,17 +109,13 @@ def _extract(kind: SourceKind, data: bytes, max_pages: int) -> dict[str, object]
     # a hostile file must not be able to fill it.
     logging.basicConfig(level=logging.CRITICAL)
     warnings.simplefilter("ignore")
-    try:
-        if kind == "pdf":
-            from app.ingestion.extract_pdf import extract_pdf  # noqa: PLC0415
 
-            result = extract_pdf(data, max_pages=max_pages)
-        else:
-            from app.ingestion.extract_office import extract_office  # noqa: PLC0415
 
-            result = extract_office(kind, data)
-    except ExtractionError as exc:
-        return {"ok": False, "reason": str(exc)}
+def _extract_office(kind: SourceKind, data: bytes) -> dict[str, object]:
+    # Imported after the limits are set so that even import-time allocation is bounded.
+    from app.ingestion.extract_office import extract_office  # noqa: PLC0415
+
+    result = extract_office(kind, data)
     return {
         "ok": True,
         "title": result.title,

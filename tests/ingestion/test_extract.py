@@ -303,6 +303,86 @@ async def test_a_page_too_big_for_memory_costs_only_itself(inflated_mb: int) -> 
     )
 
 
+async def test_a_page_that_ends_the_worker_costs_only_itself() -> None:
+    # pdfium inflates the font program whole, and its allocator aborts the process when the
+    # address space runs out; the next process starts after that page.
+    data = pdfs.font_program_bomb_pdf("Visiting hours are nine to five.", inflated_mb=100)
+    result = await extract_isolated("pdf", data, memory_mb=256)
+    assert result == Extracted(
+        title=None,
+        sections=[Section("Visiting hours are nine to five.", None, 1)],
+        pages_total=2,
+        pages_skipped=1,
+    )
+
+
+async def test_memory_held_for_earlier_pages_does_not_cost_later_ones() -> None:
+    # pypdf keeps each page's 20 MB font map: one process runs out after about eight pages,
+    # and a fresh one reads the rest.
+    result = await extract_isolated("pdf", pdfs.heavy_fonts_pdf(12, cmap_mb=20), memory_mb=256)
+    assert result.sections == [Section(f"Page {n} has good text.", None, n) for n in range(1, 13)]
+    assert result.pages_skipped == 0
+
+
+async def test_pdfium_reads_no_page_of_a_tree_it_numbers_otherwise() -> None:
+    data = pdfs.page_with_kids_pdf(["Page one.", "", "Page three."], odd=2)
+    result = await extract_isolated("pdf", data)
+    assert result.sections == [Section("Page one.", None, 1), Section("Page three.", None, 3)]
+    assert result.pages_skipped == 1
+
+
+PAGED_WORKER = """
+import json, os, signal, sys
+first, total, crashing = int(sys.argv[1]), {total}, {crashing}
+with open({log!r}, "a") as log:
+    log.write(f"{{first}}\\n")
+def write(record):
+    sys.stdout.write(json.dumps(record) + "\\n")
+    sys.stdout.flush()
+write({{"outline": {{"title": None, "pages_total": total, "repaired": False}}}})
+for index in range(first, total):
+    if index in crashing:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    write({{"page": [index, f"Page {{index + 1}}.", False]}})
+write({{"done": True}})
+"""
+
+
+def paged_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, total: int, crashing: set[int]) -> Path:
+    """A worker that reports pages as extract_worker does and crashes on the pages named;
+    each process adds the page it started from to the returned file."""
+    log = tmp_path / "runs"
+    code = PAGED_WORKER.format(total=total, crashing=crashing or "set()", log=str(log))
+    monkeypatch.setattr(
+        extract_module, "_worker_command", lambda *args: [sys.executable, "-c", code, str(args[-1])]
+    )
+    return log
+
+
+async def test_a_crash_is_retried_once_in_a_fresh_process_then_the_page_skipped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    runs = paged_worker(monkeypatch, tmp_path, total=3, crashing={1})
+    result = await extract_isolated("pdf", make_pdf(["x"]))
+    assert result == Extracted(
+        title=None,
+        sections=[Section("Page 1.", None, 1), Section("Page 3.", None, 3)],
+        pages_total=3,
+        pages_skipped=1,
+    )
+    assert runs.read_text().split() == ["0", "1", "2"]
+
+
+async def test_a_pdf_whose_pages_keep_crashing_is_given_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    runs = paged_worker(monkeypatch, tmp_path, total=20, crashing=set(range(20)))
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("pdf", make_pdf(["x"]))
+    assert str(caught.value) == CRASHED
+    assert runs.read_text().split() == [str(n) for n in range(8)]
+
+
 async def test_crashing_worker_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_worker(monkeypatch, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(ExtractionError) as caught:

@@ -43,7 +43,10 @@ _PDFIUM_LOCK = threading.Lock()
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 # pypdf writes the glyph name ("/g123") when a font maps glyphs to no Unicode; such names are
 # never words, and in practice stand between real words.
-_GLYPH_NAMES = re.compile(r"/(?:g|G|glyph|cid)\d{1,5}")
+_GLYPH_NAMES = re.compile(r"/(?:g|G|gid|glyph|cid|index)\d+")
+# The replacement character (a glyph the reader could not map) and the private use area (a
+# symbol font's own code points) stand for no character anyone can read.
+_UNREADABLE_CHARACTERS = re.compile("[\ufffd\ue000-\uf8ff]")
 # pdfium marks a line-end hyphen it has already joined across the line break with U+0002.
 _PDFIUM_HYPHEN = re.compile(r"(?<=\w)\x02[ \t]*\n?[ \t]*(?=\w)")
 _SOFT_HYPHEN_BREAK = re.compile(r"\xad[ \t]*\n[ \t]*")
@@ -415,7 +418,7 @@ def _inflates_in_part(stream: StreamObject) -> bool:
 
 def clean_page_text(raw: str) -> str:
     """Whitespace-normalise one page: collapse spaces, keep paragraph breaks, undo line-end hyphenation."""
-    text = normalise_newlines(raw).translate(_LIGATURES)
+    text = _UNREADABLE_CHARACTERS.sub("", normalise_newlines(raw).translate(_LIGATURES))
     text = _SOFT_HYPHEN_BREAK.sub("", text).replace("\xad", "")
     text = _HYPHEN_BREAK.sub(_join_hyphenated, text)
     return tidy_lines(strip_invisible(text))

@@ -331,6 +331,26 @@ async def test_pdfium_reads_no_page_of_a_tree_it_numbers_otherwise() -> None:
     assert result.pages_skipped == 1
 
 
+@pytest.mark.parametrize("code_point", [0xFFFD, 0xF020], ids=["replacement-character", "private-use-area"])
+def test_characters_nobody_can_read_are_not_text(code_point: int) -> None:
+    data = pdfs.mapped_to_pdf(
+        ["Opening hours are nine to five.", "Symbol font text"], unreadable=2, code_point=code_point
+    )
+    assert extract("pdf", data) == Extracted(
+        title=None,
+        sections=[Section("Opening hours are nine to five.", None, 1)],
+        pages_total=2,
+        pages_skipped=1,
+    )
+
+
+def test_glyph_names_are_not_text() -> None:
+    names = ["/gid00041", "/index12", "/g1234567", "/glyph123456", "/cid00041"]
+    assert extract("pdf", pdfs.glyph_names_pdf("Real words here.", names)).sections == [
+        Section("Real words here.", None, 1)
+    ]
+
+
 PAGED_WORKER = """
 import json, os, signal, sys
 first, total, crashing = int(sys.argv[1]), {total}, {crashing}
@@ -496,6 +516,8 @@ def test_pdf_garbage_after_the_header_is_damaged() -> None:
         ("para one\n\n\n\npara two", "para one\n\npara two"),
         ("ﬁne ligature", "fine ligature"),
         ("zero\u200bwidth\x00nul", "zerowidthnul"),
+        ("Fees \ufffd\ufffd\ufffd apply", "Fees apply"),
+        ("\uf0b7 Free parking", "Free parking"),
     ],
 )
 def test_pdf_page_text_is_normalised(raw: str, expected: str) -> None:

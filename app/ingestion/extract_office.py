@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import logging
+import lzma
 import re
 import struct
 import zipfile
@@ -213,7 +214,15 @@ def _read_checked(archive: zipfile.ZipFile, member: zipfile.ZipInfo, noun: str) 
                     tail = window[-_DOCTYPE_OVERLAP:]
     except ExtractionError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        lzma.LZMAError,
+        EOFError,
+        OSError,
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:
         # A wrong checksum, a cut-short or corrupt stream, an unknown compression method.
         logger.debug("member %r of the %s is unreadable: %s", member.filename, noun, exc)
         raise ExtractionError(OFFICE_DAMAGED.format(noun=noun)) from exc

@@ -29,6 +29,9 @@ _UTF8_SEQUENCE = re.compile(
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
     rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
+_NOT_CHARSETS = frozenset(
+    {"undefined", "idna", "punycode", "unicode-escape", "raw-unicode-escape", "charmap", "utf-7"}
+)
 _WHATWG_ALIASES = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254"}
 _LATIN_SINGLE_BYTE = frozenset(
     {
@@ -51,6 +54,8 @@ _CENTRAL_EUROPEAN = tuple(
 _CENTRAL_EUROPEAN_MIN = 3
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _UNREADABLE_RATIO = 10  # more than one bad character in ten visible ones
+# Unassigned, private use, surrogate.
+_NO_CHARACTER = frozenset({"Cn", "Co", "Cs"})
 # Bytes a windows code page leaves undefined (0x81 in windows-1252...) become what browsers
 # make of them, C1 controls, which strip_invisible then drops.
 _C1 = "c1-as-latin-1"
@@ -67,9 +72,26 @@ _HSPACE = re.compile(r"[^\S\n]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
-def has_bom(data: bytes) -> bool:
-    """Whether the bytes start with a Unicode byte-order mark."""
-    return any(data.startswith(bom) for bom, _ in _BOMS)
+def has_wide_bom(data: bytes) -> bool:
+    """Whether the bytes start with a UTF-16 or UTF-32 byte-order mark (such text has NULs)."""
+    return any(data.startswith(bom) for bom, codec in _BOMS if codec != "utf-8-sig")
+
+
+def reads_after_bom(data: bytes, *, complete: bool = True) -> str | None:
+    """The text, when the bytes start with a byte-order mark and read in its encoding: every
+    byte decodes (a character cut off at the end allowed unless `complete`) and few characters
+    are unassigned or private. None otherwise: no BOM, or binary data behind one (random bytes
+    read as UTF-16 are mostly unassigned or private characters, or unpaired surrogates)."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = codecs.getincrementaldecoder(codec)().decode(data, final=complete)
+            except UnicodeDecodeError:
+                return None
+            visible = len(text) - sum(1 for char in text if char.isspace())
+            odd = sum(1 for char in text if unicodedata.category(char) in _NO_CHARACTER)
+            return None if odd * _UNREADABLE_RATIO > visible else text
+    return None
 
 
 def decode_text(data: bytes, declared: Iterable[str | None] = ()) -> str:
@@ -89,9 +111,15 @@ def decode_text(data: bytes, declared: Iterable[str | None] = ()) -> str:
 
 
 def _decode(data: bytes, declared: Iterable[str | None]) -> str:
-    for bom, bom_codec in _BOMS:
+    text = reads_after_bom(data)
+    if text is not None:
+        return text
+    for bom, _ in _BOMS:
         if data.startswith(bom):
-            return data.decode(bom_codec, errors="replace")
+            # A BOM the bytes behind it do not bear out (UTF-8's before Latin-1 text, UTF-16's
+            # before binary data): the bytes decide, as if it were not there.
+            data = data[len(bom) :]
+            break
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -127,8 +155,13 @@ def _legacy_codec(label: str | None) -> str | None:
     if not label:
         return None
     try:
-        name = codecs.lookup(label.strip().strip("\"'").lower()).name
-    except LookupError:
+        info = codecs.lookup(label.strip().strip("\"'").lower())
+    except (LookupError, ValueError):  # unknown, or not even a name (a NUL in it)
+        return None
+    name = info.name
+    # Python's codecs also include transforms (hex, base64, rot13, zlib) and its own
+    # encodings (unicode-escape, idna): no document's charset, whatever its label says.
+    if not getattr(info, "_is_text_encoding", True) or name in _NOT_CHARSETS:
         return None
     if name.startswith("utf"):
         # UTF-8 failed already; UTF-16/32 without a BOM are, per the HTML standard, mislabelled.

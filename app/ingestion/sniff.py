@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 from app.ingestion.extract_model import OFFICE_NOUNS, SourceKind, UnsupportedType
 from app.ingestion.extract_office import DamagedArchive, ooxml_kind
-from app.ingestion.extract_plain import has_bom
+from app.ingestion.extract_plain import has_wide_bom, reads_after_bom
 
 _EXTENSIONS: dict[str, SourceKind] = {
     ".txt": "text",
@@ -149,9 +149,11 @@ def content_kind(claimed: SourceKind, data: bytes, *, refuse_control_bytes: bool
         raise UnsupportedType(
             f"the file is not a {OFFICE_NOUNS[claimed]} (it is no Office Open XML file); {SUPPORTED}"
         )
-    if has_bom(data):
-        # UTF-16/32 text has NUL bytes too; with a BOM it is text.
-        return claimed
+    if has_wide_bom(data):
+        # UTF-16/32 text has NUL bytes too: with a BOM it is text if it reads as such.
+        if reads_after_bom(data[:_PROBE], complete=len(data) <= _PROBE) is not None:
+            return claimed
+        raise UnsupportedType(f"the file is binary, not {claimed}; {SUPPORTED}")
     if _is_binary(data[:_PROBE], refuse_control_bytes=refuse_control_bytes):
         raise UnsupportedType(f"the file is binary, not {claimed}; {SUPPORTED}")
     if claimed == "text" and _HTML_START.match(data):

@@ -1,10 +1,11 @@
 """HTML main content (trafilatura) and the real character encoding of pages and text files."""
 
+import codecs
 import random
 
 import pytest
 
-from app.ingestion.extract import ExtractionError, Section, extract
+from app.ingestion.extract import ExtractionError, Section, SourceKind, extract
 from app.ingestion.extract_model import TEXT_UNREADABLE
 from bench.html_extraction import DEFAULT_DATA, ours, score
 
@@ -126,6 +127,36 @@ CHINESE = "中华人民共和国是工人阶级领导的社会主义国家。社
 )
 def test_html_is_decoded_by_what_its_bytes_are(page: bytes, charset: str | None, text: str) -> None:
     assert extract("html", page, charset=charset).sections == [Section(text, None, None)]
+
+
+# Names Python's codecs know that are no document's charset: transforms and Python's own.
+NOT_CHARSETS = ["hex", "base64", "rot13", "zlib", "undefined", "idna", "punycode", "unicode_escape", "utf-7"]
+
+
+@pytest.mark.parametrize("label", NOT_CHARSETS)
+def test_a_meta_charset_that_is_no_charset_is_ignored(label: str) -> None:
+    page = f'<meta charset="{label}"><p>{GERMAN}</p>'.encode("latin-1")
+    assert extract("html", page).sections == [Section(GERMAN, None, None)]
+
+
+@pytest.mark.parametrize("kind", ["text", "markdown", "csv"])
+@pytest.mark.parametrize("label", NOT_CHARSETS)
+def test_an_http_charset_that_is_no_charset_is_ignored(kind: SourceKind, label: str) -> None:
+    note = "Grüße aus Köln für Jürgen"
+    result = extract(kind, f"Name,Note\nAnna,{note}\n".encode("latin-1"), charset=label)
+    assert note in result.sections[0].text
+
+
+def test_a_utf8_bom_the_bytes_do_not_bear_out_is_ignored() -> None:
+    assert extract("text", codecs.BOM_UTF8 + GERMAN.encode("latin-1")).sections == [
+        Section(GERMAN, None, None)
+    ]
+
+
+def test_binary_behind_a_utf16_bom_is_unreadable() -> None:
+    with pytest.raises(ExtractionError) as caught:
+        extract("text", codecs.BOM_UTF16_LE + random.Random(0).randbytes(4000))
+    assert str(caught.value) == TEXT_UNREADABLE
 
 
 def test_text_files_are_decoded_by_what_their_bytes_are() -> None:

@@ -464,6 +464,24 @@ def test_corrupt_xml_is_damaged():
     assert _reason("docx", data) == WORD_DAMAGED
 
 
+def _member_corrupted(data: bytes, name: str, *, at: int) -> bytes:
+    """``data`` with one byte of ``name``'s compressed bytes flipped (its checksum left as is)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        offset = archive.getinfo(name).header_offset
+    name_length, extra_length = struct.unpack_from("<HH", data, offset + 26)
+    position = offset + 30 + name_length + extra_length + at
+    return data[:position] + bytes([data[position] ^ 0xFF]) + data[position + 1 :]
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+async def test_a_corrupt_compressed_part_is_damaged(compression: int) -> None:
+    data = rezip(make_docx(), compression=compression)
+    assert await extract_isolated("docx", data)  # readable as it is
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("docx", _member_corrupted(data, "word/document.xml", at=20))
+    assert str(caught.value) == WORD_DAMAGED
+
+
 def test_a_package_without_its_main_part_is_refused():
     data = make_docx()
     out = io.BytesIO()

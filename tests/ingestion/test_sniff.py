@@ -1,5 +1,6 @@
 """A file's kind is decided by its bytes: a PDF called text is a PDF, binary is never text."""
 
+import codecs
 import random
 
 import pytest
@@ -63,14 +64,38 @@ def test_text_with_a_form_feed_and_an_escape_stays_text() -> None:
         b"\x89PNG\r\n\x1a\n",
         b"\xff\xd8\xff\xe0JFIF",
         bytes(byte or 1 for byte in random.Random(0).randbytes(3000)),
+        codecs.BOM_UTF16_LE + random.Random(0).randbytes(4000),
+        codecs.BOM_UTF16_BE + b"\x89PNG\r\n\x1a\n" + random.Random(1).randbytes(12000),
+        codecs.BOM_UTF32_LE + random.Random(2).randbytes(400),
     ],
     # OLE files (legacy Office) have their own reason: tests/ingestion/test_extract_office.py.
-    ids=["zip", "gzip", "png", "jpeg", "noise-without-nul"],
+    ids=[
+        "zip",
+        "gzip",
+        "png",
+        "jpeg",
+        "noise-without-nul",
+        "utf-16-bom-noise",
+        "utf-16-bom-png",
+        "utf-32-bom-noise",
+    ],
 )
 def test_binary_is_never_text(data: bytes) -> None:
     with pytest.raises(UnsupportedType) as caught:
         sniff_kind("notes.txt", "text/plain", data)
     assert str(caught.value) == BINARY_NOT_TEXT
+
+
+@pytest.mark.parametrize("bom", [codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE])
+def test_text_behind_a_wide_bom_is_text(bom: bytes) -> None:
+    codec = {
+        codecs.BOM_UTF16_LE: "utf-16-le",
+        codecs.BOM_UTF16_BE: "utf-16-be",
+        codecs.BOM_UTF32_LE: "utf-32-le",
+    }[bom]
+    # Longer than the probe, so the probe ends inside a character.
+    data = bom + ("Öffnungszeiten: 9 bis 17 Uhr. 営業時間 " * 400).encode(codec)
+    assert sniff_kind("notes.txt", "text/plain", data) == "text"
 
 
 def test_stored_text_that_is_a_pdf_is_read_as_one() -> None:

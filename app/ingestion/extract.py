@@ -24,6 +24,8 @@ from app.ingestion.extract_markup import extract_html, extract_markdown
 from app.ingestion.extract_model import (
     DEFAULT_MAX_PAGES,
     ISOLATED_KINDS,
+    LARGE_MARKUP_BYTES,
+    MARKUP_NOUNS,
     NO_TEXT,
     OFFICE_CRASHED,
     OFFICE_NOUNS,
@@ -55,6 +57,7 @@ __all__ = [
     "extract",
     "extract_isolated",
     "kind_of_bytes",
+    "parsed_in_child",
     "sniff_kind",
 ]
 
@@ -130,27 +133,39 @@ async def extract_isolated(
     timeout_s: float = 60.0,
     memory_mb: int = 1024,
     max_pages: int = DEFAULT_MAX_PAGES,
+    charset: str | None = None,
 ) -> Extracted:
-    """Extract without risking the service: PDFs and Office files run in a child process with
-    hard limits.
+    """Extract without risking the service: PDFs, Office files and large markup (HTML,
+    Markdown, CSV of LARGE_MARKUP_BYTES or more) run in a child process with hard limits.
 
     The child gets `memory_mb` of address space and a CPU-time limit, and is killed once
     `timeout_s` of wall-clock time has passed; it is always reaped, also when this coroutine
-    is cancelled. Text, markdown, HTML and CSV are parsed in a thread, as they cannot blow up
-    the same way. The bytes decide the kind: a PDF or a Word file is read as one, in the child,
+    is cancelled. Plain text and smaller markup are parsed in a thread: their worst case is
+    a few seconds, less than starting the child. The bytes decide the kind: a PDF or a Word file is read as one, in the child,
     whatever it was called.
     """
     kind = kind_of_bytes(kind, data)
-    if kind not in ISOLATED_KINDS:
-        return await asyncio.to_thread(extract, kind, data, max_pages=max_pages)
+    if not parsed_in_child(kind, data):
+        return await asyncio.to_thread(extract, kind, data, max_pages=max_pages, charset=charset)
     reasons = _Reasons.of(kind)
     run = _WorkerRun(
-        kind, data, reasons=reasons, timeout_s=timeout_s, memory_mb=memory_mb, max_pages=max_pages
+        kind,
+        data,
+        reasons=reasons,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        max_pages=max_pages,
+        charset=charset,
     )
     if kind == "pdf":
         return await _extract_pdf(run)
     returncode, stdout, stderr = await run.start(first_page=0)
     return _read_answer(returncode, stdout, stderr, reasons=reasons, timeout_s=timeout_s)
+
+
+def parsed_in_child(kind: SourceKind, data: bytes) -> bool:
+    """Whether extract_isolated reads these bytes (of a kind kind_of_bytes gave) in the child."""
+    return kind in ISOLATED_KINDS or (kind in MARKUP_NOUNS and len(data) >= LARGE_MARKUP_BYTES)
 
 
 # A PDF whose pages keep ending the worker is given up after this many processes.
@@ -306,6 +321,7 @@ class _WorkerRun:
         timeout_s: float,
         memory_mb: int,
         max_pages: int,
+        charset: str | None = None,
     ) -> None:
         self.kind = kind
         self.data = data
@@ -313,6 +329,8 @@ class _WorkerRun:
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.max_pages = max_pages
+        # An HTTP header's label: passed on only if it can be one (no NUL, no control bytes).
+        self.charset = charset if charset and charset.isascii() and charset.isprintable() else ""
         self.deadline = time.monotonic() + timeout_s
 
     async def start(self, *, first_page: int) -> tuple[int | None, bytes, bytes]:
@@ -322,7 +340,9 @@ class _WorkerRun:
             raise ExtractionError(self.reasons.too_slow.format(seconds=self.timeout_s))
         cpu_seconds = math.ceil(remaining) + 1
         process = await asyncio.create_subprocess_exec(
-            *_worker_command(self.kind, self.memory_mb, cpu_seconds, self.max_pages, first_page),
+            *_worker_command(
+                self.kind, self.memory_mb, cpu_seconds, self.max_pages, first_page, self.charset
+            ),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -361,7 +381,7 @@ class _Reasons:
     def of(cls, kind: SourceKind) -> _Reasons:
         if kind == "pdf":
             return cls(PDF_TOO_SLOW, PDF_TOO_BIG, PDF_CRASHED)
-        noun = OFFICE_NOUNS[kind]
+        noun = OFFICE_NOUNS.get(kind) or MARKUP_NOUNS[kind]
         return cls(
             OFFICE_TOO_SLOW.replace("{noun}", noun),
             OFFICE_TOO_BIG.format(noun=noun),
@@ -370,7 +390,7 @@ class _Reasons:
 
 
 def _worker_command(
-    kind: SourceKind, memory_mb: int, cpu_seconds: int, max_pages: int, first_page: int
+    kind: SourceKind, memory_mb: int, cpu_seconds: int, max_pages: int, first_page: int, charset: str
 ) -> list[str]:
     return [
         sys.executable,
@@ -382,6 +402,7 @@ def _worker_command(
         str(max_pages),
         str(os.getpid()),
         str(first_page),
+        charset,
     ]
 
 

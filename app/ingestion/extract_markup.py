@@ -184,17 +184,17 @@ def _content_roots(tree: LexborHTMLParser) -> list[LexborNode]:
     for main in tree.css("main"):
         if not _hidden_or_dropped_with_ancestors(main):
             return [main]
-    articles = [
-        node
-        for node in tree.css("article")
-        if not _hidden_or_dropped_with_ancestors(node) and not _has_ancestor(node, "article")
-    ]
-    return articles
+    # Selected, not walked up to: an ancestor walk per node is quadratic in a page nesting
+    # thousands of them.
+    nested = {node.mem_id for node in tree.css("article article")}
+    outermost = (node for node in tree.css("article") if node.mem_id not in nested)
+    return [node for node in outermost if not _hidden_or_dropped_with_ancestors(node)]
 
 
 def _html_title(tree: LexborHTMLParser) -> str | None:
+    drawn = {node.mem_id for node in tree.css("svg title, math title")}
     for node in tree.css("title"):
-        if _has_ancestor(node, "svg") or _has_ancestor(node, "math"):
+        if node.mem_id in drawn:
             continue
         title = _WHITESPACE.sub(" ", strip_invisible(node.text(deep=True))).strip()
         if title:
@@ -370,9 +370,13 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
     heading_level = 0
     heading_node: LexborNode | None = None
     pre_depth = 0
-    stack: list[tuple[object, LexborNode]] = [(None, root) for root in reversed(roots)]
+    # Each entry also says whether the node is inside an <article> or <main>.
+    stack: list[tuple[object, LexborNode, bool]] = [
+        (None, root, _has_ancestor(root, "article") or _has_ancestor(root, "main"))
+        for root in reversed(roots)
+    ]
     while stack:
-        marker, node = stack.pop()
+        marker, node, framed = stack.pop()
         tag = node.tag or ""
         if marker is _EXIT:
             if node is heading_node and heading_parts is not None:
@@ -403,7 +407,7 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             continue  # comments, doctype
         if tag in _DROPPED or (drop_forms and tag == "form") or _is_hidden(node):
             continue
-        if tag == "header" and not (_has_ancestor(node, "article") or _has_ancestor(node, "main")):
+        if tag == "header" and not framed:
             # The site's banner goes; an article's own header (its H1, byline) stays.
             continue
         if tag == "br":
@@ -434,11 +438,12 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             writer.line_break(1)
         elif tag in _CELLS:
             writer.cell()
-        stack.append((_EXIT, node))
+        stack.append((_EXIT, node, framed))
+        framed = framed or tag in ("article", "main")
         children: list[LexborNode] = []
         child = node.first_child
         while child is not None:
             children.append(child)
             child = child.next
-        stack.extend((None, c) for c in reversed(children))
+        stack.extend((None, c, framed) for c in reversed(children))
     return writer.finish()

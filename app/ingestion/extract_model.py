@@ -14,7 +14,7 @@ from typing import Literal
 logger = logging.getLogger(__name__)
 
 SourceKind = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "csv"]
-# Parsed in a child process with hard limits (see extract.extract_isolated).
+# Parsed in a child process with hard limits (see extract.extract_isolated); large markup too.
 ISOLATED_KINDS: frozenset[str] = frozenset({"pdf", "docx", "pptx", "xlsx"})
 
 # User-facing reasons. Tests and callers compare against these exact strings.
@@ -28,6 +28,11 @@ PDF_TOO_BIG = "the PDF needs more memory than allowed"
 PDF_CRASHED = "the PDF could not be processed; the PDF reader stopped unexpectedly"
 # Office files: {noun} is the kind of file in words, see OFFICE_NOUNS.
 OFFICE_NOUNS = {"docx": "Word document", "pptx": "presentation", "xlsx": "spreadsheet"}
+# Markup and tables this large are parsed in the child too: their parsers have inputs that
+# cost time or memory out of all proportion to their size (a page nesting 100,000 elements
+# takes lexbor 15 s; a 2 MB Markdown table, markdown-it 1.5 GB).
+LARGE_MARKUP_BYTES = 256 * 1024
+MARKUP_NOUNS = {"html": "web page", "markdown": "Markdown document", "csv": "CSV file"}
 OFFICE_DAMAGED = "the {noun} is damaged and could not be read"
 OFFICE_TOO_SLOW = "the {noun} could not be processed within {seconds:g} s"
 OFFICE_TOO_BIG = "the {noun} needs more memory than allowed"

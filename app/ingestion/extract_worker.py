@@ -1,10 +1,11 @@
 """Child process that extracts one PDF or Office file under hard resource limits.
 
 Started by extract.extract_isolated as
-``python -m app.ingestion.extract_worker KIND MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID FIRST_PAGE``
-(KIND: pdf, docx, pptx or xlsx) with the file on stdin.
+``python -m app.ingestion.extract_worker KIND MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID FIRST_PAGE
+CHARSET`` (KIND: pdf, docx, pptx, xlsx, or html, markdown, csv when large; CHARSET: an HTTP
+header's label, or empty) with the file on stdin.
 
-An Office file gets one JSON object on stdout: ``{"ok": true, "title": ..., "pages_total":
+An Office file or markup gets one JSON object on stdout: ``{"ok": true, "title": ..., "pages_total":
 ..., "pages_skipped": ..., "sections": [[heading, page, text], ...]}`` or ``{"ok": false,
 "reason": "..."}``.
 
@@ -30,6 +31,7 @@ from typing import BinaryIO, cast
 
 from app.ingestion.extract_model import (
     ISOLATED_KINDS,
+    MARKUP_NOUNS,
     OFFICE_NOUNS,
     OFFICE_TOO_BIG,
     PDF_TOO_BIG,
@@ -38,29 +40,33 @@ from app.ingestion.extract_model import (
 )
 
 _PR_SET_PDEATHSIG = 1
-_ARGUMENT_COUNT = 6
+_ARGUMENT_COUNT = 7
+_KINDS = ISOLATED_KINDS | MARKUP_NOUNS.keys()
+_NOUNS = {**OFFICE_NOUNS, **MARKUP_NOUNS}
 
 
 def main(argv: list[str]) -> int:
     """Run one extraction; the exit status is 0 whenever a JSON answer was written."""
-    if len(argv) != _ARGUMENT_COUNT or argv[0] not in ISOLATED_KINDS:
+    if len(argv) != _ARGUMENT_COUNT or argv[0] not in _KINDS:
         sys.stderr.write(
-            "usage: extract_worker pdf|docx|pptx|xlsx MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID FIRST_PAGE\n"
+            "usage: extract_worker pdf|docx|pptx|xlsx|html|markdown|csv"
+            " MEMORY_MB CPU_SECONDS MAX_PAGES PARENT_PID FIRST_PAGE CHARSET\n"
         )
         return 2
     kind = cast("SourceKind", argv[0])
-    memory_mb, cpu_seconds, max_pages, parent_pid, first_page = (int(value) for value in argv[1:])
+    memory_mb, cpu_seconds, max_pages, parent_pid, first_page = (int(value) for value in argv[1:6])
+    charset = argv[6] or None
     _die_with_parent(parent_pid)
     _limit_resources(memory_mb, cpu_seconds)
     answer = _private_stdout()
     data = sys.stdin.buffer.read()
     _quiet_libraries()
-    too_big = PDF_TOO_BIG if kind == "pdf" else OFFICE_TOO_BIG.format(noun=OFFICE_NOUNS[kind])
+    too_big = PDF_TOO_BIG if kind == "pdf" else OFFICE_TOO_BIG.format(noun=_NOUNS[kind])
     try:
         if kind == "pdf":
             _report_pdf(data, max_pages, first_page, answer)
             return 0
-        body = _extract_office(kind, data)
+        body = _extract_whole(kind, data, charset)
     except ExtractionError as exc:
         body = {"ok": False, "reason": str(exc)}
     except MemoryError:
@@ -111,11 +117,11 @@ def _quiet_libraries() -> None:
     warnings.simplefilter("ignore")
 
 
-def _extract_office(kind: SourceKind, data: bytes) -> dict[str, object]:
+def _extract_whole(kind: SourceKind, data: bytes, charset: str | None) -> dict[str, object]:
     # Imported after the limits are set so that even import-time allocation is bounded.
-    from app.ingestion.extract_office import extract_office  # noqa: PLC0415
+    from app.ingestion.extract import extract  # noqa: PLC0415
 
-    result = extract_office(kind, data)
+    result = extract(kind, data, charset=charset)
     return {
         "ok": True,
         "title": result.title,

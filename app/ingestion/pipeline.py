@@ -21,8 +21,14 @@ from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
 from app.ingestion import repository as sql
 from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
-from app.ingestion.extract import Extracted, ExtractionError, extract, extract_isolated, kind_of_bytes
-from app.ingestion.extract_model import ISOLATED_KINDS
+from app.ingestion.extract import (
+    Extracted,
+    ExtractionError,
+    extract,
+    extract_isolated,
+    kind_of_bytes,
+    parsed_in_child,
+)
 from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
@@ -235,13 +241,14 @@ class Ingestor:
 
     async def _extract(self, stored_kind: str, data: bytes, charset: str | None = None) -> Extracted:
         kind = kind_of_bytes(stored_kind, data)  # a PDF called text is read as a PDF, isolated
-        if kind in ISOLATED_KINDS:
+        if parsed_in_child(kind, data):
             async with self._parse_slots:
                 return await extract_isolated(
                     kind,
                     data,
                     timeout_s=self.settings.parse_timeout_s,
                     memory_mb=self.settings.parse_memory_mb,
+                    charset=charset,
                 )
         return await asyncio.to_thread(extract, kind, data, charset=charset)
 

@@ -21,8 +21,10 @@ from app.ingestion.extract import (
     UnsupportedType,
     extract,
     extract_isolated,
+    parsed_in_child,
     sniff_kind,
 )
+from app.ingestion.extract_model import LARGE_MARKUP_BYTES
 from app.ingestion.extract_pdf import clean_page_text, sensible_title
 from tests.conftest import SHARED
 from tests.fixtures import pdfs
@@ -374,7 +376,7 @@ def paged_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, total: int,
     log = tmp_path / "runs"
     code = PAGED_WORKER.format(total=total, crashing=crashing or "set()", log=str(log))
     monkeypatch.setattr(
-        extract_module, "_worker_command", lambda *args: [sys.executable, "-c", code, str(args[-1])]
+        extract_module, "_worker_command", lambda *args: [sys.executable, "-c", code, str(args[4])]
     )
     return log
 
@@ -401,6 +403,43 @@ async def test_a_pdf_whose_pages_keep_crashing_is_given_up(
         await extract_isolated("pdf", make_pdf(["x"]))
     assert str(caught.value) == CRASHED
     assert runs.read_text().split() == [str(n) for n in range(8)]
+
+
+def test_large_markup_is_parsed_in_the_child() -> None:
+    large = b"x" * LARGE_MARKUP_BYTES
+    assert [parsed_in_child(kind, large[:-1]) for kind in ("html", "markdown", "csv")] == [False] * 3
+    assert [parsed_in_child(kind, large) for kind in ("html", "markdown", "csv")] == [True] * 3
+    assert (parsed_in_child("text", large), parsed_in_child("pdf", b"%PDF-1.7")) == (False, True)
+
+
+async def test_a_large_page_reads_the_same_in_the_child() -> None:
+    page = "<html><head><title>Café</title></head><body>" + "<p>Café au lait und Käse, bitte.</p>" * 9000
+    data = page.encode("latin-1")
+    assert len(data) > LARGE_MARKUP_BYTES
+    # The HTTP header's charset goes to the child; a label no argument can carry is dropped.
+    for charset in ("iso-8859-1", "x\x00y"):
+        assert await extract_isolated("html", data, charset=charset) == extract(
+            "html", data, charset="iso-8859-1"
+        )
+
+
+async def test_a_page_too_deep_to_parse_in_time_is_reported() -> None:
+    # lexbor's tree building is quadratic in the nesting: 100,000 levels take it about 15 s.
+    page = b"<html><body>" + b"<div>" * 100_000 + b"deep text" + b"</div>" * 100_000
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("html", page, timeout_s=2)
+    assert str(caught.value) == "the web page could not be processed within 2 s"
+
+
+async def test_a_markdown_table_too_big_for_memory_is_reported() -> None:
+    # markdown-it holds each cell as several tokens: 360,000 cells need more than 256 MB.
+    columns = 600
+    table = (
+        b"|" + b"h|" * columns + b"\n|" + b"-|" * columns + b"\n" + (b"|" + b"x|" * columns + b"\n") * columns
+    )
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("markdown", table, memory_mb=256)
+    assert str(caught.value) == "the Markdown document needs more memory than allowed"
 
 
 async def test_crashing_worker_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:

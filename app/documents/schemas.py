@@ -113,7 +113,8 @@ class DocumentUploadForm(DocumentUploadMeta):
                 "contentMediaType": "application/octet-stream",
                 "minLength": 1,
                 "description": "A .txt, .md, .html, .pdf, .docx, .pptx, .xlsx or .csv file (and the "
-                "macro-enabled .docm, .pptm, .xlsm, read for their text only); its type is told by its "
+                "macro-enabled .docm, .pptm, .xlsm, read for their text only, and Office templates and "
+                "slide shows, .dotx, .potx, .ppsx, .xltx...); its type is told by its "
                 "name's extension, else by the part's Content-Type, and checked against its bytes "
                 "(an Office file is what its zip members say). See docs/FORMATS.md.",
             }

@@ -141,8 +141,8 @@ async def extract_isolated(
     The child gets `memory_mb` of address space and a CPU-time limit, and is killed once
     `timeout_s` of wall-clock time has passed; it is always reaped, also when this coroutine
     is cancelled. Plain text and smaller markup are parsed in a thread: their worst case is
-    a few seconds, less than starting the child. The bytes decide the kind: a PDF or a Word file is read as one, in the child,
-    whatever it was called.
+    a few seconds, less than starting the child. The bytes decide the kind: a PDF or a Word
+    file is read as one, in the child, whatever it was called.
     """
     kind = kind_of_bytes(kind, data)
     if not parsed_in_child(kind, data):

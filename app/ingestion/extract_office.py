@@ -76,20 +76,24 @@ _DOCTYPES = tuple("<!DOCTYPE".encode(codec) for codec in ("utf-8", "utf-16-le", 
 _DOCTYPE_OVERLAP = max(len(pattern) for pattern in _DOCTYPES) - 1
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
 _VBA_PART = re.compile(r"(?:^|/)vba[^/]*\.bin$", re.IGNORECASE)
-# Macro-enabled main parts under the type their library expects (python-docx refuses .docm).
-_MACRO_TYPES = (
-    (
-        b"application/vnd.ms-word.document.macroEnabled.main+xml",
-        b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
-    ),
-    (
-        b"application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",
-        b"application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
-    ),
-    (
-        b"application/vnd.ms-excel.sheet.macroEnabled.main+xml",
-        b"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml",
-    ),
+_WORD = b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+_SLIDES = b"application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"
+_SHEETS = b"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
+# Macro-enabled files, templates and slide shows differ from documents only in their main
+# part's type, which the libraries check (python-docx refuses a .docm or a .dotx): it is
+# given the document's type in a copy of the package.
+_VARIANT_TYPES = (
+    (b"application/vnd.ms-word.document.macroEnabled.main+xml", _WORD),
+    (b"application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml", _WORD),
+    (b"application/vnd.ms-word.template.macroEnabledTemplate.main+xml", _WORD),
+    (b"application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml", _SLIDES),
+    (b"application/vnd.openxmlformats-officedocument.presentationml.template.main+xml", _SLIDES),
+    (b"application/vnd.ms-powerpoint.template.macroEnabled.main+xml", _SLIDES),
+    (b"application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml", _SLIDES),
+    (b"application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml", _SLIDES),
+    (b"application/vnd.ms-excel.sheet.macroEnabled.main+xml", _SHEETS),
+    (b"application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml", _SHEETS),
+    (b"application/vnd.ms-excel.template.macroEnabled.main+xml", _SHEETS),
 )
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
 _STYLE_DEPTH = 5  # how far up a style's "based on" chain a heading is looked for
@@ -149,7 +153,8 @@ def _member_names(data: bytes) -> list[str]:
 
 def checked_package(data: bytes, kind: SourceKind) -> bytes:
     """The package a library may open: the same bytes once every limit is checked, or for a
-    macro-enabled file a copy with its VBA project blanked.
+    macro-enabled file, a template or a slide show a copy typed as a document, its VBA
+    project blanked.
 
     Raises ExtractionError with the reason for anything over the limits or damaged.
     """
@@ -176,9 +181,10 @@ def checked_package(data: bytes, kind: SourceKind) -> bytes:
                 macros = True  # never read, not even to check: it is blanked below
                 continue
             _read_checked(archive, member, noun)
-        if not macros:
+        content_types = archive.read(_CONTENT_TYPES)
+        if not macros and not any(variant in content_types for variant, _ in _VARIANT_TYPES):
             return data
-        return _without_macros(archive, members)
+        return _as_document(archive, members)
 
 
 def _check_sizes(members: Sequence[zipfile.ZipInfo], noun: str) -> None:
@@ -228,9 +234,9 @@ def _read_checked(archive: zipfile.ZipFile, member: zipfile.ZipInfo, noun: str) 
         raise ExtractionError(OFFICE_DAMAGED.format(noun=noun)) from exc
 
 
-def _without_macros(archive: zipfile.ZipFile, members: Sequence[zipfile.ZipInfo]) -> bytes:
+def _as_document(archive: zipfile.ZipFile, members: Sequence[zipfile.ZipInfo]) -> bytes:
     """A copy of the package with every VBA project emptied (its relationships still resolve)
-    and a macro-enabled main part typed as the plain one."""
+    and its main part typed as a plain document's."""
     copy = io.BytesIO()
     with zipfile.ZipFile(copy, "w", zipfile.ZIP_STORED) as out:
         for member in members:
@@ -239,8 +245,8 @@ def _without_macros(archive: zipfile.ZipFile, members: Sequence[zipfile.ZipInfo]
                 continue
             content = archive.read(member)
             if member.filename == _CONTENT_TYPES:
-                for macro_type, plain_type in _MACRO_TYPES:
-                    content = content.replace(macro_type, plain_type)
+                for variant_type, document_type in _VARIANT_TYPES:
+                    content = content.replace(variant_type, document_type)
             out.writestr(member.filename, content)
     return copy.getvalue()
 
@@ -272,7 +278,7 @@ def _read_docx(package: io.BytesIO, budget: TextBudget) -> Extracted:
     document = docx.Document(package)
     title: str | None = None
     writer = _SectionWriter()
-    for block in document.iter_inner_content():
+    for block in _docx_blocks(document.element.body, document):
         if isinstance(block, Table):
             for statement in table_statements(_docx_rows(block)):
                 writer.paragraph(budget.spend(statement))
@@ -292,13 +298,41 @@ def _read_docx(package: io.BytesIO, budget: TextBudget) -> Extracted:
     return Extracted(title=title, sections=writer.finish(), pages_total=None, pages_skipped=0)
 
 
+def _docx_blocks(container: Any, parent: Any) -> Iterator[Any]:
+    """The paragraphs and tables of a body or table cell in order, also those inside content
+    controls (w:sdt) and custom XML, which python-docx's own iteration passes over."""
+    from docx.oxml.ns import qn  # noqa: PLC0415
+    from docx.table import Table  # noqa: PLC0415
+    from docx.text.paragraph import Paragraph  # noqa: PLC0415
+
+    for element in container.iterchildren():
+        if element.tag == qn("w:p"):
+            yield Paragraph(element, parent)
+        elif element.tag == qn("w:tbl"):
+            yield Table(element, parent)
+        elif element.tag == qn("w:sdt"):
+            content = element.find(qn("w:sdtContent"))
+            if content is not None:
+                yield from _docx_blocks(content, parent)
+        elif element.tag == qn("w:customXml"):
+            yield from _docx_blocks(element, parent)
+
+
+# Runs directly in the paragraph, or inside links, insertions, smart tags, inline content
+# controls, simple fields and custom XML; not deleted or moved-away runs.
+_PARAGRAPH_RUNS = (
+    "./w:r | ./w:hyperlink/w:r | ./w:ins/w:r | ./w:smartTag/w:r | ./w:sdt/w:sdtContent/w:r"
+    " | ./w:fldSimple/w:r | ./w:customXml/w:r"
+)
+
+
 def _paragraph_text(paragraph: Any) -> str:
     """The paragraph's visible text: runs marked hidden (w:vanish) are dropped, as hidden
     HTML is, since text no reader sees is where injected instructions hide."""
     from docx.text.run import Run  # noqa: PLC0415
 
     parts: list[str] = []
-    for element in paragraph._p.xpath("./w:r | ./w:hyperlink/w:r | ./w:ins/w:r | ./w:smartTag/w:r"):
+    for element in paragraph._p.xpath(_PARAGRAPH_RUNS):
         run = Run(element, paragraph)
         if run.font.hidden:
             continue
@@ -330,8 +364,21 @@ def _docx_rows(table: Any) -> Iterator[list[str]]:
             if previous is not None and cell._tc is previous:
                 continue
             previous = cell._tc
-            cells.append(clean_cell(" ".join(_paragraph_text(p) for p in cell.paragraphs)))
+            cells.append(clean_cell(_cell_text(cell)))
         yield cells
+
+
+def _cell_text(cell: Any) -> str:
+    """A cell's paragraphs, and the cells of tables nested in it, as one line."""
+    from docx.table import Table  # noqa: PLC0415
+
+    parts: list[str] = []
+    for block in _docx_blocks(cell._tc, cell):
+        if isinstance(block, Table):
+            parts.extend(text for row in _docx_rows(block) for text in row if text)
+        else:
+            parts.append(_paragraph_text(block))
+    return " ".join(parts)
 
 
 # --- PowerPoint ---------------------------------------------------------------------------

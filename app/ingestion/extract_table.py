@@ -125,11 +125,9 @@ def _format_number(value: float | Decimal, number_format: str) -> str:
     if percent:
         number *= 100
     decimals = _decimals(fmt)
-    if decimals is not None:
-        number = round(number, decimals)
-        text = f"{number:.{decimals}f}"
-    else:
-        text = _plain(number)
+    # Formatting rounds (half to even) at any size, where round() raises past the context's
+    # 28 digits (Excel allows 30 decimal places, and values near 1e308).
+    text = _plain(number) if decimals is None else f"{number:.{decimals}f}"
     # Excel writes a locale's currency as [$€-407]; elsewhere the symbol stands as it is shown.
     bracketed = _BRACKETED_CURRENCY.search(fmt)
     symbol = bracketed.group(1) if bracketed else next((s for s in _CURRENCIES if s in fmt), "")

@@ -27,10 +27,18 @@ _EXTENSIONS: dict[str, SourceKind] = {
     ".pdf": "pdf",
     ".docx": "docx",
     ".docm": "docx",
+    ".dotx": "docx",
+    ".dotm": "docx",
     ".pptx": "pptx",
     ".pptm": "pptx",
+    ".potx": "pptx",
+    ".potm": "pptx",
+    ".ppsx": "pptx",
+    ".ppsm": "pptx",
     ".xlsx": "xlsx",
     ".xlsm": "xlsx",
+    ".xltx": "xlsx",
+    ".xltm": "xlsx",
     ".csv": "csv",
 }
 _LEGACY_EXTENSIONS = frozenset({".doc", ".dot", ".xls", ".xlt", ".ppt", ".pot", ".pps"})

@@ -95,6 +95,39 @@ def test_docx_merged_cells_are_said_once():
     assert _text(extract("docx", make_docx(build)).sections) == "Service: ask us. Price: new."
 
 
+WORD_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def _docx_with_body(body: str) -> bytes:
+    document = f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document {WORD_NS}><w:body>{body}</w:body></w:document>'
+    return rezip(make_docx(), {"word/document.xml": document.encode()})
+
+
+def _p(text: str) -> str:
+    return f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>"
+
+
+def test_docx_text_in_content_controls_fields_and_custom_xml_is_read():
+    body = (
+        _p("Visible intro.")
+        + f"<w:sdt><w:sdtPr/><w:sdtContent>{_p('Opening hours are nine to five.')}</w:sdtContent></w:sdt>"
+        + "<w:p><w:r><w:t>Call </w:t></w:r><w:sdt><w:sdtContent><w:r><w:t>555-0132</w:t></w:r></w:sdtContent></w:sdt>"
+        + '<w:fldSimple w:instr="PAGE"><w:r><w:t> today</w:t></w:r></w:fldSimple></w:p>'
+        + f'<w:customXml w:element="policy">{_p("Parking is free.")}</w:customXml>'
+    )
+    assert _text(extract("docx", _docx_with_body(body)).sections) == (
+        "Visible intro.\n\nOpening hours are nine to five.\n\nCall 555-0132 today\n\nParking is free."
+    )
+
+
+def test_docx_tables_nested_in_cells_are_read_with_their_cell():
+    inner = (
+        f"<w:tbl><w:tr><w:tc>{_p('350 dollars')}</w:tc><w:tc>{_p('with a check-up')}</w:tc></w:tr></w:tbl>"
+    )
+    body = f"<w:tbl><w:tr><w:tc>{_p('Whitening')}{inner}</w:tc></w:tr></w:tbl>"
+    assert _text(extract("docx", _docx_with_body(body)).sections) == "Whitening 350 dollars with a check-up."
+
+
 def test_docx_custom_heading_style_based_on_a_heading_starts_a_section():
     def build(document: docx.document.Document) -> None:
         style = document.styles.add_style("Clinic Heading", docx.enum.style.WD_STYLE_TYPE.PARAGRAPH)
@@ -213,6 +246,10 @@ def test_xlsx_without_values_fails_with_no_text():
         (1234.5, "#,##0.00 [$€-407]", "1234.50 €"),
         (1234, "#,##0", "1234"),
         (0.075, "0.0%", "7.5%"),
+        (2.5, "0", "2"),  # half to even
+        (1234.5, "0." + "0" * 26, "1234." + "5" + "0" * 25),
+        (1e30, "#,##0", "1" + "0" * 30),
+        (6.02214076e23, "0.00", "602214076000000000000000.00"),
         (True, "General", "TRUE"),
         (dt.date(2025, 3, 12), "yyyy-mm-dd", "12 March 2025"),
         (dt.time(9, 30), "h:mm", "09:30"),
@@ -379,6 +416,55 @@ def test_macro_enabled_files_give_their_text_and_never_their_macros(
     assert expected in text
     assert "MACROPAYLOAD" not in text
     assert "AutoOpen" not in text
+
+
+WORD_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+SLIDES_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"
+SHEETS_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
+
+
+@pytest.mark.parametrize(
+    ("extension", "kind", "document_type", "variant_type"),
+    [
+        (
+            "dotx",
+            "docx",
+            WORD_TYPE,
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+        ),
+        ("dotm", "docx", WORD_TYPE, "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"),
+        (
+            "potx",
+            "pptx",
+            SLIDES_TYPE,
+            "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml",
+        ),
+        ("potm", "pptx", SLIDES_TYPE, "application/vnd.ms-powerpoint.template.macroEnabled.main+xml"),
+        (
+            "ppsx",
+            "pptx",
+            SLIDES_TYPE,
+            "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml",
+        ),
+        ("ppsm", "pptx", SLIDES_TYPE, "application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml"),
+        (
+            "xltx",
+            "xlsx",
+            SHEETS_TYPE,
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml",
+        ),
+        ("xltm", "xlsx", SHEETS_TYPE, "application/vnd.ms-excel.template.macroEnabled.main+xml"),
+    ],
+)
+def test_templates_and_slide_shows_read_as_their_documents(extension, kind, document_type, variant_type):
+    data = {"docx": make_docx, "pptx": make_pptx, "xlsx": make_xlsx}[kind]()
+    types = member(data, "[Content_Types].xml")
+    assert document_type.encode() in types
+    variant = rezip(
+        data, {"[Content_Types].xml": types.replace(document_type.encode(), variant_type.encode())}
+    )
+    assert sniff_kind(f"file.{extension}", None, variant) == kind
+    assert extract(kind, variant) == extract(kind, data)
 
 
 # --- hostile archives ----------------------------------------------------------------------

@@ -278,6 +278,7 @@ def _read_docx(package: io.BytesIO, budget: TextBudget) -> Extracted:
     document = docx.Document(package)
     title: str | None = None
     writer = _SectionWriter()
+    heading_level = _HeadingLevels(document.styles.element)
     for block in _docx_blocks(document.element.body, document):
         if isinstance(block, Table):
             for statement in table_statements(_docx_rows(block)):
@@ -286,7 +287,7 @@ def _read_docx(package: io.BytesIO, budget: TextBudget) -> Extracted:
         text = budget.spend(_paragraph_text(block))
         if not text:
             continue
-        level, is_title = _heading_level(block)
+        level, is_title = heading_level(block._p.style)
         if is_title and title is None:
             title = clean_cell(text)
         elif level:
@@ -340,19 +341,47 @@ def _paragraph_text(paragraph: Any) -> str:
     return tidy_lines(strip_invisible(normalise_newlines("".join(parts))))
 
 
-def _heading_level(paragraph: Any) -> tuple[int, bool]:
-    style = paragraph.style
-    for _ in range(_STYLE_DEPTH):
-        if style is None:
-            break
-        name = (style.name or "").strip()
-        if name.lower() == "title":
-            return 0, True
-        match = _HEADING_STYLE.match(name)
-        if match:
-            return int(match.group(1)), False
-        style = style.base_style
-    return 0, False
+class _HeadingLevels:
+    """A paragraph style's heading level (0 for none) and whether it is the title style, by
+    style id, each found once: python-docx's `paragraph.style` scans every style of the
+    document for every paragraph (a millisecond each with Word's 160 built-in styles)."""
+
+    def __init__(self, styles: Any) -> None:
+        from docx.oxml.ns import qn  # noqa: PLC0415
+
+        self._qn = qn
+        self._styles: dict[str, Any] = {}
+        self._default: str | None = None
+        for style in styles.iterchildren(qn("w:style")):
+            if style.get(qn("w:type")) != "paragraph":
+                continue
+            style_id = style.get(qn("w:styleId"))
+            self._styles.setdefault(style_id, style)
+            if self._default is None and style.get(qn("w:default")) in ("1", "true", "on"):
+                self._default = style_id
+        self._levels: dict[str | None, tuple[int, bool]] = {}
+
+    def __call__(self, style_id: str | None) -> tuple[int, bool]:
+        if style_id not in self._levels:
+            self._levels[style_id] = self._find(style_id if style_id in self._styles else self._default)
+        return self._levels[style_id]
+
+    def _find(self, style_id: str | None) -> tuple[int, bool]:
+        qn = self._qn
+        for _ in range(_STYLE_DEPTH):  # up the "based on" chain
+            style = self._styles.get(style_id) if style_id is not None else None
+            if style is None:
+                break
+            name_element = style.find(qn("w:name"))
+            name = (name_element.get(qn("w:val")) if name_element is not None else None) or ""
+            if name.strip().lower() == "title":
+                return 0, True
+            match = _HEADING_STYLE.match(name.strip())
+            if match:
+                return int(match.group(1)), False
+            based_on = style.find(qn("w:basedOn"))
+            style_id = based_on.get(qn("w:val")) if based_on is not None else None
+        return 0, False
 
 
 def _docx_rows(table: Any) -> Iterator[list[str]]:

@@ -128,6 +128,14 @@ def test_docx_tables_nested_in_cells_are_read_with_their_cell():
     assert _text(extract("docx", _docx_with_body(body)).sections) == "Whitening 350 dollars with a check-up."
 
 
+def test_docx_paragraph_of_an_unknown_style_is_body_text():
+    body = '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Prices</w:t></w:r></w:p>'
+    body += '<w:p><w:pPr><w:pStyle w:val="NoSuchStyle"/></w:pPr><w:r><w:t>Whitening is 350 dollars.</w:t></w:r></w:p>'
+    assert extract("docx", _docx_with_body(body)).sections == [
+        Section(text="Whitening is 350 dollars.", heading="Prices", page=None)
+    ]
+
+
 def test_docx_custom_heading_style_based_on_a_heading_starts_a_section():
     def build(document: docx.document.Document) -> None:
         style = document.styles.add_style("Clinic Heading", docx.enum.style.WD_STYLE_TYPE.PARAGRAPH)

@@ -68,6 +68,10 @@ _MAIN_PARTS: tuple[tuple[str, SourceKind], ...] = (
 _EOCD = b"PK\x05\x06"
 _EOCD_SIZE = 22
 _EOCD_WINDOW = _EOCD_SIZE + 0xFFFF  # the record, and a comment of at most 64 KiB
+_ZIP64_LOCATOR = b"PK\x06\x07"
+_ZIP64_LOCATOR_SIZE = 20
+_ZIP64_END = b"PK\x06\x06"
+_ZIP64_END_SIZE = 56
 _CENTRAL_RECORD = b"PK\x01\x02"
 _CENTRAL_RECORD_SIZE = 46
 _UTF8_NAMES = 0x800
@@ -129,7 +133,17 @@ def _member_names(data: bytes) -> list[str]:
     end = data.rfind(_EOCD, max(0, len(data) - _EOCD_WINDOW))
     if end < 0 or end + _EOCD_SIZE > len(data):
         raise DamagedArchive("no end of central directory record")
-    count, directory_size = struct.unpack_from("<HI", data, end + 10)
+    record = end - _ZIP64_LOCATOR_SIZE - _ZIP64_END_SIZE
+    if record >= 0 and data[end - _ZIP64_LOCATOR_SIZE : end - _ZIP64_LOCATOR_SIZE + 4] == _ZIP64_LOCATOR:
+        # A zip64 end record (written for large archives, or always by some writers) holds
+        # the real counts and sits between the directory and the classic record, as zipfile
+        # reads it.
+        if data[record : record + 4] != _ZIP64_END:
+            raise DamagedArchive("the zip64 end of central directory record is missing")
+        count, directory_size = struct.unpack_from("<QQ", data, record + 32)
+        end = record
+    else:
+        count, directory_size = struct.unpack_from("<HI", data, end + 10)
     if count > MAX_MEMBERS:
         raise TooManyMembers(count)
     # Measured back from the end record, as zipfile does: data prepended to the zip (a

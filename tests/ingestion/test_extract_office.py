@@ -475,6 +475,32 @@ def test_templates_and_slide_shows_read_as_their_documents(extension, kind, docu
     assert extract(kind, variant) == extract(kind, data)
 
 
+def _with_zip64_end(data: bytes, *, placeholders: bool, count: int | None = None) -> bytes:
+    """``data`` ended by zip64 end records, as writers in "always zip64" mode write them; with
+    `placeholders`, the classic record's counts are 0xFFFF as for an archive too big for it."""
+    end = data.rindex(b"PK\x05\x06")
+    _, _, on_disk, total, size, offset, _ = struct.unpack_from("<HHHHIIH", data, end + 4)
+    entries = total if count is None else count
+    record = struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, size, offset)
+    locator = struct.pack("<4sIQI", b"PK\x06\x07", 0, end, 1)
+    if placeholders:
+        on_disk, total, size, offset = 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF
+    classic = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, on_disk, total, size, offset, 0)
+    return data[:end] + record + locator + classic
+
+
+@pytest.mark.parametrize("placeholders", [False, True])
+def test_a_package_ended_by_zip64_records_is_read(placeholders):
+    data = _with_zip64_end(make_docx(), placeholders=placeholders)
+    assert sniff_kind("guide.docx", None, data) == "docx"
+    assert extract("docx", data) == extract("docx", make_docx())
+
+
+def test_a_zip64_record_claiming_too_many_members_is_refused():
+    data = _with_zip64_end(make_docx(), placeholders=True, count=10**12)
+    assert _reason("docx", data) == TOO_MANY_MEMBERS.format(noun="Word document", limit=10_000)
+
+
 # --- hostile archives ----------------------------------------------------------------------
 
 

@@ -67,8 +67,11 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         state = scope["app"].state
-        headers = dict(scope["headers"])
-        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        sent = [value for name, value in scope["headers"] if name == b"authorization"]
+        if len(sent) > 1:
+            # Which one is meant? A proxy and a client may each have added one.
+            raise Unauthorized("send one Authorization header, not several")
+        scheme, _, token = (sent[0] if sent else b"").decode("latin-1").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")

@@ -147,7 +147,7 @@ def form_attributes(form: Any) -> dict[str, Any]:
     if raw is not None and str(raw).strip():
         try:
             fields["attributes"] = json.loads(str(raw))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
             raise ValidationFailed(
                 "invalid request body: attributes",
                 extra=[{"field": "attributes", "message": "a JSON object of string values"}],

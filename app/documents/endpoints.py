@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Any
 
@@ -342,5 +343,25 @@ async def _bulk_files(request: Request[Any, Any, Any], max_files: int) -> list[U
                 "every 'file' part must be a file (with a file name)",
                 extra=[{"field": "file", "message": "not a file"}],
             )
-        files.append(UploadedFile(part.filename, part.content_type, await part.read()))
+        files.append(UploadedFile(_sent_name(part), part.content_type, await part.read()))
     return files
+
+
+# A file name sent as a Windows absolute path, quoted as browsers and clients send it.
+_WINDOWS_ABSOLUTE_NAME = re.compile(r'filename="((?:[A-Za-z]:\\|\\\\)[^"]*)"')
+_ESCAPED = re.compile(r'(?:[^\\]|\\[\\"])*')  # every backslash escapes the next character
+_ESCAPE = re.compile(r'\\([\\"])')
+
+
+def _sent_name(part: UploadFile) -> str | None:
+    """The file name as sent. The multipart parser keeps only the last segment of a name that
+    starts like a Windows absolute path ("C:\\...", "\\\\server\\..."; Internet Explorer 6 sent
+    full paths), and a bulk upload's name is its path: it must be refused as absolute, not
+    taken as a file at the top of the knowledge base."""
+    disposition = next((v for k, v in part.headers.items() if k.lower() == "content-disposition"), "")
+    match = _WINDOWS_ABSOLUTE_NAME.search(disposition)
+    if match is None:
+        return part.filename
+    name = match.group(1)
+    # httpx and curl escape each backslash (C:\\win), browsers and urllib3 do not.
+    return _ESCAPE.sub(r"\1", name) if _ESCAPED.fullmatch(name) else name

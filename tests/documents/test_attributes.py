@@ -161,6 +161,7 @@ async def test_a_multipart_upload_takes_them_as_form_fields(client, org, kb):
     ("fields", "field"),
     [
         ([("attributes", (None, "locale=en-GB"))], "attributes"),
+        ([("attributes", (None, "[" * 100_000 + "]" * 100_000))], "attributes"),
         ([("attributes", (None, '{"locale": ["en"]}'))], "attributes.locale"),
         ([("expires_at", (None, "tomorrow"))], "expires_at"),
     ],

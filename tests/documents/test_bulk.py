@@ -77,6 +77,22 @@ async def test_mixed_files_each_get_their_own_result(client, org, kb, engine):
     }
 
 
+async def test_windows_absolute_paths_are_refused_as_absolute(client, org, kb, engine):
+    # The multipart parser would keep only "x.txt" of such a name (a workaround for old
+    # browsers): the two files would land at the top of the KB, one over the other.
+    r = await client.post(
+        bulk_url(kb["id"]),
+        files=parts(("C:\\win\\x.txt", b"Drive letter."), ("\\\\server\\share\\x.txt", b"Share.")),
+        headers=org.headers,
+    )
+    assert r.status_code == 200, r.text
+    assert [(i["status"], i["detail"]) for i in r.json()["items"]] == [
+        ("failed", "the path must be relative, not absolute: 'C:\\win\\x.txt'"),
+        ("failed", "the path must be relative, not absolute: '\\\\server\\share\\x.txt'"),
+    ]
+    assert await stored(engine, kb["id"]) == {}
+
+
 async def test_windows_separators_are_normalised(client, org, kb):
     r = await client.post(
         bulk_url(kb["id"]), files=parts(("docs\\win\\a.txt", b"Backslashes.")), headers=org.headers

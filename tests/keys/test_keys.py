@@ -1,5 +1,7 @@
 import hashlib
+import json
 
+import pytest
 from sqlalchemy import text
 
 from tests.helpers import bearer, create_key
@@ -18,6 +20,37 @@ async def test_unknown_key_is_401(client, org):
     r = await client.get("/api/knowledge", headers=bearer("vk_not-a-real-key"))
     assert r.status_code == 401
     assert r.json()["detail"] == "unknown or revoked API key"
+
+
+async def _asgi_get(app, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict]:
+    """One request straight to the ASGI app, headers as given: the test client would merge
+    two headers of one name into one, as a server does not. Only for requests that end
+    before the database (the app's engine lives on the test client's event loop)."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
+        "client": ("127.0.0.1", 50000), "server": ("testserver", 80), "state": {},
+    }  # fmt: skip
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], json.loads(body)
+
+
+@pytest.mark.parametrize("good_first", [True, False])
+async def test_two_authorization_headers_are_401_whichever_comes_first(app, client, org, good_first):
+    keys = [org.admin_key, "vk_not-a-real-key"]
+    sent = [(b"authorization", f"Bearer {key}".encode()) for key in (keys if good_first else keys[::-1])]
+    status, body = await _asgi_get(app, "/api/knowledge", sent)
+    assert (status, body["detail"]) == (401, "send one Authorization header, not several")
+    assert (await client.get("/api/knowledge", headers=org.headers)).status_code == 200
 
 
 async def test_wrong_scheme_is_401(client, org):

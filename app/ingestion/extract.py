@@ -27,13 +27,8 @@ from app.ingestion.extract_model import (
     LARGE_MARKUP_BYTES,
     MARKUP_NOUNS,
     NO_TEXT,
-    OFFICE_CRASHED,
     OFFICE_NOUNS,
-    OFFICE_TOO_BIG,
-    OFFICE_TOO_SLOW,
-    PDF_CRASHED,
-    PDF_TOO_BIG,
-    PDF_TOO_SLOW,
+    ChildReasons,
     Extracted,
     ExtractionError,
     PageRead,
@@ -147,7 +142,7 @@ async def extract_isolated(
     kind = kind_of_bytes(kind, data)
     if not parsed_in_child(kind, data):
         return await asyncio.to_thread(extract, kind, data, max_pages=max_pages, charset=charset)
-    reasons = _Reasons.of(kind)
+    reasons = ChildReasons.of(kind)
     run = _WorkerRun(
         kind,
         data,
@@ -189,8 +184,6 @@ async def _extract_pdf(run: _WorkerRun) -> Extracted:
         if report is None:
             # Nothing readable came back: the worker did not get as far as opening the file.
             return _read_answer(returncode, stdout, stderr, reasons=run.reasons, timeout_s=run.timeout_s)
-        if report.failure is not None:
-            raise ExtractionError(report.failure)
         outline = outline or report.outline
         pages.update((page.index, page) for page in report.pages)
         last = min(outline.pages_total, run.max_pages)
@@ -219,7 +212,6 @@ async def _extract_pdf(run: _WorkerRun) -> Extracted:
     else:
         if outline is None:
             raise ExtractionError(run.reasons.crashed)
-        last = min(outline.pages_total, run.max_pages)
         for index in range(last):
             pages.setdefault(index, PageRead(index=index, text=None, crashed=True))
     assert outline is not None
@@ -240,14 +232,14 @@ class _PdfReport:
     pages: list[PageRead]
     done: bool = False
     retry: int | None = None
-    failure: str | None = None
 
     @classmethod
     def parse(
         cls, stdout: bytes, *, first_page: int, max_pages: int, known: PdfOutline | None
     ) -> _PdfReport | None:
-        """None when the process wrote nothing usable before it ended. Every process must
-        see the document as the first one did (`known`)."""
+        """None when the process wrote nothing usable before it ended; ExtractionError when it
+        reported why the file cannot be read. Every process must see the document as the first
+        one did (`known`)."""
         outline: PdfOutline | None = None
         pages: list[PageRead] = []
         for line in stdout.splitlines():
@@ -260,7 +252,7 @@ class _PdfReport:
                 return None
             if outline is None:
                 if record.get("ok") is False and isinstance(record.get("reason"), str):
-                    return cls(PdfOutline(None, 0, repaired=False), [], failure=record["reason"])
+                    raise ExtractionError(record["reason"])  # the file could not be opened
                 outline = _outline(record.get("outline"))
                 if outline is None or known not in (None, outline):
                     return None
@@ -276,7 +268,7 @@ class _PdfReport:
             elif isinstance(record.get("retry"), int) and record["retry"] == expected > first_page:
                 return cls(outline, pages, retry=expected)
             elif record.get("ok") is False and isinstance(record.get("reason"), str):
-                return cls(outline, pages, failure=record["reason"])
+                raise ExtractionError(record["reason"])
             else:
                 return None
         return None if outline is None else cls(outline, pages)
@@ -316,7 +308,7 @@ class _WorkerRun:
         self,
         kind: SourceKind,
         data: bytes,
-        reasons: _Reasons,
+        reasons: ChildReasons,
         *,
         timeout_s: float,
         memory_mb: int,
@@ -369,26 +361,6 @@ class _WorkerRun:
         return process.returncode, stdout, stderr
 
 
-@dataclass(frozen=True, slots=True)
-class _Reasons:
-    """What a failed child says, in the words of the kind of file it was reading."""
-
-    too_slow: str
-    too_big: str
-    crashed: str
-
-    @classmethod
-    def of(cls, kind: SourceKind) -> _Reasons:
-        if kind == "pdf":
-            return cls(PDF_TOO_SLOW, PDF_TOO_BIG, PDF_CRASHED)
-        noun = OFFICE_NOUNS.get(kind) or MARKUP_NOUNS[kind]
-        return cls(
-            OFFICE_TOO_SLOW.replace("{noun}", noun),
-            OFFICE_TOO_BIG.format(noun=noun),
-            OFFICE_CRASHED.format(noun=noun),
-        )
-
-
 def _worker_command(
     kind: SourceKind, memory_mb: int, cpu_seconds: int, max_pages: int, first_page: int, charset: str
 ) -> list[str]:
@@ -407,7 +379,7 @@ def _worker_command(
 
 
 def _read_answer(
-    returncode: int | None, stdout: bytes, stderr: bytes, *, reasons: _Reasons, timeout_s: float
+    returncode: int | None, stdout: bytes, stderr: bytes, *, reasons: ChildReasons, timeout_s: float
 ) -> Extracted:
     if returncode == -signal.SIGXCPU:
         # The CPU-time limit is a backstop just above the wall-clock one.

@@ -70,6 +70,26 @@ class UnsupportedType(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ChildReasons:
+    """What a failed extraction child says, in the words of the kind of file it was reading."""
+
+    too_slow: str  # with {seconds}
+    too_big: str
+    crashed: str
+
+    @classmethod
+    def of(cls, kind: SourceKind) -> ChildReasons:
+        if kind == "pdf":
+            return cls(PDF_TOO_SLOW, PDF_TOO_BIG, PDF_CRASHED)
+        noun = OFFICE_NOUNS.get(kind) or MARKUP_NOUNS[kind]
+        return cls(
+            OFFICE_TOO_SLOW.replace("{noun}", noun),
+            OFFICE_TOO_BIG.format(noun=noun),
+            OFFICE_CRASHED.format(noun=noun),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PdfOutline:
     """What is known of a PDF once it is open. A `repaired` file (one pypdf rejected as
     broken, read by pdfium) is not trusted in part: see `assemble_pdf`."""

@@ -74,7 +74,8 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 
 def has_wide_bom(data: bytes) -> bool:
     """Whether the bytes start with a UTF-16 or UTF-32 byte-order mark (such text has NULs)."""
-    return any(data.startswith(bom) for bom, codec in _BOMS if codec != "utf-8-sig")
+    bom = _bom(data)
+    return bom is not None and bom[1] != "utf-8-sig"
 
 
 def reads_after_bom(data: bytes, *, complete: bool = True) -> str | None:
@@ -82,16 +83,20 @@ def reads_after_bom(data: bytes, *, complete: bool = True) -> str | None:
     byte decodes (a character cut off at the end allowed unless `complete`) and few characters
     are unassigned or private. None otherwise: no BOM, or binary data behind one (random bytes
     read as UTF-16 are mostly unassigned or private characters, or unpaired surrogates)."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            try:
-                text = codecs.getincrementaldecoder(codec)().decode(data, final=complete)
-            except UnicodeDecodeError:
-                return None
-            visible = len(text) - sum(1 for char in text if char.isspace())
-            odd = sum(1 for char in text if unicodedata.category(char) in _NO_CHARACTER)
-            return None if odd * _UNREADABLE_RATIO > visible else text
-    return None
+    bom = _bom(data)
+    if bom is None:
+        return None
+    try:
+        text = codecs.getincrementaldecoder(bom[1])().decode(data, final=complete)
+    except UnicodeDecodeError:
+        return None
+    odd = sum(1 for char in text if unicodedata.category(char) in _NO_CHARACTER)
+    return None if _mostly_bad(text, odd) else text
+
+
+def _bom(data: bytes) -> tuple[bytes, str] | None:
+    """The byte-order mark the bytes start with, and its codec."""
+    return next(((bom, codec) for bom, codec in _BOMS if data.startswith(bom)), None)
 
 
 def decode_text(data: bytes, declared: Iterable[str | None] = ()) -> str:
@@ -111,15 +116,14 @@ def decode_text(data: bytes, declared: Iterable[str | None] = ()) -> str:
 
 
 def _decode(data: bytes, declared: Iterable[str | None]) -> str:
-    text = reads_after_bom(data)
-    if text is not None:
-        return text
-    for bom, _ in _BOMS:
-        if data.startswith(bom):
-            # A BOM the bytes behind it do not bear out (UTF-8's before Latin-1 text, UTF-16's
-            # before binary data): the bytes decide, as if it were not there.
-            data = data[len(bom) :]
-            break
+    bom = _bom(data)
+    if bom is not None:
+        text = reads_after_bom(data)
+        if text is not None:
+            return text
+        # A BOM the bytes behind it do not bear out (UTF-8's before Latin-1 text, UTF-16's
+        # before binary data): the bytes decide, as if it were not there.
+        data = data[len(bom[0]) :]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -195,11 +199,13 @@ def _latin_codec(data: bytes) -> str:
 
 def _unreadable(text: str) -> bool:
     """Mostly replacement or control characters: what a wrong encoding or binary data leaves."""
+    return _mostly_bad(text, text.count("\ufffd") + len(_CONTROL.findall(text)))
+
+
+def _mostly_bad(text: str, bad: int) -> bool:
+    """Whether `bad` characters are more than one in ten of the text's visible ones."""
     visible = len(text) - sum(1 for char in text if char.isspace())
-    if visible == 0:
-        return False
-    bad = text.count("\ufffd") + len(_CONTROL.findall(text))
-    return bad * _UNREADABLE_RATIO > visible
+    return visible > 0 and bad * _UNREADABLE_RATIO > visible
 
 
 def normalise_newlines(text: str) -> str:

@@ -32,9 +32,7 @@ from typing import BinaryIO, cast
 from app.ingestion.extract_model import (
     ISOLATED_KINDS,
     MARKUP_NOUNS,
-    OFFICE_NOUNS,
-    OFFICE_TOO_BIG,
-    PDF_TOO_BIG,
+    ChildReasons,
     ExtractionError,
     SourceKind,
 )
@@ -42,7 +40,6 @@ from app.ingestion.extract_model import (
 _PR_SET_PDEATHSIG = 1
 _ARGUMENT_COUNT = 7
 _KINDS = ISOLATED_KINDS | MARKUP_NOUNS.keys()
-_NOUNS = {**OFFICE_NOUNS, **MARKUP_NOUNS}
 
 
 def main(argv: list[str]) -> int:
@@ -61,7 +58,7 @@ def main(argv: list[str]) -> int:
     answer = _private_stdout()
     data = sys.stdin.buffer.read()
     _quiet_libraries()
-    too_big = PDF_TOO_BIG if kind == "pdf" else OFFICE_TOO_BIG.format(noun=_NOUNS[kind])
+    too_big = ChildReasons.of(kind).too_big
     try:
         if kind == "pdf":
             _report_pdf(data, max_pages, first_page, answer)

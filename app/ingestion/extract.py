@@ -63,7 +63,7 @@ _IMPORT_ROOT = Path(__file__).resolve().parents[2]
 _WORKER_MODULE = "app.ingestion.extract_worker"
 _STDERR_TAIL = 2000
 _SECTION_FIELDS = 3  # [heading, page, text]
-_PAGE_FIELDS = 3  # [index, text or null, out_of_memory]
+_PAGE_FIELDS = 4  # [index, text or null, out_of_memory, unmapped]
 _KINDS: dict[str, SourceKind] = {
     "text": "text",
     "markdown": "markdown",
@@ -291,14 +291,15 @@ def _outline(value: object) -> PdfOutline | None:
 def _page(value: object, expected_index: int) -> PageRead | None:
     if not (isinstance(value, list) and len(value) == _PAGE_FIELDS):
         return None
-    index, text, out_of_memory = value
+    index, text, out_of_memory, unmapped = value
     if not (
         index == expected_index
         and (text is None or isinstance(text, str))
         and isinstance(out_of_memory, bool)
+        and isinstance(unmapped, bool)
     ):
         return None
-    return PageRead(index=index, text=text, out_of_memory=out_of_memory)
+    return PageRead(index=index, text=text, out_of_memory=out_of_memory, unmapped=unmapped)
 
 
 class _WorkerRun:

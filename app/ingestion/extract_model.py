@@ -26,6 +26,10 @@ PDF_NO_TEXT_LAYER = "the PDF has no text layer; scanned documents are not suppor
 PDF_TOO_SLOW = "the PDF could not be processed within {seconds:g} s"
 PDF_TOO_BIG = "the PDF needs more memory than allowed"
 PDF_CRASHED = "the PDF could not be processed; the PDF reader stopped unexpectedly"
+PDF_UNMAPPED_FONTS = (
+    "the PDF's text cannot be read: its fonts map their glyphs to no characters (copying its "
+    "text gives gibberish); export it again from the original document"
+)
 # Office files: {noun} is the kind of file in words, see OFFICE_NOUNS.
 OFFICE_NOUNS = {"docx": "Word document", "pptx": "presentation", "xlsx": "spreadsheet"}
 # Markup and tables this large are parsed in the child too: their parsers have inputs that
@@ -102,12 +106,14 @@ class PdfOutline:
 @dataclass(frozen=True, slots=True)
 class PageRead:
     """One page's outcome: its text ("" for a blank page), or None when it could not be read,
-    because it needed more memory than allowed, ended the reading process, or was damaged."""
+    because it needed more memory than allowed, ended the reading process, showed only glyphs
+    its fonts map to no character (`unmapped`), or was damaged."""
 
     index: int
     text: str | None
     out_of_memory: bool = False
     crashed: bool = False
+    unmapped: bool = False
 
 
 def assemble_pdf(outline: PdfOutline, pages: Sequence[PageRead], *, max_pages: int) -> Extracted:
@@ -125,6 +131,8 @@ def assemble_pdf(outline: PdfOutline, pages: Sequence[PageRead], *, max_pages: i
             raise ExtractionError(PDF_CRASHED)
     if outline.repaired and (failed or not sections):
         raise ExtractionError(PDF_DAMAGED)
+    if not sections and any(p.unmapped for p in pages):
+        raise ExtractionError(PDF_UNMAPPED_FONTS)
     if not sections:
         read_any = len(failed) < len(pages)
         raise ExtractionError(PDF_NO_TEXT_LAYER if read_any else PDF_DAMAGED)

@@ -59,6 +59,10 @@ _MAX_TREE_DEPTH = 100  # pypdf's own page_tree_maximum_depth default
 _INFLATE_STEP = 1 << 20  # bytes of output per step when checking a stream; the output is discarded
 _PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "title", "document", "no title", "unknown"})
 _MAX_TITLE_CHARS = 300
+_IDENTITY_ENCODINGS = frozenset({"/Identity-H", "/Identity-V"})
+_MAX_RESOURCE_DICTS = 64  # a page's and its forms' resources looked at for fonts
+_NOT_WORD = re.compile(r"[\W_]+")
+_CUT = "\x00"  # where unmapped glyphs were cut out (a NUL of the page's own is no text either)
 
 
 class _PageSource(Protocol):
@@ -118,8 +122,7 @@ class PdfPages:
         return self.outline.pages_total
 
     def read(self, index: int) -> PageRead:
-        text, out_of_memory = _read_page(self._engines, index)
-        return PageRead(index=index, text=text, out_of_memory=out_of_memory)
+        return _read_page(self._engines, index)
 
     def close(self) -> None:
         self._open.close()
@@ -131,40 +134,50 @@ class PdfPages:
         self.close()
 
 
-def _read_page(engines: list[_PageSource], index: int) -> tuple[str | None, bool]:
-    """The page's text ("" for a blank page) or None when no engine could read it; and
-    whether an engine ran out of memory on it.
+def _read_page(engines: list[_PageSource], index: int) -> PageRead:
+    """The page's text ("" for a blank page), or None when no engine could read it: it ran out
+    of memory in an engine, or showed only glyphs mapped to no character, or is damaged.
 
     An engine that gives no text is asked why: a missing or corrupt content stream is a failed
     page, not a blank one, and the next engine gets a go. pdfium cannot tell a broken page from
-    a blank one, so its empty answer never overrules an earlier engine's failure.
+    a blank one, so its empty answer never overrules an earlier engine's failure. Nor is its
+    text taken when it is the glyph numbers pypdf found unmapped, read out the same way.
 
     A page that is too big for one engine is given to no other: pdfium's allocator aborts the
     whole process when it runs out of memory, which would cost every page already read.
     """
     failed = False
+    unmapped: str | None = None  # the glyph numbers read, once an engine found only those
     for engine in engines:
         try:
             text = engine.page_text(index)
-            if text:
-                return text, False
-            problem = engine.why_no_text(index)
+            if text and not (unmapped is not None and _same_glyphs(text, unmapped)):
+                return PageRead(index, text)
+            problem = engine.why_no_text(index) if not text else "its fonts map no glyph to a character"
         except (MemoryError, LimitReachedError):
             # pypdf's LimitReachedError: a stream inflating past its cap (75 MB), which no page
             # of text needs. One such page should not cost the whole document.
-            return None, True
+            return PageRead(index, None, out_of_memory=True)
         except _PageLost:
             # Another engine numbers the pages without the lost entry, or with a repaired
             # one: its page at this index would be some other page.
-            return None, False
+            return PageRead(index, None)
+        except _NoReadableText as exc:
+            unmapped = exc.unmapped if unmapped is None else unmapped
+            problem = "it shows no readable character"
         except Exception as exc:  # parsers raise arbitrary types on hostile pages
             logger.debug("page %d failed in %s", index + 1, type(engine).__name__, exc_info=True)
             problem = type(exc).__name__
         if problem is None and not failed:
-            return "", False
+            return PageRead(index, "")
         failed = True
         logger.debug("page %d gave no text in %s: %s", index + 1, type(engine).__name__, problem)
-    return None, False
+    return PageRead(index, None, unmapped=unmapped is not None)
+
+
+def _same_glyphs(text: str, unmapped: str) -> bool:
+    """Whether `text` is only the glyph numbers another engine read unmapped, spaced otherwise."""
+    return _NOT_WORD.sub("", text) in unmapped
 
 
 class _PageLost(Exception):
@@ -173,6 +186,12 @@ class _PageLost(Exception):
 
 class _NoReadableText(Exception):
     """The page shows characters, but none of them is readable text."""
+
+    def __init__(self, index: int, unmapped: str = "") -> None:
+        super().__init__(index)
+        # What fonts without a character map showed (letters and digits only), so that
+        # another engine reading the same glyph numbers is not believed either.
+        self.unmapped = unmapped
 
 
 class _PypdfSource:
@@ -212,12 +231,17 @@ class _PypdfSource:
         return len(self._page_slots())
 
     def page_text(self, index: int) -> str:
-        raw = self._page(index).extract_text()
+        page = self._page(index)
+        if _uses_unmapped_fonts(page):
+            raw, unmapped = _text_less_unmapped(page)
+        else:
+            raw, unmapped = page.extract_text(), ""
         text = clean_page_text(_GLYPH_NAMES.sub(" ", raw))
-        if not text and raw.strip():
-            # Characters came out but none that reads (control codes, glyph names): fonts that
-            # map their glyphs to no Unicode. The page shows text that was lost; it is not blank.
-            raise _NoReadableText(index)
+        if not text and (raw.strip() or unmapped):
+            # Characters came out but none that reads (control codes, glyph names, glyph
+            # numbers): fonts that map their glyphs to no Unicode. The page shows text that was
+            # lost; it is not blank.
+            raise _NoReadableText(index, _NOT_WORD.sub("", unmapped))
         return text
 
     def why_no_text(self, index: int) -> str | None:
@@ -278,6 +302,79 @@ def _page_tree_leaves(reader: pypdf.PdfReader) -> tuple[list[bool], bool] | None
             return None
         path.append((id(node), iter(_kids(node))))
     return leaves, ambiguous
+
+
+def _maps_no_characters(font: Any) -> bool:
+    """A composite font whose codes are glyph numbers (Identity-H/V) with no /ToUnicode map.
+    Readers give those numbers as characters: control codes, or letters shifted so that a
+    subset font's "Quarterly" reads "4XDUWHUO"."""
+    if not isinstance(font, DictionaryObject) or font.get("/Subtype") != "/Type0":
+        return False
+    return _resolved(font.get("/Encoding")) in _IDENTITY_ENCODINGS and "/ToUnicode" not in font
+
+
+def _uses_unmapped_fonts(page: pypdf.PageObject) -> bool:
+    """Whether the page, or a form it draws, has a font that maps no glyph to a character.
+
+    Looked up first because finding out which text such a font showed costs a visitor, with
+    which pypdf also parses pages that show no text at all.
+    """
+    try:
+        return _finds_unmapped_font([page.get("/Resources")])
+    except MemoryError:
+        raise
+    except Exception:  # resources too broken to look into: the page is read as before
+        logger.debug("could not look into a page's fonts", exc_info=True)
+        return False
+
+
+def _finds_unmapped_font(pending: list[Any]) -> bool:
+    for _ in range(_MAX_RESOURCE_DICTS):
+        if not pending:
+            return False
+        resources = _resolved(pending.pop())
+        if not isinstance(resources, DictionaryObject):
+            continue
+        if any(_maps_no_characters(font) for font in _entries(resources, "/Font")):
+            return True
+        forms = [x for x in _entries(resources, "/XObject") if x.get("/Subtype") == "/Form"]
+        pending += [form.get("/Resources") for form in forms]
+    return False
+
+
+def _text_less_unmapped(page: pypdf.PageObject) -> tuple[str, str]:
+    """The page's text without what fonts that map no characters showed, and that part."""
+    shown: list[str] = []
+
+    def visit(text: str, _cm: Any, _tm: Any, font: Any, _size: Any) -> None:
+        # Only the glyphs: the line breaks pypdf writes into a font's text belong to the layout.
+        glyphs = text.strip()
+        if glyphs and _maps_no_characters(font):
+            shown.append(glyphs)
+
+    raw = page.extract_text(visitor_text=visit)
+    kept, start = [], 0
+    for part in shown:  # in the order they were written out
+        at = raw.find(part, start)
+        if at >= 0:
+            kept.append(raw[start:at])
+            start = at + len(part)
+    kept.append(raw[start:])
+    # A line that held only such glyphs goes with them, rather than leaving a paragraph break.
+    lines = _CUT.join(kept).split("\n")
+    text = "\n".join(line for line in lines if line.strip(_CUT + " \t") or _CUT not in line)
+    return text.replace(_CUT, " "), "".join(shown)
+
+
+def _resolved(value: Any) -> Any:
+    return value.get_object() if value is not None else None
+
+
+def _entries(resources: DictionaryObject, key: str) -> list[DictionaryObject]:
+    """The dictionaries named in one category of a resource dictionary (fonts, XObjects)."""
+    named = _resolved(resources.get(key))
+    values = [_resolved(value) for value in named.values()] if isinstance(named, DictionaryObject) else []
+    return [value for value in values if isinstance(value, DictionaryObject)]
 
 
 def _kids(node: DictionaryObject) -> list[Any]:

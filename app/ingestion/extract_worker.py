@@ -12,7 +12,7 @@ An Office file or markup gets one JSON object on stdout: ``{"ok": true, "title":
 A PDF is reported page by page, one JSON object a line, each flushed as soon as it is known,
 so that what was read survives a crash on a later page: ``{"outline": {"title": ...,
 "pages_total": ..., "repaired": ...}}``, then ``{"page": [index, text or null,
-out_of_memory]}`` for each page from FIRST_PAGE (0-based), then ``{"done": true}``; or
+out_of_memory, unmapped]}`` for each page from FIRST_PAGE (0-based), then ``{"done": true}``; or
 ``{"retry": index}`` when a page ran out of memory after others were read (a fresh process
 gets a go at it); or ``{"ok": false, "reason": "..."}`` when the file cannot be opened.
 
@@ -94,7 +94,7 @@ def _report_pdf(data: bytes, max_pages: int, first_page: int, answer: BinaryIO) 
                 # Memory this process holds for earlier pages may be what ran out.
                 _write(answer, {"retry": index})
                 return
-            _write(answer, {"page": [index, page.text, page.out_of_memory]})
+            _write(answer, {"page": [index, page.text, page.out_of_memory, page.unmapped]})
     _write(answer, {"done": True})
 
 

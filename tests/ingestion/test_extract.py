@@ -365,7 +365,7 @@ write({{"outline": {{"title": None, "pages_total": total, "repaired": False}}}})
 for index in range(first, total):
     if index in crashing:
         os.kill(os.getpid(), signal.SIGSEGV)
-    write({{"page": [index, f"Page {{index + 1}}.", False]}})
+    write({{"page": [index, f"Page {{index + 1}}.", False, False]}})
 write({{"done": True}})
 """
 

@@ -7,9 +7,19 @@ import pytest
 from sqlalchemy import text
 
 from app.ingestion.extract import Extracted, ExtractionError, Section, extract, extract_isolated
-from tests.fixtures.pdfs import BROKEN_PAGE_KINDS, blank_page_with_trailing_bytes_pdf, broken_page_pdf
+from tests.fixtures.pdfs import (
+    BROKEN_PAGE_KINDS,
+    blank_page_with_trailing_bytes_pdf,
+    broken_page_pdf,
+    mixed_fonts_pdf,
+)
 
 DAMAGED = "the PDF is damaged and could not be read"
+UNMAPPED_FONTS = (
+    "the PDF's text cannot be read: its fonts map their glyphs to no characters (copying its "
+    "text gives gibberish); export it again from the original document"
+)
+UNMAPPED_KINDS = ("unmapped-glyphs", "shifted-glyphs")
 PAGES = ["Page one", "Page two", "Page three"]
 
 
@@ -24,11 +34,18 @@ async def test_broken_page_is_skipped_and_counted(kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", BROKEN_PAGE_KINDS)
+@pytest.mark.parametrize("kind", [kind for kind in BROKEN_PAGE_KINDS if kind not in UNMAPPED_KINDS])
 def test_pdf_whose_every_page_is_broken_is_damaged(kind: str) -> None:
     with pytest.raises(ExtractionError) as caught:
         extract("pdf", broken_page_pdf(PAGES, broken={1, 2, 3}, kind=kind))
     assert str(caught.value) == DAMAGED
+
+
+@pytest.mark.parametrize("kind", UNMAPPED_KINDS)
+async def test_pdf_whose_every_page_shows_unmapped_glyphs_says_so(kind: str) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("pdf", broken_page_pdf(PAGES, broken={1, 2, 3}, kind=kind))
+    assert str(caught.value) == UNMAPPED_FONTS
 
 
 def test_broken_and_capped_pages_are_both_skipped() -> None:
@@ -96,3 +113,10 @@ async def test_document_whose_every_page_is_broken_fails_with_the_reason(client,
         await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
     ).json()
     assert (got["status"], got["error"], got["chunk_count"]) == ("failed", DAMAGED, 0)
+
+
+def test_glyph_numbers_of_one_font_are_left_out_of_a_page() -> None:
+    # The heading and footer are in a font with a character map, the middle line in one
+    # without: its glyph numbers would read "4XDUWHUO\x03UHVXOWV".
+    result = extract("pdf", mixed_fonts_pdf("Opening hours", "Quarterly results"))
+    assert (result.sections, result.pages_skipped) == ([Section("Opening hours\nOpening hours", None, 1)], 0)

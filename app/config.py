@@ -112,6 +112,9 @@ class IngestionSettings(BaseModel):
     parse_timeout_s: float = Field(
         60.0, gt=0, description="Wall-clock bound on parsing one PDF or Office file."
     )
+    parse_page_timeout_s: float = Field(
+        10.0, gt=0, description="A PDF page that takes longer is skipped (counted in pages_skipped)."
+    )
     parse_memory_mb: int = Field(
         1024, ge=128, description="Address-space cap of the PDF and Office parser process."
     )

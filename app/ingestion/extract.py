@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from app.ingestion.extract_markup import extract_html, extract_markdown
 from app.ingestion.extract_model import (
@@ -28,6 +29,7 @@ from app.ingestion.extract_model import (
     MARKUP_NOUNS,
     NO_TEXT,
     OFFICE_NOUNS,
+    PDF_PAGE_TOO_SLOW,
     ChildReasons,
     Extracted,
     ExtractionError,
@@ -62,6 +64,7 @@ logger = logging.getLogger(__name__)
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]
 _WORKER_MODULE = "app.ingestion.extract_worker"
 _STDERR_TAIL = 2000
+_READ_BYTES = 1 << 16  # of the PDF worker's lines at a time
 _SECTION_FIELDS = 3  # [heading, page, text]
 _PAGE_FIELDS = 4  # [index, text or null, out_of_memory, unmapped]
 _KINDS: dict[str, SourceKind] = {
@@ -126,6 +129,7 @@ async def extract_isolated(
     data: bytes,
     *,
     timeout_s: float = 60.0,
+    page_timeout_s: float = 10.0,
     memory_mb: int = 1024,
     max_pages: int = DEFAULT_MAX_PAGES,
     charset: str | None = None,
@@ -135,8 +139,9 @@ async def extract_isolated(
 
     The child gets `memory_mb` of address space and a CPU-time limit, and is killed once
     `timeout_s` of wall-clock time has passed; it is always reaped, also when this coroutine
-    is cancelled. Plain text and smaller markup are parsed in a thread: their worst case is
-    a few seconds, less than starting the child. The bytes decide the kind: a PDF or a Word
+    is cancelled. A PDF page that takes longer than `page_timeout_s` is skipped. Plain text
+    and smaller markup are parsed in a thread: their worst case is a few seconds, less than
+    starting the child. The bytes decide the kind: a PDF or a Word
     file is read as one, in the child, whatever it was called.
     """
     kind = kind_of_bytes(kind, data)
@@ -148,6 +153,7 @@ async def extract_isolated(
         data,
         reasons=reasons,
         timeout_s=timeout_s,
+        page_timeout_s=page_timeout_s,
         memory_mb=memory_mb,
         max_pages=max_pages,
         charset=charset,
@@ -173,17 +179,27 @@ async def _extract_pdf(run: _WorkerRun) -> Extracted:
     A page that ends its process (pdfium's allocator aborts when it runs out of memory; a
     native parser may crash) costs only itself: the next process starts after it. A page
     reached after others gets one more go in a fresh process first, as does a page that ran
-    out of memory there, since what ran out may be memory held for the pages before it.
+    out of memory there, since what ran out may be memory held for the pages before it. A
+    page that takes longer than a page may is skipped; the pages read when the file's time
+    runs out are kept, and the rest counted as skipped.
     """
     outline: PdfOutline | None = None
     pages: dict[int, PageRead] = {}
     first = 0
+    out_of_time = False
     for _ in range(_MAX_PDF_RUNS):
-        returncode, stdout, stderr = await run.start(first_page=first)
-        report = _PdfReport.parse(stdout, first_page=first, max_pages=run.max_pages, known=outline)
+        ran = await run.start_pdf(first_page=first)
+        slow = "file" if ran.returncode == -signal.SIGXCPU else ran.slow  # the CPU limit backs the clock
+        report = _PdfReport.parse(ran.stdout, first_page=first, max_pages=run.max_pages, known=outline)
         if report is None:
-            # Nothing readable came back: the worker did not get as far as opening the file.
-            return _read_answer(returncode, stdout, stderr, reasons=run.reasons, timeout_s=run.timeout_s)
+            if slow is None:
+                # Nothing readable came back: the worker did not get as far as opening the file.
+                return _read_answer(
+                    ran.returncode, ran.stdout, ran.stderr, reasons=run.reasons, timeout_s=run.timeout_s
+                )
+            if outline is None:  # the file's time ran out before it was open
+                raise ExtractionError(run.reasons.too_slow.format(seconds=run.timeout_s))
+            report = _PdfReport(outline, [])
         outline = outline or report.outline
         pages.update((page.index, page) for page in report.pages)
         last = min(outline.pages_total, run.max_pages)
@@ -192,20 +208,26 @@ async def _extract_pdf(run: _WorkerRun) -> Extracted:
         if report.retry is not None:
             first = report.retry
             continue
-        if returncode == -signal.SIGXCPU:
-            raise ExtractionError(run.reasons.too_slow.format(seconds=run.timeout_s))
         stopped_at = report.pages[-1].index + 1 if report.pages else first
-        _log_stop(returncode, stderr, stopped_at)
-        if stopped_at > first:
-            first = stopped_at
-            continue
-        pages[stopped_at] = PageRead(
-            index=stopped_at,
-            text=None,
-            # Killed by the kernel's out-of-memory killer (our own kill is the timeout).
-            out_of_memory=returncode == -signal.SIGKILL,
-            crashed=returncode != -signal.SIGKILL,
-        )
+        if slow == "file":
+            out_of_time = True
+            pages.update((index, PageRead(index, None, too_slow=True)) for index in range(stopped_at, last))
+            break
+        if slow == "page":
+            logger.warning("PDF page %d took over %g s and was skipped", stopped_at + 1, run.page_timeout_s)
+            pages[stopped_at] = PageRead(stopped_at, None, too_slow=True)
+        else:
+            _log_stop(ran.returncode, ran.stderr, stopped_at)
+            if stopped_at > first:
+                first = stopped_at
+                continue
+            pages[stopped_at] = PageRead(
+                index=stopped_at,
+                text=None,
+                # Killed by the kernel's out-of-memory killer (our own kill is the timeout).
+                out_of_memory=ran.returncode == -signal.SIGKILL,
+                crashed=ran.returncode != -signal.SIGKILL,
+            )
         first = stopped_at + 1
         if first >= last:
             break
@@ -215,7 +237,13 @@ async def _extract_pdf(run: _WorkerRun) -> Extracted:
         for index in range(last):
             pages.setdefault(index, PageRead(index=index, text=None, crashed=True))
     assert outline is not None
-    return assemble_pdf(outline, [pages[index] for index in sorted(pages)], max_pages=run.max_pages)
+    too_slow = (
+        run.reasons.too_slow.format(seconds=run.timeout_s)
+        if out_of_time
+        else PDF_PAGE_TOO_SLOW.format(seconds=run.page_timeout_s)
+    )
+    ordered = [pages[index] for index in sorted(pages)]
+    return assemble_pdf(outline, ordered, max_pages=run.max_pages, too_slow=too_slow)
 
 
 def _log_stop(returncode: int | None, stderr: bytes, page_index: int) -> None:
@@ -315,11 +343,13 @@ class _WorkerRun:
         memory_mb: int,
         max_pages: int,
         charset: str | None = None,
+        page_timeout_s: float = math.inf,
     ) -> None:
         self.kind = kind
         self.data = data
         self.reasons = reasons
         self.timeout_s = timeout_s
+        self.page_timeout_s = page_timeout_s
         self.memory_mb = memory_mb
         self.max_pages = max_pages
         # An HTTP header's label: passed on only if it can be one (no NUL, no control bytes).
@@ -331,8 +361,70 @@ class _WorkerRun:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise ExtractionError(self.reasons.too_slow.format(seconds=self.timeout_s))
+        process = await self._spawn(first_page, remaining)
+        timed_out = False
+        stdout = stderr = b""
+        try:
+            async with asyncio.timeout(remaining):
+                stdout, stderr = await process.communicate(self.data)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            await _reap(process)
+        if timed_out:
+            raise ExtractionError(self.reasons.too_slow.format(seconds=self.timeout_s))
+        return process.returncode, stdout, stderr
+
+    async def start_pdf(self, *, first_page: int) -> _PdfRun:
+        """Run the PDF worker, reading its lines as they come: once the file is open, a page
+        that takes longer than `page_timeout_s` ends the process, as does the file's time."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return _PdfRun(None, b"", b"", slow="file")
+        process = await self._spawn(first_page, remaining)
+        stdin, stdout_pipe, stderr_pipe = process.stdin, process.stdout, process.stderr
+        assert stdin is not None
+        assert stdout_pipe is not None
+        assert stderr_pipe is not None
+        feeding = asyncio.create_task(_feed(stdin, self.data))
+        errors = asyncio.create_task(stderr_pipe.read())
+        stdout = bytearray()
+        slow: Literal["page", "file"] | None = None
+        page_started: float | None = None  # pages are timed once the outline is in
+        try:
+            while True:
+                now = time.monotonic()
+                page_left = math.inf if page_started is None else page_started + self.page_timeout_s - now
+                wait = min(self.deadline - now, page_left)
+                try:
+                    async with asyncio.timeout(max(wait, 0)):
+                        chunk = await stdout_pipe.read(_READ_BYTES)
+                except TimeoutError:
+                    slow = "file" if time.monotonic() >= self.deadline else "page"
+                    break
+                if not chunk:
+                    break
+                stdout += chunk
+                if b"\n" in chunk:
+                    page_started = time.monotonic()
+        except BaseException:
+            feeding.cancel()
+            errors.cancel()
+            await _reap(process)
+            raise
+        feeding.cancel()  # a worker that ended early did not read it all
+        if slow is None:  # its output ended: it is exiting, and its status tells how
+            try:
+                async with asyncio.timeout(max(self.deadline - time.monotonic(), 0)):
+                    await process.wait()
+            except TimeoutError:
+                slow = "file"
+        await _reap(process)
+        return _PdfRun(process.returncode, bytes(stdout), await errors, slow)
+
+    async def _spawn(self, first_page: int, remaining: float) -> asyncio.subprocess.Process:
         cpu_seconds = math.ceil(remaining) + 1
-        process = await asyncio.create_subprocess_exec(
+        return await asyncio.create_subprocess_exec(
             *_worker_command(
                 self.kind, self.memory_mb, cpu_seconds, self.max_pages, first_page, self.charset
             ),
@@ -344,22 +436,32 @@ class _WorkerRun:
             # the service decides when the child ends.
             start_new_session=True,
         )
-        timed_out = False
-        stdout = stderr = b""
-        try:
-            async with asyncio.timeout(remaining):
-                stdout, stderr = await process.communicate(self.data)
-        except TimeoutError:
-            timed_out = True
-        finally:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                # Shielded: even if this task is cancelled again, the wait completes and reaps the child.
-                await asyncio.shield(process.wait())
-        if timed_out:
-            raise ExtractionError(self.reasons.too_slow.format(seconds=self.timeout_s))
-        return process.returncode, stdout, stderr
+
+
+@dataclass(frozen=True, slots=True)
+class _PdfRun:
+    """One PDF worker process's outcome; `slow` says which time ran out, if one did."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    slow: Literal["page", "file"] | None = None
+
+
+async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    """Write the file to the worker; a worker that has already ended reads no more of it."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+        stdin.close()
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Kill the process if it still runs, and wait for it, even if this task is cancelled again."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    await asyncio.shield(process.wait())
 
 
 def _worker_command(

@@ -24,6 +24,7 @@ PDF_ENCRYPTED = "the PDF is encrypted with a password; upload an unprotected cop
 PDF_DAMAGED = "the PDF is damaged and could not be read"
 PDF_NO_TEXT_LAYER = "the PDF has no text layer; scanned documents are not supported"
 PDF_TOO_SLOW = "the PDF could not be processed within {seconds:g} s"
+PDF_PAGE_TOO_SLOW = "no page of the PDF could be read in the {seconds:g} s a page may take"
 PDF_TOO_BIG = "the PDF needs more memory than allowed"
 PDF_CRASHED = "the PDF could not be processed; the PDF reader stopped unexpectedly"
 PDF_UNMAPPED_FONTS = (
@@ -106,18 +107,23 @@ class PdfOutline:
 @dataclass(frozen=True, slots=True)
 class PageRead:
     """One page's outcome: its text ("" for a blank page), or None when it could not be read,
-    because it needed more memory than allowed, ended the reading process, showed only glyphs
-    its fonts map to no character (`unmapped`), or was damaged."""
+    because it needed more memory than allowed, ended the reading process, took longer than a
+    page may or was not reached in the file's time (`too_slow`), showed only glyphs its fonts
+    map to no character (`unmapped`), or was damaged."""
 
     index: int
     text: str | None
     out_of_memory: bool = False
     crashed: bool = False
     unmapped: bool = False
+    too_slow: bool = False
 
 
-def assemble_pdf(outline: PdfOutline, pages: Sequence[PageRead], *, max_pages: int) -> Extracted:
-    """The document from its pages' outcomes, in page order, or the reason it has no text.
+def assemble_pdf(
+    outline: PdfOutline, pages: Sequence[PageRead], *, max_pages: int, too_slow: str = ""
+) -> Extracted:
+    """The document from its pages' outcomes, in page order, or the reason it has no text
+    (`too_slow` when pages ran out of time, which only the worker's parent measures).
 
     For a `repaired` file a partial read is not trusted: a page that fails, or no text at all,
     makes the whole file damaged.
@@ -127,6 +133,8 @@ def assemble_pdf(outline: PdfOutline, pages: Sequence[PageRead], *, max_pages: i
     if not sections:
         if any(p.out_of_memory for p in pages):
             raise ExtractionError(PDF_TOO_BIG)
+        if any(p.too_slow for p in pages):
+            raise ExtractionError(too_slow)
         if any(p.crashed for p in pages):
             raise ExtractionError(PDF_CRASHED)
     if outline.repaired and (failed or not sections):

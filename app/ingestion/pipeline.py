@@ -247,6 +247,7 @@ class Ingestor:
                     kind,
                     data,
                     timeout_s=self.settings.parse_timeout_s,
+                    page_timeout_s=self.settings.parse_page_timeout_s,
                     memory_mb=self.settings.parse_memory_mb,
                     charset=charset,
                 )

@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -170,23 +169,10 @@ async def test_eval_pdf(row: dict[str, str]) -> None:
     assert str(caught.value) == reason
 
 
-@pytest.mark.parametrize(
-    "load",
-    [
-        # pypdf needs about 7 s for this page's 400,000 text operators.
-        pytest.param(pdfs.slow_pdf, id="generated"),
-        # pypdf needs about 12 s for this file's 25 pages of vector drawings.
-        pytest.param(
-            (EVAL_PDFS / "pdfjs__Brotli-Prototype-FileA.pdf").read_bytes,
-            id="pdfjs__Brotli-Prototype-FileA.pdf",
-            marks=pytest.mark.shared_data("eval/pdfs/pdfjs__Brotli-Prototype-FileA.pdf"),
-        ),
-    ],
-)
-async def test_pdf_over_its_time_limit_is_killed(load: Callable[[], bytes], spawned: Spawned) -> None:
-    data = load()
+async def test_pdf_over_its_time_limit_is_killed(spawned: Spawned) -> None:
+    # pypdf needs about 7 s for this page's 400,000 text operators.
     with pytest.raises(ExtractionError) as caught:
-        await extract_isolated("pdf", data, timeout_s=1)
+        await extract_isolated("pdf", pdfs.slow_pdf(), timeout_s=1)
     # SIGKILL is the wall-clock deadline's kill; the CPU-limit backstop would end it with
     # SIGXCPU and the same message, a second later.
     assert (str(caught.value), spawned[0].returncode, is_gone(spawned[0].pid)) == (
@@ -194,6 +180,34 @@ async def test_pdf_over_its_time_limit_is_killed(load: Callable[[], bytes], spaw
         -signal.SIGKILL,
         True,
     )
+
+
+async def test_a_pdf_page_over_its_time_is_skipped_and_the_next_read(spawned: Spawned) -> None:
+    # The slow page holds 800,000 text operators, over 10 s of pypdf's time here.
+    data = pdfs.slow_pages_pdf(["Page one", None, "Page three"])
+    result = await extract_isolated("pdf", data, page_timeout_s=2)
+    assert (result, [process.returncode for process in spawned]) == (
+        Extracted(
+            title=None,
+            sections=[Section("Page one", None, 1), Section("Page three", None, 3)],
+            pages_total=3,
+            pages_skipped=1,
+        ),
+        [-signal.SIGKILL, 0],
+    )
+
+
+async def test_pages_read_before_the_pdf_runs_out_of_time_are_kept() -> None:
+    data = pdfs.slow_pages_pdf(["Page one", None, None])
+    assert await extract_isolated("pdf", data, timeout_s=4) == Extracted(
+        title=None, sections=[Section("Page one", None, 1)], pages_total=3, pages_skipped=2
+    )
+
+
+async def test_a_pdf_whose_every_page_is_over_its_time_says_so() -> None:
+    with pytest.raises(ExtractionError) as caught:
+        await extract_isolated("pdf", pdfs.slow_pages_pdf([None, None]), page_timeout_s=1)
+    assert str(caught.value) == "no page of the PDF could be read in the 1 s a page may take"
 
 
 # Files built to be like the hostile kinds in the manifest (each builder names its model), so

@@ -12,6 +12,7 @@ from tests.fixtures.pdfs import (
     blank_page_with_trailing_bytes_pdf,
     broken_page_pdf,
     mixed_fonts_pdf,
+    slow_pages_pdf,
 )
 
 DAMAGED = "the PDF is damaged and could not be read"
@@ -120,3 +121,25 @@ def test_glyph_numbers_of_one_font_are_left_out_of_a_page() -> None:
     # without: its glyph numbers would read "4XDUWHUO\x03UHVXOWV".
     result = extract("pdf", mixed_fonts_pdf("Opening hours", "Quarterly results"))
     assert (result.sections, result.pages_skipped) == ([Section("Opening hours\nOpening hours", None, 1)], 0)
+
+
+async def test_a_pdf_page_over_the_page_time_is_skipped_by_the_worker(client, app, org, drain_queue) -> None:
+    # The second page's 200,000 text operators take pypdf a few seconds: read under the
+    # default page time (10 s), skipped under the 1 s set here.
+    settings = app.state.settings
+    ingestion = settings.ingestion.model_copy(update={"parse_page_timeout_s": 1.0})
+    app.state.settings = settings.model_copy(update={"ingestion": ingestion})
+    kb = (await client.post("/api/knowledge", json={"title": "Manuals"}, headers=org.headers)).json()
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files={
+            "file": ("manual.pdf", slow_pages_pdf(["Page one", None], operators=200_000), "application/pdf")
+        },
+        headers=org.headers,
+    )
+    assert r.status_code == 202, r.text
+    assert await drain_queue() == {"ready": 1}
+    got = (
+        await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
+    ).json()
+    assert (got["status"], got["pages_total"], got["pages_skipped"]) == ("ready", 2, 1)

@@ -2,8 +2,9 @@
 resource-limited child process (extract_isolated), CSV in-process.
 
 The files are generated here with the libraries that read them: a Word file of 100 headings,
-1,000 paragraphs and 100 tables; sheets of 10,000 and 99,000 rows; a sheet of a million empty
-rows (which fails at the row limit); a CSV of 100,000 rows.
+1,000 paragraphs and 100 tables; sheets of 10,000 and 99,000 rows; a sheet of 2,000 rows that
+each have a formatted cell in column XFD; a sheet of a million empty rows (which fails at the
+row limit); a CSV of 100,000 rows.
 
 Run from the repository root::
 
@@ -55,6 +56,21 @@ def sheet_file(rows: int) -> bytes:
     return buffer.getvalue()
 
 
+def padded_rows_file(rows: int) -> bytes:
+    """Rows of two values and a formatted empty cell in the last column (XFD), as a sheet whose
+    whole rows were coloured can be written: openpyxl reads each row 16,384 cells wide."""
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = "Prices"
+    fill = openpyxl.styles.PatternFill("solid", fgColor="FFFF00")
+    for row in range(1, rows + 1):
+        sheet.append(["Service", "Price"] if row == 1 else [f"service {row}", 100 + row])
+        sheet.cell(row=row, column=16_384).fill = fill
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
 def empty_rows_file() -> bytes:
     rows = "".join(f'<row r="{n}"/>' for n in range(2, 1_000_002))
     sheet = (
@@ -99,6 +115,7 @@ async def main(repeat: int) -> None:
     await timed("docx, 100 headings, 1,000 paragraphs, 100 tables", "docx", word_file(), repeat)
     await timed("xlsx, 10,000 rows", "xlsx", sheet_file(10_000), repeat)
     await timed("xlsx, 99,000 rows", "xlsx", sheet_file(99_000), 1)
+    await timed("xlsx, 2,000 rows padded to column XFD", "xlsx", padded_rows_file(2_000), repeat)
     await timed("xlsx, 1,000,000 empty rows", "xlsx", empty_rows_file(), 1)
     rows = "".join(f"service {row},{100 + row},bring your card\n" for row in range(100_000))
     await timed("csv, 100,000 rows (in-process)", "csv", f"Service,Price,Note\n{rows}".encode(), repeat)

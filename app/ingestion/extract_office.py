@@ -14,8 +14,10 @@ CPU limits, as PDFs do.
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import lzma
+import operator
 import re
 import struct
 import zipfile
@@ -511,14 +513,22 @@ def _read_xlsx(package: io.BytesIO, budget: TextBudget) -> Extracted:
 
 
 def _sheet_rows(sheet: Any) -> Iterator[list[str]]:
+    """Each row's cells as text, up to its last cell with a value."""
+    from openpyxl.cell.read_only import EMPTY_CELL  # type: ignore[import-untyped]  # noqa: PLC0415
+
     for count, row in enumerate(sheet.iter_rows(), start=1):
         if count > MAX_SHEET_ROWS:
             raise ExtractionError(SHEET_TOO_LONG.format(sheet=clean_cell(sheet.title), limit=MAX_SHEET_ROWS))
+        # openpyxl pads a row to its last cell with one shared empty cell, 16,384 wide for a row
+        # with a formatted cell in column XFD: the cells it read are picked out in C, not by a
+        # Python loop over every column.
+        read = itertools.compress(row, map(operator.is_not, row, itertools.repeat(EMPTY_CELL)))
         cells: list[str] = []
-        for cell in row:
+        for cell in read:
             value = cell.value
-            if isinstance(value, str) and value in _SHEET_ERRORS:
-                value = None
+            if value is None or (isinstance(value, str) and value in _SHEET_ERRORS):
+                continue
+            cells += [""] * (cell.column - 1 - len(cells))
             cells.append(format_value(value, getattr(cell, "number_format", "General") or "General"))
         yield cells
 

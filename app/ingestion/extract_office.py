@@ -78,7 +78,9 @@ _CENTRAL_RECORD = b"PK\x01\x02"
 _CENTRAL_RECORD_SIZE = 46
 _UTF8_NAMES = 0x800
 _READ_BLOCK = 64 * 1024
-_DOCTYPES = tuple("<!DOCTYPE".encode(codec) for codec in ("utf-8", "utf-16-le", "utf-16-be"))
+_DOCTYPES = tuple(
+    "<!DOCTYPE".encode(codec) for codec in ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+)
 _DOCTYPE_OVERLAP = max(len(pattern) for pattern in _DOCTYPES) - 1
 _XML_SUFFIXES = (".xml", ".rels", ".vml")
 _VBA_PART = re.compile(r"(?:^|/)vba[^/]*\.bin$", re.IGNORECASE)

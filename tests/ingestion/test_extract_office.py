@@ -534,6 +534,19 @@ def test_billion_laughs_in_utf16_is_caught_too():
     )
 
 
+@pytest.mark.parametrize(
+    ("codec", "bom"), [("utf-32-le", codecs.BOM_UTF32_LE), ("utf-32-be", codecs.BOM_UTF32_BE)]
+)
+def test_billion_laughs_in_utf32_is_caught_too(codec: str, bom: bytes):
+    data = make_docx()
+    rest = member(data, "word/document.xml").decode().split("?>", 1)[1]
+    bomb = '<?xml version="1.0" encoding="UTF-32"?>' + BILLION_LAUGHS + rest.replace("Park", "&lol9;")
+    payload = bom + bomb.encode(codec)
+    assert _reason("docx", rezip(data, {"word/document.xml": payload})) == XML_DOCTYPE.format(
+        noun="Word document"
+    )
+
+
 def test_the_word_library_would_not_expand_entities_either():
     """Behind the DOCTYPE check: python-docx's parser does not resolve entities, and libxml2
     stops the amplification, so a bomb that got past the check could not expand."""

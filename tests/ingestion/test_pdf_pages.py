@@ -3,6 +3,8 @@ pages_total - pages_skipped is the number of pages whose text was read."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import text
 
@@ -72,18 +74,10 @@ def test_stray_bytes_after_a_flate_stream_leave_the_page_blank() -> None:
 async def test_document_with_a_broken_page_is_ready_with_the_page_skipped(
     client, org, drain_queue, engine
 ) -> None:
-    kb = (await client.post("/api/knowledge", json={"title": "Manuals"}, headers=org.headers)).json()
-    pdf = broken_page_pdf(PAGES, broken={2}, kind="truncated-flate")
-    r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents",
-        files={"file": ("manual.pdf", pdf, "application/pdf")},
-        headers=org.headers,
+    drained, got = await _ingest(
+        client, org, drain_queue, broken_page_pdf(PAGES, broken={2}, kind="truncated-flate")
     )
-    assert r.status_code == 202, r.text
-    assert await drain_queue() == {"ready": 1}
-    got = (
-        await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
-    ).json()
+    assert drained == {"ready": 1}
     async with engine.connect() as conn:
         pages = (
             await conn.execute(
@@ -101,19 +95,10 @@ async def test_document_with_a_broken_page_is_ready_with_the_page_skipped(
 
 
 async def test_document_whose_every_page_is_broken_fails_with_the_reason(client, org, drain_queue) -> None:
-    kb = (await client.post("/api/knowledge", json={"title": "Manuals"}, headers=org.headers)).json()
-    pdf = broken_page_pdf(PAGES, broken={1, 2, 3}, kind="garbage-flate")
-    r = await client.post(
-        f"/api/knowledge/{kb['id']}/documents",
-        files={"file": ("manual.pdf", pdf, "application/pdf")},
-        headers=org.headers,
+    drained, got = await _ingest(
+        client, org, drain_queue, broken_page_pdf(PAGES, broken={1, 2, 3}, kind="garbage-flate")
     )
-    assert r.status_code == 202, r.text
-    assert await drain_queue() == {"failed": 1}
-    got = (
-        await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
-    ).json()
-    assert (got["status"], got["error"], got["chunk_count"]) == ("failed", DAMAGED, 0)
+    assert (drained, got["status"], got["error"], got["chunk_count"]) == ({"failed": 1}, "failed", DAMAGED, 0)
 
 
 def test_glyph_numbers_of_one_font_are_left_out_of_a_page() -> None:
@@ -129,17 +114,21 @@ async def test_a_pdf_page_over_the_page_time_is_skipped_by_the_worker(client, ap
     settings = app.state.settings
     ingestion = settings.ingestion.model_copy(update={"parse_page_timeout_s": 1.0})
     app.state.settings = settings.model_copy(update={"ingestion": ingestion})
+    drained, got = await _ingest(
+        client, org, drain_queue, slow_pages_pdf(["Page one", None], operators=200_000)
+    )
+    assert (drained, got["status"], got["pages_total"], got["pages_skipped"]) == ({"ready": 1}, "ready", 2, 1)
+
+
+async def _ingest(client, org, drain_queue, pdf: bytes) -> tuple[dict[str, int], dict[str, Any]]:
+    """Upload ``pdf`` to a new knowledge base and run the worker: what it did, and the document."""
     kb = (await client.post("/api/knowledge", json={"title": "Manuals"}, headers=org.headers)).json()
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",
-        files={
-            "file": ("manual.pdf", slow_pages_pdf(["Page one", None], operators=200_000), "application/pdf")
-        },
+        files={"file": ("manual.pdf", pdf, "application/pdf")},
         headers=org.headers,
     )
     assert r.status_code == 202, r.text
-    assert await drain_queue() == {"ready": 1}
-    got = (
-        await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
-    ).json()
-    assert (got["status"], got["pages_total"], got["pages_skipped"]) == ("ready", 2, 1)
+    drained = await drain_queue()
+    got = await client.get(f"/api/knowledge/{kb['id']}/documents/{r.json()['id']}", headers=org.headers)
+    return drained, got.json()

@@ -62,6 +62,7 @@ _MAX_TITLE_CHARS = 300
 _IDENTITY_ENCODINGS = frozenset({"/Identity-H", "/Identity-V"})
 _MAX_RESOURCE_DICTS = 64  # a page's and its forms' resources looked at for fonts
 _NOT_WORD = re.compile(r"[\W_]+")
+_LETTERS_TO_JUDGE = 8
 _CUT = "\x00"  # where unmapped glyphs were cut out (a NUL of the page's own is no text either)
 
 
@@ -353,6 +354,8 @@ def _text_less_unmapped(page: pypdf.PageObject) -> tuple[str, str]:
             shown.append(glyphs)
 
     raw = page.extract_text(visitor_text=visit)
+    if _reads_as_text("".join(shown)):
+        return raw, ""
     kept, start = [], 0
     for part in shown:  # in the order they were written out
         at = raw.find(part, start)
@@ -364,6 +367,16 @@ def _text_less_unmapped(page: pypdf.PageObject) -> tuple[str, str]:
     lines = _CUT.join(kept).split("\n")
     text = "\n".join(line for line in lines if line.strip(_CUT + " \t") or _CUT not in line)
     return text.replace(_CUT, " "), "".join(shown)
+
+
+def _reads_as_text(shown: str) -> bool:
+    """Whether glyph codes read as characters give text after all: some producers write each
+    character's code point as its glyph code. Glyph numbers of Latin text fall below the
+    lowercase letters ("Quarterly" reads "4XDUWHUO" in a subset font's standard order), so
+    mostly lowercase ASCII letters, enough of them to judge, mean code points."""
+    letters = [character for character in shown if character.isascii() and character.isalpha()]
+    lowercase = sum(character.islower() for character in letters)
+    return len(letters) >= _LETTERS_TO_JUDGE and lowercase * 2 >= len(letters)
 
 
 def _resolved(value: Any) -> Any:

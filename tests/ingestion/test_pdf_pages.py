@@ -13,6 +13,7 @@ from tests.fixtures.pdfs import (
     BROKEN_PAGE_KINDS,
     blank_page_with_trailing_bytes_pdf,
     broken_page_pdf,
+    code_points_as_glyphs_pdf,
     mixed_fonts_pdf,
     slow_pages_pdf,
 )
@@ -99,6 +100,11 @@ async def test_document_whose_every_page_is_broken_fails_with_the_reason(client,
         client, org, drain_queue, broken_page_pdf(PAGES, broken={1, 2, 3}, kind="garbage-flate")
     )
     assert (drained, got["status"], got["error"], got["chunk_count"]) == ({"failed": 1}, "failed", DAMAGED, 0)
+
+
+def test_glyph_codes_that_are_code_points_are_text() -> None:
+    result = extract("pdf", code_points_as_glyphs_pdf("Opening hours are nine to five"))
+    assert result.sections == [Section("Opening hours are nine to five", None, 1)]
 
 
 def test_glyph_numbers_of_one_font_are_left_out_of_a_page() -> None:

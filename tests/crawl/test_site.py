@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from app.crawl.site import PathFilter, SitemapError, normalise_url, parse_page, parse_sitemap, same_site
+from app.crawl.site import (
+    ParsedPage,
+    PathFilter,
+    SitemapError,
+    normalise_url,
+    parse_page,
+    parse_sitemap,
+    same_site,
+)
 from app.ingestion.fetch import IntranetAccess
 
 
@@ -63,6 +71,32 @@ def test_page_links_title_base_and_nofollow():
         b'<meta name="robots" content="noindex, nofollow"><a href="/x">x</a>', None, "https://e.com/", None
     )
     assert robots.links == []
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        # html.parser's worst cases: 40 kB of "<a " took it 14 s, a megabyte about three hours.
+        pytest.param(b"<a " * 300_000, id="unclosed-tags"),
+        pytest.param(b"<!--" * 300_000, id="unclosed-comments"),
+        pytest.param(b"</" * 300_000, id="bare-end-tags"),
+        # Nested past libxml2's 256 levels: the parser stops, and the link is not reached.
+        pytest.param(b"<div>" * 100_000 + b'<a href="/deep">deep</a>', id="deep-nesting"),
+    ],
+)
+def test_broken_markup_gives_no_links(html):
+    assert parse_page(html, "utf-8", "https://e.com/", None) == ParsedPage(title=None, links=[])
+
+
+def test_a_base_no_url_can_be_made_of_is_ignored():
+    page = parse_page(b'<base href="http://[::1"><a href="/x">x</a>', None, "https://e.com/dir/", None)
+    assert page.links == ["https://e.com/x"]
+
+
+@pytest.mark.parametrize("charset", ["idna", "undefined", "punycode", "hex", "ibm037"])
+def test_a_charset_label_that_names_no_page_charset_is_ignored(charset):
+    page = parse_page("<title>Café</title><a href='/menu'>x</a>".encode(), charset, "https://e.com/", None)
+    assert (page.title, page.links) == ("Café", ["https://e.com/menu"])
 
 
 def test_sitemaps_and_indexes_are_read_up_to_a_cap():

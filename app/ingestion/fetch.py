@@ -147,6 +147,9 @@ _IPV4_PART = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
 _NUMERIC_LABEL = re.compile(r"0[xX][0-9a-fA-F]*|[0-9]+")
 
 
+NOT_A_WEB_ADDRESS = "the page redirects to something that is not a web address"
+
+
 # The name is part of the agreed interface, hence no "Error" suffix.
 class BlockedURL(Exception):
     """The URL may not be fetched; ``str(exc)`` says why in words an admin can act on."""
@@ -417,7 +420,12 @@ class Fetcher:
         while True:
             addresses = await _checked_addresses(target, self._resolver, self._intranet)
             try:
-                response = await self._send(target, addresses, headers)
+                try:
+                    response = await self._send(target, addresses, headers)
+                except (httpx.InvalidURL, ValueError) as exc:
+                    # httpx reads a redirect's Location as it receives the answer, and a
+                    # Location no URL can be made of (mailto:, a bad IDNA name) raises there.
+                    raise BlockedURL(NOT_A_WEB_ADDRESS) from exc
                 try:
                     location = _redirect_location(response)
                     if location is None:
@@ -429,7 +437,11 @@ class Fetcher:
             if redirects >= self._max_redirects:
                 raise FetchError(f"too many redirects (more than {self._max_redirects})")
             redirects += 1
-            target = _parse_url(urljoin(str(target.url), location), self._intranet)
+            try:
+                following = urljoin(str(target.url), location)
+            except ValueError as exc:  # "http://a]b/": an IPv6 bracket that never closes
+                raise BlockedURL(NOT_A_WEB_ADDRESS) from exc
+            target = _parse_url(following, self._intranet)
 
     async def _send(
         self, target: _Target, addresses: list[_Address], headers: dict[str, str]
@@ -474,7 +486,7 @@ class Fetcher:
             raise UnsupportedContentType(f"the content type {media_type or '(none)'} is not supported")
         decoder = _decoder_for(response.headers.get("content-encoding", ""))
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._max_bytes:
+        if declared.isascii() and declared.isdigit() and int(declared) > self._max_bytes:
             raise self._too_large()
         return FetchResult(
             url=str(target.url),

@@ -16,6 +16,7 @@ import pytest
 import respx
 
 from app.ingestion.fetch import (
+    NOT_A_WEB_ADDRESS,
     BlockedURL,
     Fetcher,
     FetchError,
@@ -268,6 +269,19 @@ async def test_redirect_to_forbidden_target_is_blocked_before_connecting(
     assert str(caught.value) == message
     assert first.call_count == 1
     assert respx_mock.calls.call_count == 1
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["mailto:a@b.c", "data:text/html,hi", "http:foo", "http://xn--ls8h.la/", "http://a]b/", "//["],
+)
+async def test_redirect_to_what_is_no_web_address_is_blocked(
+    fetcher: Fetcher, respx_mock: respx.MockRouter, location: str
+) -> None:
+    first = respx_mock.get(f"https://{PUBLIC_V4}/start").respond(302, headers={"Location": location})
+    with pytest.raises(BlockedURL) as caught:
+        await fetcher.fetch("https://example.com/start")
+    assert (str(caught.value), first.call_count, respx_mock.calls.call_count) == (NOT_A_WEB_ADDRESS, 1, 1)
 
 
 # --- validate_url ---------------------------------------------------------------------------

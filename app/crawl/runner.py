@@ -41,6 +41,7 @@ from app.crawl.site import (
     SitemapError,
     normalise_url,
     parse_page,
+    parse_robots,
     parse_sitemap,
     same_site,
 )
@@ -413,8 +414,7 @@ class CrawlRunner:
             # Any other 4xx: there are no rules (RFC 9309).
         else:
             if result.content_type in ("text/plain", ""):
-                parser = urllib.robotparser.RobotFileParser()
-                parser.parse(result.content.decode("utf-8", errors="replace").splitlines())
+                parser = parse_robots(result.content)
         run.robots[origin] = parser
         return parser
 

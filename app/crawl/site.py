@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import urllib.robotparser
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -32,6 +33,7 @@ CRAWL_TYPES = HTML_TYPES | SITEMAP_TYPES | ROBOTS_TYPES
 ROBOTS_AGENT = "voice-knowledge-fetcher"
 MAX_TITLE = 300
 _SPACES = re.compile(r"\s+")
+_RATE_LINE = re.compile(r"\s*(?:crawl-delay|request-rate)\s*:", re.IGNORECASE)
 
 
 def normalise_url(url: str, *, base: str | None = None, intranet: IntranetAccess | None = None) -> str | None:
@@ -156,7 +158,8 @@ def parse_sitemap(content: bytes, *, max_urls: int) -> Sitemap:
     """
     try:
         root = ElementTree.fromstring(content)
-    except (ElementTree.ParseError, DefusedXmlException, ValueError) as exc:
+    except (ElementTree.ParseError, DefusedXmlException, ValueError, LookupError) as exc:
+        # LookupError: an XML declaration naming an encoding no codec knows ("hex")
         raise SitemapError(f"the sitemap is not valid XML ({type(exc).__name__})") from exc
     kind = _local(root.tag)
     if kind not in ("urlset", "sitemapindex"):
@@ -173,3 +176,17 @@ def parse_sitemap(content: bytes, *, max_urls: int) -> Sitemap:
 
 def _local(tag: str | Element) -> str:
     return str(tag).rsplit("}", 1)[-1]
+
+
+def parse_robots(content: bytes) -> urllib.robotparser.RobotFileParser:
+    """A robots.txt's rules. The standard library takes any Unicode digit in a Crawl-delay or
+    Request-rate for a number ("Crawl-delay: ²") and then fails to read it, as it does a
+    5,000-digit one: if it fails, those lines are dropped and the rest read again."""
+    lines = content.decode("utf-8", errors="replace").splitlines()
+    parser = urllib.robotparser.RobotFileParser()
+    try:
+        parser.parse(lines)
+    except ValueError:
+        parser = urllib.robotparser.RobotFileParser()
+        parser.parse([line for line in lines if not _RATE_LINE.match(line)])
+    return parser

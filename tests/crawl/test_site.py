@@ -11,6 +11,7 @@ from app.crawl.site import (
     SitemapError,
     normalise_url,
     parse_page,
+    parse_robots,
     parse_sitemap,
     same_site,
 )
@@ -129,9 +130,24 @@ def test_sitemaps_and_indexes_are_read_up_to_a_cap():
             "the XML root is <html>, not <urlset> or <sitemapindex>",
         ),
         (b"<urlset><url>", "the sitemap is not valid XML (ParseError)"),
+        (b'<?xml version="1.0" encoding="hex"?><urlset/>', "the sitemap is not valid XML (LookupError)"),
     ],
 )
 def test_hostile_or_broken_sitemaps_are_refused(xml, reason):
     with pytest.raises(SitemapError) as caught:
         parse_sitemap(xml, max_urls=10)
     assert str(caught.value) == reason
+
+
+@pytest.mark.parametrize(
+    "rate", ["Crawl-delay: \u00b2", "Request-rate: \u00b2/1", "Crawl-delay: " + "9" * 5000]
+)
+def test_robots_rates_no_number_can_be_made_of_are_dropped(rate):
+    robots = parse_robots(f"User-agent: *\n{rate}\nDisallow: /private\n".encode())
+    assert (
+        robots.can_fetch("any", "https://e.com/private/a"),
+        robots.can_fetch("any", "https://e.com/a"),
+    ) == (
+        False,
+        True,
+    )

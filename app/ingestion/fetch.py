@@ -512,6 +512,8 @@ class Fetcher:
                     raise self._too_large()
         except (zlib.error, brotli.error) as exc:
             raise FetchError("the page could not be decompressed") from exc
+        except _CutOff as exc:
+            raise FetchError("the page was cut off before its end", retryable=True) from exc
         return bytes(body)
 
     def _too_large(self) -> FetchError:
@@ -763,6 +765,10 @@ def _format_size(size: int) -> str:
 # --- bounded decoding -----------------------------------------------------------------------
 
 
+class _CutOff(Exception):
+    """The compressed body ended before its compressed stream did."""
+
+
 class _Decoder(Protocol):
     def decode(self, data: bytes) -> Iterator[bytes]: ...
 
@@ -805,6 +811,8 @@ class _ZlibDecoder:
 
     def flush(self) -> Iterator[bytes]:
         yield self._inflate.flush()
+        if not self._first and not self._inflate.eof:
+            raise _CutOff
 
 
 class _BrotliDecoder:
@@ -812,8 +820,10 @@ class _BrotliDecoder:
 
     def __init__(self) -> None:
         self._decompressor = brotli.Decompressor()
+        self._received = False
 
     def decode(self, data: bytes) -> Iterator[bytes]:
+        self._received = self._received or bool(data)
         yield self._decompressor.process(data, output_buffer_limit=_DECODE_STEP)
         while not self._decompressor.can_accept_more_data():
             yield self._decompressor.process(b"", output_buffer_limit=_DECODE_STEP)
@@ -823,8 +833,10 @@ class _BrotliDecoder:
         while not self._decompressor.is_finished():
             out: bytes = self._decompressor.process(b"", output_buffer_limit=_DECODE_STEP)
             if not out:
-                return
+                break
             yield out
+        if self._received and not self._decompressor.is_finished():
+            raise _CutOff
 
 
 def _brotli_is_bounded() -> bool:

@@ -445,6 +445,23 @@ async def test_fetch_decodes_content_encoding(
     assert result.content == page
 
 
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [("gzip", gzip.compress), ("deflate", zlib.compress), ("br", brotli.compress)],
+    ids=["gzip", "deflate", "br"],
+)
+async def test_fetch_refuses_a_compressed_page_cut_off_before_its_end(
+    fetcher: Fetcher, respx_mock: respx.MockRouter, encoding: str, encode: Callable[[bytes], bytes]
+) -> None:
+    whole = encode(b"<p>" + bytes(range(256)) * 400 + b"</p>")
+    respx_mock.get(f"https://{PUBLIC_V4}/").respond(
+        200, content=whole[: len(whole) // 2], headers={**HTML, "Content-Encoding": encoding}
+    )
+    with pytest.raises(FetchError) as caught:
+        await fetcher.fetch("https://example.com/")
+    assert (str(caught.value), caught.value.retryable) == ("the page was cut off before its end", True)
+
+
 # --- redirects ------------------------------------------------------------------------------
 
 

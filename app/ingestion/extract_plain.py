@@ -29,9 +29,19 @@ _UTF8_SEQUENCE = re.compile(
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
     rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
-_NOT_CHARSETS = frozenset(
-    {"undefined", "idna", "punycode", "unicode-escape", "raw-unicode-escape", "charmap", "utf-7"}
-)
+# The charsets of the WHATWG Encoding Standard, by Python's names: what browsers honour in a
+# label. Python knows more (EBCDIC's cp037, cp500; its own idna, unicode-escape, utf-7), and
+# text labelled with those is mojibake far more often than it is in them.
+_WEB_CHARSETS = frozenset(
+    {
+        "utf-8", "utf-16", "utf-16-le", "utf-16-be", "ascii", "iso8859-1", "cp866", "iso8859-2",
+        "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6", "iso8859-7", "iso8859-8", "iso8859-10",
+        "iso8859-11", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "koi8-r", "koi8-u",
+        "mac-roman", "mac-cyrillic", "tis-620", "cp874", "cp1250", "cp1251", "cp1252", "cp1253",
+        "cp1254", "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5",
+        "big5hkscs", "euc_jp", "iso2022_jp", "shift_jis", "cp932", "euc_kr", "cp949",
+    }
+)  # fmt: skip
 _WHATWG_ALIASES = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254"}
 _LATIN_SINGLE_BYTE = frozenset(
     {
@@ -165,7 +175,7 @@ def _legacy_codec(label: str | None) -> str | None:
     name = info.name
     # Python's codecs also include transforms (hex, base64, rot13, zlib) and its own
     # encodings (unicode-escape, idna): no document's charset, whatever its label says.
-    if not getattr(info, "_is_text_encoding", True) or name in _NOT_CHARSETS:
+    if not getattr(info, "_is_text_encoding", True) or name not in _WEB_CHARSETS:
         return None
     if name.startswith("utf"):
         # UTF-8 failed already; UTF-16/32 without a BOM are, per the HTML standard, mislabelled.

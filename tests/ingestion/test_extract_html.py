@@ -129,8 +129,12 @@ def test_html_is_decoded_by_what_its_bytes_are(page: bytes, charset: str | None,
     assert extract("html", page, charset=charset).sections == [Section(text, None, None)]
 
 
-# Names Python's codecs know that are no document's charset: transforms and Python's own.
-NOT_CHARSETS = ["hex", "base64", "rot13", "zlib", "undefined", "idna", "punycode", "unicode_escape", "utf-7"]
+# Names Python's codecs know that are no web page's charset: transforms, Python's own, and
+# charsets browsers do not honour (EBCDIC).
+NOT_CHARSETS = [
+    *["hex", "base64", "rot13", "zlib", "undefined", "idna", "punycode", "unicode_escape", "utf-7"],
+    *["ibm037", "cp500", "cp875"],
+]
 
 
 @pytest.mark.parametrize("label", NOT_CHARSETS)

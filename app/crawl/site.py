@@ -7,6 +7,7 @@ decide.
 from __future__ import annotations
 
 import fnmatch
+import io
 import re
 import urllib.robotparser
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ CRAWL_TYPES = HTML_TYPES | SITEMAP_TYPES | ROBOTS_TYPES
 ROBOTS_AGENT = "voice-knowledge-fetcher"
 MAX_TITLE = 300
 _SPACES = re.compile(r"\s+")
+_MAX_SITEMAP_DEPTH = 8  # <urlset><url><image:image><image:loc> is 4
 _RATE_LINE = re.compile(r"\s*(?:crawl-delay|request-rate)\s*:", re.IGNORECASE)
 
 
@@ -154,23 +156,35 @@ def parse_sitemap(content: bytes, *, max_urls: int) -> Sitemap:
     """The ``<loc>`` entries of a sitemap (``urlset``) or sitemap index (``sitemapindex``).
 
     defusedxml refuses entity expansion and external entities, so a hostile file cannot
-    grow in memory or reach other files; at most ``max_urls`` entries are taken.
+    grow in memory or reach other files; at most ``max_urls`` entries are taken. The file is
+    read as it is parsed, each entry let go once read: a 10 MB sitemap of empty elements held
+    200 MB as a whole tree.
     """
+    kind = ""
+    found: list[str] = []
+    depth = 0  # the root is at 1, its entries at 2, an entry's <loc> at 3
     try:
-        root = ElementTree.fromstring(content)
+        for event, element in ElementTree.iterparse(io.BytesIO(content), events=("start", "end")):
+            if event == "start":
+                depth += 1
+                if depth == 1:
+                    kind = _local(element.tag)
+                    if kind not in ("urlset", "sitemapindex"):
+                        raise SitemapError(f"the XML root is <{kind}>, not <urlset> or <sitemapindex>")
+                    root = element
+                elif depth > _MAX_SITEMAP_DEPTH:
+                    raise SitemapError(f"the sitemap nests elements more than {_MAX_SITEMAP_DEPTH} deep")
+                continue
+            if depth == 3 and _local(element.tag) == "loc" and element.text and element.text.strip():
+                found.append(element.text.strip())
+                if len(found) >= max_urls:
+                    break
+            elif depth == 2:
+                root.clear()  # the entries read so far
+            depth -= 1
     except (ElementTree.ParseError, DefusedXmlException, ValueError, LookupError) as exc:
         # LookupError: an XML declaration naming an encoding no codec knows ("hex")
         raise SitemapError(f"the sitemap is not valid XML ({type(exc).__name__})") from exc
-    kind = _local(root.tag)
-    if kind not in ("urlset", "sitemapindex"):
-        raise SitemapError(f"the XML root is <{kind}>, not <urlset> or <sitemapindex>")
-    found: list[str] = []
-    for entry in root:
-        if len(found) >= max_urls:
-            break
-        loc = next((child for child in entry if _local(child.tag) == "loc"), None)
-        if loc is not None and loc.text and loc.text.strip():
-            found.append(loc.text.strip())
     return Sitemap(pages=found) if kind == "urlset" else Sitemap(sitemaps=found)
 
 

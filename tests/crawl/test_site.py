@@ -131,6 +131,7 @@ def test_sitemaps_and_indexes_are_read_up_to_a_cap():
         ),
         (b"<urlset><url>", "the sitemap is not valid XML (ParseError)"),
         (b'<?xml version="1.0" encoding="hex"?><urlset/>', "the sitemap is not valid XML (LookupError)"),
+        (b"<urlset>" + b"<a>" * 1_000_000, "the sitemap nests elements more than 8 deep"),
     ],
 )
 def test_hostile_or_broken_sitemaps_are_refused(xml, reason):

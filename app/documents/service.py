@@ -7,6 +7,7 @@ answers at once with the document ``pending``.
 from __future__ import annotations
 
 import hashlib
+import io
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -80,6 +81,11 @@ class DuplicateDocument(Conflict):
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def file_content_hash(stream: io.BufferedReader) -> str:
+    """content_hash of what ``stream`` holds, read in blocks rather than whole."""
+    return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,9 +82,17 @@ class SyncClient:
             if not page["items"] or len(found) >= page["total"]:
                 return found
 
-    async def upload(self, files: Sequence[LocalFile], *, allow_duplicate: bool) -> list[dict[str, Any]]:
-        """One bulk upload: the service's result for each file, in order."""
-        parts = [("file", (f.path, f.location.read_bytes(), "application/octet-stream")) for f in files]
+    async def upload(
+        self, files: Sequence[LocalFile], contents: Sequence[bytes], *, allow_duplicate: bool
+    ) -> list[dict[str, Any]]:
+        """One bulk upload of ``files`` with their ``contents``: the service's result for each
+        file, in order (none for no files)."""
+        if not files:
+            return []
+        parts = [
+            ("file", (f.path, content, "application/octet-stream"))
+            for f, content in zip(files, contents, strict=True)
+        ]
         params = {"allow_duplicate": "true" if allow_duplicate else "false"}
         response = await self._send("POST", f"{self.base}/bulk", files=parts, params=params)
         items: list[dict[str, Any]] = response.json()["items"]

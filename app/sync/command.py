@@ -61,7 +61,11 @@ async def run_sync(options: SyncOptions, http: httpx.AsyncClient, say: Say) -> i
         say(f"error: {exc}")
         return UNAVAILABLE
     plan = make_plan(
-        walk.files, documents, selection=options.selection, delete_missing=options.delete_missing
+        walk.files,
+        documents,
+        selection=options.selection,
+        delete_missing=options.delete_missing,
+        unread=walk.unread,
     )
     say(f"sync {options.folder} -> knowledge base {options.kb_id}: {len(walk.files)} files")
     for line in describe(plan):
@@ -100,9 +104,10 @@ async def _delete(client: SyncClient, plan: Plan, outcome: Outcome, say: Say) ->
 async def _upload(client: SyncClient, plan: Plan, options: SyncOptions, outcome: Outcome, say: Say) -> None:
     uploads = plan.uploads
     done = 0
-    for batch in batches(uploads, options.batch_files, options.batch_bytes):
+    for planned in batches(uploads, options.batch_files, options.batch_bytes):
+        batch, contents = _read(planned, outcome)
         try:
-            items = await client.upload(batch, allow_duplicate=options.allow_duplicates)
+            items = await client.upload(batch, contents, allow_duplicate=options.allow_duplicates)
         except BatchRefused as exc:
             outcome.counts["failed"] += len(batch)
             outcome.failures += [(f.path, str(exc)) for f in batch]
@@ -113,12 +118,26 @@ async def _upload(client: SyncClient, plan: Plan, options: SyncOptions, outcome:
                     outcome.failures.append((file.path, f"{item['error']}: {item['detail']}"))
                 elif item["status"] != "unchanged":
                     outcome.sent[item["document"]["id"]] = file.path
-        done += len(batch)
+        done += len(planned)
         c = outcome.counts
         say(
             f"uploaded {done}/{len(uploads)}: {c['created']} created, {c['updated']} updated, "
             f"{c['unchanged']} unchanged, {c['failed']} failed"
         )
+
+
+def _read(files: Sequence[LocalFile], outcome: Outcome) -> tuple[list[LocalFile], list[bytes]]:
+    """The files that can still be read, and their bytes; the others are failures."""
+    readable, contents = [], []
+    for file in files:
+        try:
+            contents.append(file.location.read_bytes())
+        except OSError as exc:  # gone, or made unreadable, since the walk
+            outcome.counts["failed"] += 1
+            outcome.failures.append((file.path, f"the file could not be read ({exc.strerror or exc})"))
+        else:
+            readable.append(file)
+    return readable, contents
 
 
 def batches(files: Sequence[LocalFile], max_files: int, max_bytes: int) -> list[list[LocalFile]]:
@@ -176,7 +195,8 @@ def _finish(outcome: Outcome, say: Say) -> int:
         return OK
     say(f"sync failed for {len(outcome.failures)} file(s):")
     for path, reason in outcome.failures:
-        say(f"  {path}: {reason}")
+        # A file name may hold a line break or a terminal's control codes: said escaped.
+        say(f"  {path if path.isprintable() else ascii(path)}: {reason}")
     return FAILED
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from app.documents.paths import InvalidPath, normalise_path
-from app.documents.service import content_hash
+from app.documents.service import file_content_hash
 from app.ingestion.sniff import SUPPORTED_EXTENSIONS
 
 
@@ -66,28 +66,55 @@ def _matches(path: str, glob: str) -> bool:
 @dataclass
 class Walk:
     files: list[LocalFile] = field(default_factory=list)
-    # Files the folder holds but no document can be (a name the service refuses).
+    # Files the folder holds but no document can be (a name the service refuses, a link out
+    # of the folder, a file that cannot be read), and folders that could not be read.
     refused: list[tuple[str, str]] = field(default_factory=list)
+    # Folders not read: their documents are not taken for deleted files.
+    unread: list[str] = field(default_factory=list)
 
 
 def walk_folder(root: Path, selection: Selection) -> Walk:
     """The selected files under ``root``, by path. Hidden folders (``.git``) are not entered
-    and symbolic links to folders are not followed, so a link cannot loop."""
+    and symbolic links to folders are not followed, so a link cannot loop; a link to a file
+    is followed only to a file inside ``root``, so that a link cannot sync what lies outside
+    (``/proc/self/environ``, the machine's secrets)."""
     walk = Walk()
-    for folder, dirs, names in os.walk(root):
+    inside = os.path.realpath(root)
+
+    def unreadable(exc: OSError) -> None:
+        folder = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "."
+        walk.unread.append("" if folder == "." else folder)
+        walk.refused.append((f"{folder}/", f"the folder could not be read ({exc.strerror or exc})"))
+
+    seen: dict[str, str] = {}
+    for folder, dirs, names in os.walk(root, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
             location = Path(folder, name)
             relative = location.relative_to(root).as_posix()
-            if not selection.selects(relative) or not location.is_file():
+            if not selection.selects(relative):
+                continue
+            if location.is_symlink() and os.path.commonpath([inside, os.path.realpath(location)]) != inside:
+                walk.refused.append((relative, "a link to a file outside the folder is not synced"))
+                continue
+            if not location.is_file():
                 continue
             try:
                 path = normalise_path(relative)
             except InvalidPath as exc:
                 walk.refused.append((relative, str(exc)))
                 continue
-            data = location.read_bytes()
-            walk.files.append(LocalFile(path, location, len(data), content_hash(data)))
+            if path in seen:
+                walk.refused.append((relative, f"another file, {seen[path]}, has the same path ({path})"))
+                continue
+            seen[path] = relative
+            try:
+                with location.open("rb") as stream:
+                    size, digest = os.fstat(stream.fileno()).st_size, file_content_hash(stream)
+            except OSError as exc:
+                walk.refused.append((relative, f"the file could not be read ({exc.strerror or exc})"))
+                continue
+            walk.files.append(LocalFile(path, location, size, digest))
     return walk
 
 
@@ -115,10 +142,12 @@ def make_plan(
     *,
     selection: Selection,
     delete_missing: bool,
+    unread: Sequence[str] = (),
 ) -> Plan:
     """New, changed and unchanged files; with ``delete_missing``, the documents whose path
     the selection would pick but the folder no longer holds (a document outside the
-    selection, say under an excluded folder, is left alone)."""
+    selection, say under an excluded folder, or under a folder that could not be read
+    (``unread``, "" for the whole folder), is left alone)."""
     by_path = {d.path: d for d in documents}
     plan = Plan()
     for file in files:
@@ -136,10 +165,18 @@ def make_plan(
     if delete_missing:
         present = {f.path for f in files}
         plan.delete = sorted(
-            (d for d in by_path.values() if d.path not in present and selection.selects(d.path)),
+            (
+                d
+                for d in by_path.values()
+                if d.path not in present and selection.selects(d.path) and not _under(d.path, unread)
+            ),
             key=lambda d: d.path,
         )
     return plan
+
+
+def _under(path: str, folders: Sequence[str]) -> bool:
+    return any(folder == "" or path.startswith(f"{folder}/") for folder in folders)
 
 
 def describe(plan: Plan) -> list[str]:

@@ -1,5 +1,6 @@
 """``vk sync`` against the real app and database: plans, uploads, deletes, waits, exit codes."""
 
+import os
 from pathlib import Path
 
 import httpx
@@ -10,9 +11,11 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.documents.service import content_hash
 from app.main import create_app
+from app.sync import command as sync_command_module
+from app.sync import planner
 from app.sync.client import SyncClient
 from app.sync.command import SyncOptions, batches, run_sync, sync_command
-from app.sync.planner import LocalFile, RemoteDocument, Selection
+from app.sync.planner import LocalFile, RemoteDocument, Selection, make_plan, walk_folder
 from tests.conftest import fake_resolver
 from tests.helpers import CountingEmbedder, free_port, served
 
@@ -287,3 +290,94 @@ async def test_a_rate_limited_request_waits_and_is_sent_again(respx_mock):
     assert [
         (c.request.method, str(c.request.url), c.request.headers["Authorization"]) for c in listing.calls
     ] == [("GET", "http://vk.test/api/knowledge/kb-1/documents?limit=200&offset=0", "Bearer vk_k")] * 2
+
+
+# --- the folder walk, against hostile folders ------------------------------------------------
+
+
+def test_a_link_is_followed_only_to_a_file_inside_the_folder(tmp_path):
+    root, outside = tmp_path / "site", tmp_path / "outside"
+    write(root, {"a.md": "Alpha."})
+    write(outside, {"secret.txt": "VK_API_KEY=sk-live"})
+    (root / "alias.md").symlink_to(root / "a.md")
+    (root / "env.txt").symlink_to("/proc/self/environ")
+    (root / "leak.md").symlink_to(outside / "secret.txt")
+    walk = walk_folder(root, Selection())
+    assert ([f.path for f in walk.files], walk.refused) == (
+        ["a.md", "alias.md"],
+        [
+            ("env.txt", "a link to a file outside the folder is not synced"),
+            ("leak.md", "a link to a file outside the folder is not synced"),
+        ],
+    )
+
+
+def test_a_folder_that_cannot_be_read_keeps_its_documents(tmp_path, monkeypatch):
+    write(tmp_path, {"a.md": "Alpha.", "locked/x.md": "Locked."})
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    walk = walk_folder(tmp_path, Selection())
+    remote = [RemoteDocument("1", "a.md", None, "ready"), RemoteDocument("2", "locked/x.md", None, "ready")]
+    plan = make_plan(walk.files, remote, selection=Selection(), delete_missing=True, unread=walk.unread)
+    assert (walk.refused, walk.unread, plan.delete) == (
+        [("locked/", "the folder could not be read (Permission denied)")],
+        ["locked"],
+        [],
+    )
+
+
+def test_two_files_of_one_path_are_not_both_synced(tmp_path):
+    # On Linux a backslash is part of a name; the service reads it as a folder separator.
+    write(tmp_path, {"sub\\b.md": "One.", "sub/b.md": "Two."})
+    walk = walk_folder(tmp_path, Selection())
+    assert ([(f.path, f.location.name) for f in walk.files], walk.refused) == (
+        [("sub/b.md", "sub\\b.md")],
+        [("sub/b.md", "another file, sub\\b.md, has the same path (sub/b.md)")],
+    )
+
+
+def test_a_file_that_cannot_be_read_is_refused_and_the_rest_walked(tmp_path, monkeypatch):
+    write(tmp_path, {"a.md": "Alpha.", "b.md": "Bravo."})
+    real_hash = planner.file_content_hash
+
+    def file_content_hash(stream):
+        if stream.name.endswith("a.md"):
+            raise OSError(5, "Input/output error")
+        return real_hash(stream)
+
+    monkeypatch.setattr(planner, "file_content_hash", file_content_hash)
+    walk = walk_folder(tmp_path, Selection())
+    assert ([f.path for f in walk.files], walk.refused) == (
+        ["b.md"],
+        [("a.md", "the file could not be read (Input/output error)")],
+    )
+
+
+async def test_a_file_gone_before_its_upload_fails_alone_and_names_are_said_escaped(
+    app, org, engine, tmp_path, monkeypatch
+):
+    write(tmp_path, {"a.md": "Alpha.", "b.md": "Bravo.", "c\x1b[2J.md": "Cleared screen."})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        real_read = sync_command_module._read
+
+        def read(files, outcome):
+            (tmp_path / "a.md").unlink(missing_ok=True)  # deleted after the walk
+            return real_read(files, outcome)
+
+        monkeypatch.setattr(sync_command_module, "_read", read)
+        assert await run() == 1
+        assert run.lines[-3:] == [
+            "sync failed for 2 file(s):",
+            "  'c\\x1b[2J.md': the path must not contain control characters",
+            "  a.md: the file could not be read (No such file or directory)",
+        ]
+        assert list(await stored(engine, kb_id)) == ["b.md"]

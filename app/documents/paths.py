@@ -1,7 +1,10 @@
 """A synced file's relative path, in the one spelling a knowledge base stores.
 
-The same file must always give the same path, whoever sends it (``vk sync`` on Windows or
-Linux, a script): backslashes become slashes, empty and ``.`` segments go. A path that
+The same file must always give the same path, whoever sends it (``vk sync`` on Windows,
+Linux or macOS, a script): backslashes become slashes, empty and ``.`` segments go, and the
+characters take their composed Unicode form (NFC; macOS file systems may give "é" as "e" and
+a combining accent). Control characters are refused, bidirectional ones too: a right-to-left
+override shows "invoice\u202efdp.exe" as "invoiceexe.pdf". A path that
 climbs out of its folder (``..``) or starts at a root (``/etc``, ``\\share``, ``C:``) names
 no file of the synced folder and is refused rather than repaired.
 """
@@ -9,9 +12,10 @@ no file of the synced folder and is refused rather than repaired.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 MAX_PATH_CHARS = 1024
-_CONTROL = r"\x00-\x1f\x7f"
+_CONTROL = r"\x00-\x1f\x7f\u202a-\u202e\u2066-\u2069"
 # The rules below as one JSON Schema pattern, so the API's schema says exactly what is taken.
 PATH_PATTERN = (
     r"^(?![\\/]|[A-Za-z]:)"  # relative
@@ -42,4 +46,4 @@ def normalise_path(raw: str) -> str:
     kept = [s for s in segments if s not in ("", ".")]
     if not kept or all(set(s) <= {"."} for s in kept):
         raise InvalidPath(f"the path names no file: '{raw}'")
-    return "/".join(kept)
+    return unicodedata.normalize("NFC", "/".join(kept))

@@ -192,3 +192,38 @@ def test_0009_counts_chunks_and_bumps_by_trigger(scratch_url):
     rows = asyncio.run(_exec(scratch_url, chunk.format(kb=off, n=3), state))
     assert [tuple(r) for r in rows] == [(off, 6, 3), (right, 7, 0)]
     upgrade(scratch_url)
+
+
+def test_0022_composes_stored_source_paths(scratch_url):
+    upgrade(scratch_url, "0021")
+    org, kb = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"
+    decomposed, composed = "menu/cafe\u0301.md", "menu/caf\u00e9.md"
+    document = (
+        "INSERT INTO documents (id, org_id, kb_id, title, source_kind, source_path, created_at) VALUES"
+        f" ('00000000-0000-0000-0000-0000000000d{{n}}', '{org}', '{kb}', 'Doc', 'text', '{{path}}',"
+        " now() + interval '{n} seconds')"
+    )
+    asyncio.run(
+        _exec(
+            scratch_url,
+            f"INSERT INTO organisations (id, name) VALUES ('{org}', 'Acme')",
+            f"INSERT INTO knowledge_bases (id, org_id, title) VALUES ('{kb}', '{org}', 'FAQ')",
+            document.format(n=1, path="notes/re\u0301sume\u0301.md"),
+            # Two spellings of one path (two accents in either order): the older is composed.
+            document.format(n=2, path="faq/a\u0323\u0307.md"),
+            document.format(n=3, path="faq/a\u0307\u0323.md"),
+            # The composed spelling is stored already: the decomposed one is left as it is.
+            document.format(n=4, path=composed),
+            document.format(n=5, path=decomposed),
+            "SELECT 1",
+        )
+    )
+    upgrade(scratch_url)
+    rows = asyncio.run(_exec(scratch_url, "SELECT source_path FROM documents ORDER BY created_at"))
+    assert [r["source_path"] for r in rows] == [
+        "notes/r\u00e9sum\u00e9.md",
+        "faq/\u1ea1\u0307.md",
+        "faq/a\u0307\u0323.md",
+        composed,
+        decomposed,
+    ]

@@ -100,6 +100,31 @@ async def test_windows_separators_are_normalised(client, org, kb):
     assert [i["path"] for i in r.json()["items"]] == ["docs/win/a.txt"]
 
 
+async def test_a_path_from_macos_and_from_linux_is_one_document(client, org, kb, engine):
+    # macOS file systems may spell "é" as "e" and a combining accent; Linux keeps "é".
+    r = await client.post(
+        bulk_url(kb["id"]),
+        files=parts(("menu/cafe\u0301.md", b"Coffee first."), ("menu/caf\u00e9.md", b"Coffee second.")),
+        headers=org.headers,
+    )
+    assert [(i["path"], i["status"]) for i in r.json()["items"]] == [
+        ("menu/caf\u00e9.md", "created"),
+        ("menu/caf\u00e9.md", "updated"),
+    ]
+    assert list(await stored(engine, kb["id"])) == ["menu/caf\u00e9.md"]
+
+
+async def test_a_path_with_a_right_to_left_override_is_refused(client, org, kb, engine):
+    # Shown, "invoice\u202efdp.txt" reads "invoicetxt.pdf".
+    r = await client.post(
+        bulk_url(kb["id"]), files=parts(("invoice\u202efdp.txt", b"Pay.")), headers=org.headers
+    )
+    assert [(i["status"], i["detail"]) for i in r.json()["items"]] == [
+        ("failed", "the path must not contain control characters")
+    ]
+    assert await stored(engine, kb["id"]) == {}
+
+
 async def test_same_path_same_bytes_is_unchanged_and_not_reindexed(client, app, org, kb, engine, drain_queue):
     files = parts(("a.txt", b"Parking is free on Sundays."), ("b.txt", b"Dogs are welcome inside."))
     assert (await client.post(bulk_url(kb["id"]), files=files, headers=org.headers)).json()["counts"][

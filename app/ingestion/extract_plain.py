@@ -29,17 +29,19 @@ _UTF8_SEQUENCE = re.compile(
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
     rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
-# The charsets of the WHATWG Encoding Standard, by Python's names: what browsers honour in a
-# label. Python knows more (EBCDIC's cp037, cp500; its own idna, unicode-escape, utf-7), and
-# text labelled with those is mojibake far more often than it is in them.
-_WEB_CHARSETS = frozenset(
+# The legacy charsets of the WHATWG Encoding Standard, by Python's names: the labels browsers
+# honour. Python knows more (EBCDIC's cp037 and cp500, its own idna and unicode-escape, utf-7,
+# the transforms hex and rot13), and text so labelled is mojibake far more often than it is in
+# them. UTF-8 is tried before any label, and UTF-16/32 without a BOM are, per the HTML
+# standard, mislabelled.
+_LEGACY_WEB_CHARSETS = frozenset(
     {
-        "utf-8", "utf-16", "utf-16-le", "utf-16-be", "ascii", "iso8859-1", "cp866", "iso8859-2",
-        "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6", "iso8859-7", "iso8859-8", "iso8859-10",
-        "iso8859-11", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "koi8-r", "koi8-u",
-        "mac-roman", "mac-cyrillic", "tis-620", "cp874", "cp1250", "cp1251", "cp1252", "cp1253",
-        "cp1254", "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5",
-        "big5hkscs", "euc_jp", "iso2022_jp", "shift_jis", "cp932", "euc_kr", "cp949",
+        "ascii", "iso8859-1", "cp866", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5",
+        "iso8859-6", "iso8859-7", "iso8859-8", "iso8859-9", "iso8859-10", "iso8859-11",
+        "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "koi8-r", "koi8-u", "mac-roman",
+        "mac-cyrillic", "tis-620", "cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254",
+        "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5", "big5hkscs",
+        "euc_jp", "iso2022_jp", "shift_jis", "cp932", "euc_kr", "cp949",
     }
 )  # fmt: skip
 _WHATWG_ALIASES = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252", "iso8859-9": "cp1254"}
@@ -165,7 +167,8 @@ def _mostly_utf8(data: bytes) -> bool:
 
 
 def _legacy_codec(label: str | None) -> str | None:
-    """The Python codec for a declared charset label, None for UTF-8 (already tried) and unknown labels."""
+    """The Python codec for a declared charset label; None for UTF (tried already, or mislabelled)
+    and for labels browsers do not honour."""
     if not label:
         return None
     try:
@@ -173,12 +176,7 @@ def _legacy_codec(label: str | None) -> str | None:
     except (LookupError, ValueError):  # unknown, or not even a name (a NUL in it)
         return None
     name = info.name
-    # Python's codecs also include transforms (hex, base64, rot13, zlib) and its own
-    # encodings (unicode-escape, idna): no document's charset, whatever its label says.
-    if not getattr(info, "_is_text_encoding", True) or name not in _WEB_CHARSETS:
-        return None
-    if name.startswith("utf"):
-        # UTF-8 failed already; UTF-16/32 without a BOM are, per the HTML standard, mislabelled.
+    if name not in _LEGACY_WEB_CHARSETS:
         return None
     # Browsers read these labels as windows-1252 (WHATWG Encoding), and so do the servers' authors.
     return _WHATWG_ALIASES.get(name, name)

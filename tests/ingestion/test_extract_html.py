@@ -118,6 +118,12 @@ CHINESE = "中华人民共和国是工人阶级领导的社会主义国家。社
             f"<p>{GERMAN}</p>".encode("latin-1"), "utf-8", GERMAN, id="utf-8 in the header, latin-1 bytes"
         ),
         pytest.param(
+            "<p>Açık: Işıl Ağaoğlu</p>".encode("iso-8859-9"),
+            "iso-8859-9",
+            "Açık: Işıl Ağaoğlu",
+            id="iso-8859-9 declared (read as windows-1254)",
+        ),
+        pytest.param(
             f"<p>{GERMAN}".encode() + b" caf\xe9</p>",
             None,
             f"{GERMAN} caf\ufffd",

@@ -276,8 +276,7 @@ def _page_tree_leaves(reader: pypdf.PdfReader) -> tuple[list[bool], bool] | None
     entry pypdf drops; and whether a node is one that pdfium reads otherwise (a page with
     /Kids, a /Pages node without). None when the tree is not one pypdf would have walked
     either."""
-    root = reader.root_object.get("/Pages")
-    root = root.get_object() if root is not None else None
+    root = _resolved(reader.root_object.get("/Pages"))
     if not isinstance(root, DictionaryObject):
         return None
     leaves: list[bool] = []
@@ -391,8 +390,7 @@ def _entries(resources: DictionaryObject, key: str) -> list[DictionaryObject]:
 
 
 def _kids(node: DictionaryObject) -> list[Any]:
-    kids = node.get("/Kids")
-    kids = kids.get_object() if kids is not None else None
+    kids = _resolved(node.get("/Kids"))
     return list(kids) if isinstance(kids, ArrayObject) else []
 
 
@@ -507,8 +505,7 @@ def _inflates_in_part(stream: StreamObject) -> bool:
     Bytes after the end are fine: early Adobe producers left some there. Called after pypdf
     decoded the stream within its output limit, so this pass is bounded too.
     """
-    filters = stream.get("/Filter")
-    first = filters.get_object() if filters is not None else None
+    first = _resolved(stream.get("/Filter"))
     if isinstance(first, ArrayObject):
         first = first[0].get_object() if first else None
     if not (isinstance(first, str) and first in _FLATE):

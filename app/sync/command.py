@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from app.sync.client import BatchRefused, ServiceError, SyncClient
-from app.sync.planner import LocalFile, Plan, Selection, describe, make_plan, walk_folder
+from app.sync.planner import LocalFile, Plan, Selection, describe, make_plan, unreadable_file, walk_folder
 
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 Say = Callable[[str], None]
@@ -134,7 +134,7 @@ def _read(files: Sequence[LocalFile], outcome: Outcome) -> tuple[list[LocalFile]
             contents.append(file.location.read_bytes())
         except OSError as exc:  # gone, or made unreadable, since the walk
             outcome.counts["failed"] += 1
-            outcome.failures.append((file.path, f"the file could not be read ({exc.strerror or exc})"))
+            outcome.failures.append((file.path, unreadable_file(exc)))
         else:
             readable.append(file)
     return readable, contents

@@ -81,13 +81,13 @@ def walk_folder(root: Path, selection: Selection) -> Walk:
     walk = Walk()
     inside = os.path.realpath(root)
 
-    def unreadable(exc: OSError) -> None:
+    def folder_unreadable(exc: OSError) -> None:
         folder = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "."
         walk.unread.append("" if folder == "." else folder)
         walk.refused.append((f"{folder}/", f"the folder could not be read ({exc.strerror or exc})"))
 
     seen: dict[str, str] = {}
-    for folder, dirs, names in os.walk(root, onerror=unreadable):
+    for folder, dirs, names in os.walk(root, onerror=folder_unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
             location = Path(folder, name)
@@ -112,7 +112,7 @@ def walk_folder(root: Path, selection: Selection) -> Walk:
                 with location.open("rb") as stream:
                     size, digest = os.fstat(stream.fileno()).st_size, file_content_hash(stream)
             except OSError as exc:
-                walk.refused.append((relative, f"the file could not be read ({exc.strerror or exc})"))
+                walk.refused.append((relative, unreadable_file(exc)))
                 continue
             walk.files.append(LocalFile(path, location, size, digest))
     return walk
@@ -173,6 +173,11 @@ def make_plan(
             key=lambda d: d.path,
         )
     return plan
+
+
+def unreadable_file(exc: OSError) -> str:
+    """Why a file counts as failed when reading it raised ``exc``."""
+    return f"the file could not be read ({exc.strerror or exc})"
 
 
 def _under(path: str, folders: Sequence[str]) -> bool:

@@ -62,6 +62,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _RESOLVE_TIMEOUT_S = 10.0
 # Largest piece a decoder may produce per step: the byte cap is checked between pieces.
 _DECODE_STEP = 65_536
+_GZIP_MAGIC = b"\x1f\x8b"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 DEFAULT_ALLOWED_TYPES = frozenset(
@@ -784,32 +785,68 @@ class _IdentityDecoder:
 
 
 class _ZlibDecoder:
-    """gzip or deflate, never more than _DECODE_STEP bytes of output per step."""
+    """gzip or deflate, never more than _DECODE_STEP bytes of output per step. A gzip body may
+    hold several members, one after another (RFC 1952, 2.2): each is read, as browsers do;
+    zero padding and anything else after the last one are ignored."""
 
     def __init__(self, *, gzip: bool) -> None:
         self._gzip = gzip
         self._first = True
-        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS if gzip else zlib.MAX_WBITS)
+        # None between two gzip members.
+        self._inflate: zlib._Decompress | None = zlib.decompressobj(
+            16 + zlib.MAX_WBITS if gzip else zlib.MAX_WBITS
+        )
+        self._between = b""  # bytes after a finished member, too few yet to tell what follows
+        self._trailing = False  # what follows the last member is not gzip: ignored
 
     def decode(self, data: bytes) -> Iterator[bytes]:
+        while not self._trailing:
+            inflate = self._inflate
+            if inflate is None:
+                data = self._next_member(data)
+                if not data:
+                    return
+                inflate = self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            yield from self._inflate_steps(inflate, data)
+            # (A raw-deflate fallback may replace the inflater; gzip keeps this one.)
+            if not (self._gzip and inflate.eof):
+                return
+            self._between, self._inflate, data = inflate.unused_data, None, b""
+
+    def _inflate_steps(self, inflate: zlib._Decompress, data: bytes) -> Iterator[bytes]:
         try:
-            out = self._inflate.decompress(data, _DECODE_STEP)
+            out = inflate.decompress(data, _DECODE_STEP)
         except zlib.error:
             # "deflate" is sent both zlib-wrapped (as specified) and raw (as some servers do).
             if self._gzip or not self._first:
                 raise
-            self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
-            out = self._inflate.decompress(data, _DECODE_STEP)
+            inflate = self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = inflate.decompress(data, _DECODE_STEP)
         self._first = False
         yield out
         # A full step may leave output pending inside zlib even with no input left over.
-        while self._inflate.unconsumed_tail or len(out) == _DECODE_STEP:
-            out = self._inflate.decompress(self._inflate.unconsumed_tail, _DECODE_STEP)
-            if not out and not self._inflate.unconsumed_tail:
+        while inflate.unconsumed_tail or len(out) == _DECODE_STEP:
+            out = inflate.decompress(inflate.unconsumed_tail, _DECODE_STEP)
+            if not out and not inflate.unconsumed_tail:
                 return
             yield out
 
+    def _next_member(self, data: bytes) -> bytes:
+        """The input from the next member's first byte on, once it is known to start one;
+        b"" while that is not known yet, or when what follows is not a member."""
+        rest = (self._between + data).lstrip(b"\0")
+        if len(rest) < len(_GZIP_MAGIC):
+            self._between = rest
+            return b""
+        self._between = b""
+        if not rest.startswith(_GZIP_MAGIC):
+            self._trailing = True
+            return b""
+        return rest
+
     def flush(self) -> Iterator[bytes]:
+        if self._inflate is None:
+            return
         yield self._inflate.flush()
         if not self._first and not self._inflate.eof:
             raise _CutOff

@@ -9,6 +9,7 @@ import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
 from ipaddress import ip_address
+from itertools import pairwise
 
 import brotli
 import httpx
@@ -443,6 +444,63 @@ async def test_fetch_decodes_content_encoding(
     )
     result = await fetcher.fetch("https://example.com/")
     assert result.content == page
+
+
+def _split_at(data: bytes, *cuts: int) -> tuple[bytes, ...]:
+    bounds = [0, *cuts, len(data)]
+    return tuple(data[a:b] for a, b in pairwise(bounds))
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        lambda first, second: (first + second,),
+        # The next member's magic split across two network chunks.
+        lambda first, second: _split_at(first + second, len(first) + 1),
+        lambda first, second: (first, second),
+        # Zero padding between members, as some servers write.
+        lambda first, second: (first, b"\0" * 7, second),
+    ],
+    ids=["one-chunk", "magic-split", "member-per-chunk", "zero-padding"],
+)
+async def test_fetch_reads_every_member_of_a_gzip_body(
+    fetcher: Fetcher, respx_mock: respx.MockRouter, chunks: Callable[[bytes, bytes], tuple[bytes, ...]]
+) -> None:
+    first, second = b"<p>first part of the page</p>", b"<p>" + b"second part " * 10_000 + b"</p>"
+    respx_mock.get(f"https://{PUBLIC_V4}/").respond(
+        200,
+        stream=Body(*chunks(gzip.compress(first), gzip.compress(second))),
+        headers={**HTML, "Content-Encoding": "gzip"},
+    )
+    result = await fetcher.fetch("https://example.com/")
+    assert result.content == first + second
+
+
+async def test_fetch_ignores_what_follows_the_last_gzip_member(
+    fetcher: Fetcher, respx_mock: respx.MockRouter
+) -> None:
+    page = b"<p>the whole page</p>"
+    respx_mock.get(f"https://{PUBLIC_V4}/").respond(
+        200,
+        stream=Body(gzip.compress(page) + b"\0\0", b"junk after the page " * 3),
+        headers={**HTML, "Content-Encoding": "gzip"},
+    )
+    result = await fetcher.fetch("https://example.com/")
+    assert result.content == page
+
+
+async def test_fetch_refuses_a_gzip_body_whose_second_member_is_cut_off(
+    fetcher: Fetcher, respx_mock: respx.MockRouter
+) -> None:
+    second = gzip.compress(bytes(range(256)) * 400)
+    respx_mock.get(f"https://{PUBLIC_V4}/").respond(
+        200,
+        content=gzip.compress(b"<p>first</p>") + second[: len(second) // 2],
+        headers={**HTML, "Content-Encoding": "gzip"},
+    )
+    with pytest.raises(FetchError) as caught:
+        await fetcher.fetch("https://example.com/")
+    assert (str(caught.value), caught.value.retryable) == ("the page was cut off before its end", True)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal
 from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from app.schemas import OUT_OF_RANGE_INSTANT, storable_instant
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,11 +55,15 @@ def parse_instant(name: str, value: str | None) -> datetime | None:
     try:
         if not _RFC3339.match(value):
             raise ValueError(value)
-        return datetime.fromisoformat(value.upper())
+        instant = datetime.fromisoformat(value.upper())
     except ValueError:
         hint = " (a '+' in a query string must be sent as %2B)" if " " in value else ""
         message = f"expected an RFC 3339 date-time with its zone, e.g. 2026-11-25T09:00:00Z{hint}"
         raise BadRequest(f"invalid parameters: {name}", extra=[{"field": name, "message": message}]) from None
+    if not storable_instant(instant):
+        extra = [{"field": name, "message": OUT_OF_RANGE_INSTANT}]
+        raise BadRequest(f"invalid parameters: {name}", extra=extra)
+    return instant
 
 
 def provide_time_window(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, StringConstraints, WithJsonSchema
@@ -26,6 +27,20 @@ def strip_required(value: str) -> str:
     if not stripped:
         raise PydanticCustomError("blank", "must not be empty or only whitespace")
     return stripped
+
+
+OUT_OF_RANGE_INSTANT = "expected a date-time between the years 1 and 9999, once in UTC"
+
+
+def storable_instant(value: datetime) -> bool:
+    """Whether an aware date-time stays within the years 1 to 9999 once in UTC: the driver
+    sends it in UTC, and 9999-12-31T23:59:59-12:00 or 0001-01-01T00:00:00+14:00 would
+    overflow there (a 500 instead of a 422)."""
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
 
 
 NoNul = AfterValidator(reject_nul)

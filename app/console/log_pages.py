@@ -18,6 +18,7 @@ from app.agents.service import AgentService
 from app.console.forms import FieldErrors, parse_uuid
 from app.console.web import PageNumber, Pager, render
 from app.query.query_log import QueryLogService
+from app.schemas import storable_instant
 
 PAGE_SIZE = 50
 # The agents offered in the filter (the agent's own page links here for any other).
@@ -175,7 +176,11 @@ def _instant(value: str, name: str, errors: FieldErrors) -> datetime | None:
     except ValueError:
         errors[name] = "Enter a date and time, e.g. 2026-11-25T09:00."
         return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    if not storable_instant(when):
+        errors[name] = "Enter a date between the years 1 and 9999."
+        return None
+    return when
 
 
 async def agent_options(agent_service: AgentService) -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.errors import ValidationFailed
+from app.schemas import OUT_OF_RANGE_INSTANT, storable_instant
 
 MAX_TAGS = 20
 MAX_TAG_LENGTH = 50
@@ -65,7 +66,13 @@ def _rfc3339(value: object) -> object:
     return value
 
 
-Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+def _storable(value: datetime) -> datetime:
+    if not storable_instant(value):
+        raise PydanticCustomError("instant_range", OUT_OF_RANGE_INSTANT)
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339), AfterValidator(_storable)]
 
 
 Tag = Annotated[

@@ -107,6 +107,15 @@ async def test_bad_filters_say_what_is_wrong(
     assert f'id="error-{field}"' in r.text
 
 
+async def test_a_time_past_the_year_9999_in_utc_is_refused(signed_in: Browser, agent: str) -> None:
+    # Valid ISO 8601 that overflowed when the driver turned it into UTC: a 500.
+    browser, _ = signed_in
+    r = await browser.get("/console/query-log", params={"agent_id": agent, "until": "0001-01-01T00:00+14:00"})
+    assert r.status_code == 422
+    assert 'id="error-until"' in r.text
+    assert "Enter a date between the years 1 and 9999." in r.text
+
+
 async def test_pages_keep_the_filters(signed_in: Browser, org: Org, agent: str, engine: Any) -> None:
     browser, _ = signed_in
     async with engine.begin() as conn:

@@ -126,6 +126,54 @@ async def test_a_window_out_of_order_says_why(client, org, kb):
     assert [e["message"] for e in r.json()["fields"]] == ["expires_at must be after effective_from"]
 
 
+# Valid RFC 3339, but past the years 1 to 9999 once in UTC, where the driver sends them.
+OUT_OF_RANGE = ["9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00"]
+
+
+@pytest.mark.parametrize("value", OUT_OF_RANGE)
+async def test_a_date_past_the_year_9999_in_utc_is_a_422(client, org, kb, engine, value):
+    created = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        json={"title": "Hours", "content": "We open at nine.", "expires_at": value},
+        headers=org.headers,
+    )
+    uploaded = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files=[("file", ("hours.txt", b"We open at nine.", "text/plain")), ("effective_from", (None, value))],
+        headers=org.headers,
+    )
+    expected = "expected a date-time between the years 1 and 9999, once in UTC"
+    assert (created.status_code, created.json()["fields"]) == (
+        422,
+        [{"field": "expires_at", "message": expected}],
+    )
+    assert (uploaded.status_code, uploaded.json()["fields"]) == (
+        422,
+        [{"field": "effective_from", "message": expected}],
+    )
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM documents"))).scalar_one() == 0
+
+
+@pytest.mark.parametrize("value", OUT_OF_RANGE)
+async def test_an_update_past_the_year_9999_in_utc_is_a_422_and_changes_nothing(client, org, kb, value):
+    doc = await create_text_doc(client, org.headers, kb["id"], expires_at="2126-01-01T00:00:00Z")
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"effective_from": value, "tags": ["changed"]},
+        headers=org.headers,
+    )
+    assert (r.status_code, [e["field"] for e in r.json()["fields"]]) == (422, ["effective_from"])
+    stored = (
+        await client.get(f"/api/knowledge/{kb['id']}/documents/{doc['id']}", headers=org.headers)
+    ).json()
+    assert (stored["tags"], stored["effective_from"], stored["expires_at"]) == (
+        doc["tags"],
+        None,
+        doc["expires_at"],
+    )
+
+
 async def test_a_url_document_takes_them_too(client, org, kb):
     r = await client.post(
         f"/api/knowledge/{kb['id']}/documents",

@@ -296,6 +296,25 @@ async def test_time_bounds_must_be_rfc3339_with_a_zone(client, org, engine):
             assert (path, value, r.status_code) == (path, value, 200)
 
 
+async def test_time_bounds_past_the_year_9999_in_utc_are_a_400(client, org, engine):
+    # Valid RFC 3339 that overflowed when the driver turned it into UTC: a 500.
+    c, app = client
+    agent = await assigned_agent(c, org, app, engine, "Dental FAQ", "Practice FAQ", FAQ)
+    message = "expected a date-time between the years 1 and 9999, once in UTC"
+    for path in (f"/api/agents/{agent}/queries", "/api/knowledge-gaps"):
+        for name, value in (("since", "9999-12-31T23:59:59-12:00"), ("until", "0001-01-01T00:00:00+14:00")):
+            r = await c.get(path, params={name: value}, headers=org.headers)
+            assert (path, r.status_code, r.json()) == (
+                path,
+                400,
+                {
+                    "error": "bad_request",
+                    "detail": f"invalid parameters: {name}",
+                    "fields": [{"field": name, "message": message}],
+                },
+            )
+
+
 async def test_an_unknown_status_filter_names_the_statuses(client, org, engine):
     c, app = client
     agent = await assigned_agent(c, org, app, engine, "Dental FAQ", "Practice FAQ", FAQ)

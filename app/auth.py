@@ -25,7 +25,9 @@ from app.observability.metrics import RATE_LIMITED
 
 PUBLIC_PATHS = {"/health", "/ready", "/metrics"}
 WINDOW_S = 60
-_QUERY_PATH = re.compile(r"^/api/agents/[^/]+/query_knowledge(?:/stream)?$")
+# The voice runtime's calls: the tool declaration at a session's start, then the questions.
+_RUNTIME_PATH = re.compile(r"^/api/agents/[^/]+/(?:query_knowledge(?:/stream)?|tool)$")
+_SLASHES = re.compile(r"/{2,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +41,22 @@ class Principal:
         return self.role == "admin"
 
 
-def budget_for(path: str, limits: LimitSettings) -> tuple[str, int]:
-    """Calls from the voice runtime and management calls have separate budgets, so a bulk
-    upload script cannot starve live calls (and the reverse)."""
-    if _QUERY_PATH.match(path):
-        return "query", limits.query_per_minute
-    return "manage", limits.manage_per_minute
+def budget_for(path: str) -> str:
+    """The budget a request to ``path`` counts against: the voice runtime's calls and
+    management calls have separate ones, so a bulk upload script cannot starve live calls
+    (and the reverse). A query key counts against "query" whatever it asks for
+    (AUTHENTICATE_SQL). The router takes "//" as "/" and ignores a trailing "/": so does this."""
+    if _RUNTIME_PATH.match(_SLASHES.sub("/", path).rstrip("/")):
+        return "query"
+    return "manage"
+
+
+def budget_limit(budget: str, limits: LimitSettings) -> int:
+    return limits.query_per_minute if budget == "query" else limits.manage_per_minute
+
+
+def _limited_budgets(limits: LimitSettings) -> list[str]:
+    return [budget for budget in ("query", "manage") if budget_limit(budget, limits) > 0]
 
 
 def _is_public(scope: Scope) -> bool:
@@ -77,17 +89,25 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         if len(token) > 200:
             raise Unauthorized("unknown or revoked API key")
-        budget, limit = budget_for(scope["path"], state.settings.limits)
+        limits = state.settings.limits
         async with raw_connection(state.engine) as conn:
-            row = await conn.fetchrow(AUTHENTICATE_SQL, hash_key(token), budget, WINDOW_S, limit > 0)
+            row = await conn.fetchrow(
+                AUTHENTICATE_SQL,
+                hash_key(token),
+                budget_for(scope["path"]),
+                WINDOW_S,
+                _limited_budgets(limits),
+            )
         if row is None:
             raise Unauthorized("unknown or revoked API key")
         principal = Principal(key_id=row["id"], org_id=row["org_id"], role=row["role"])
         scope["user"] = scope["auth"] = principal
         org_id_var.set(str(principal.org_id))
 
+        budget = row["budget"]
+        limit = budget_limit(budget, limits)
         rate_headers: dict[str, str] = {}
-        if limit > 0 and row["count"] is not None:
+        if row["count"] is not None:
             reset = max(1, math.ceil(row["window_start"] + WINDOW_S - row["now"]))
             remaining = max(0, limit - row["count"])
             rate_headers = {

@@ -37,10 +37,13 @@ class DatabaseSettings(BaseModel):
 
 class LimitSettings(BaseModel):
     query_per_minute: int = Field(
-        1200, ge=0, description="query_knowledge calls per organisation per minute (0 = no limit)."
+        1200,
+        ge=0,
+        description="Voice-runtime calls (query_knowledge, its stream, the tool declaration, anything with "
+        "a query key) per organisation per minute (0 = no limit).",
     )
     manage_per_minute: int = Field(
-        300, ge=0, description="Management calls per organisation per minute (0 = no limit)."
+        300, ge=0, description="Other calls with an admin key per organisation per minute (0 = no limit)."
     )
     documents_per_kb: int = Field(10_000, ge=1, description="Most documents one knowledge base may hold.")
     org_storage_bytes: int = Field(

@@ -5,9 +5,10 @@ import uuid
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
+from app.auth import budget_for
 from app.main import create_app
 from tests.conftest import fake_resolver
-from tests.helpers import create_kb, create_text_doc, in_one_rate_window
+from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc, in_one_rate_window
 
 
 def _app(database_url, settings, **limits):
@@ -62,6 +63,47 @@ async def test_query_budget_is_separate_from_management(database_url, settings, 
         r = await c.post(f"/api/agents/{agent}/query_knowledge", json={"query": "hi"}, headers=org.headers)
         assert r.status_code == 200
         assert r.headers["RateLimit-Limit"] == "5"
+
+
+def test_the_runtime_paths_count_against_the_query_budget() -> None:
+    # The tool declaration is fetched as a call starts: a bulk upload must not refuse it.
+    assert budget_for("/api/agents/a1/tool") == "query"
+    # The router takes these for the same routes.
+    assert budget_for("/api/agents/a1/query_knowledge/") == "query"
+    assert budget_for("/api//agents/a1/query_knowledge") == "query"
+    assert budget_for("/api/agents/a1/queries") == "manage"
+    assert budget_for("/api/agents/a1/query_knowledge/other") == "manage"
+
+
+async def test_a_query_keys_refused_requests_leave_the_admins_budget_alone(database_url, settings, org):
+    async with AsyncTestClient(
+        app=_app(database_url, settings, manage_per_minute=3, query_per_minute=50)
+    ) as c:
+        await in_one_rate_window()
+        key = bearer((await create_key(c, org.headers, "query"))["key"])  # one management call
+        for _ in range(3):
+            refused = await c.get("/api/knowledge", headers=key)
+            assert (refused.status_code, refused.headers["RateLimit-Limit"]) == (403, "50")
+        admin = await c.get("/api/knowledge", headers=org.headers)
+        assert (admin.status_code, admin.headers["RateLimit-Remaining"]) == (200, "1")
+
+
+async def test_the_tool_and_path_variants_are_served_when_the_management_budget_is_spent(
+    database_url, settings, org
+):
+    async with AsyncTestClient(
+        app=_app(database_url, settings, manage_per_minute=2, query_per_minute=5)
+    ) as c:
+        await in_one_rate_window()
+        kb = await create_kb(c, org.headers)
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        assert (await c.get("/api/knowledge", headers=org.headers)).status_code == 429
+        tool = await c.get(f"/api/agents/{agent}/tool", headers=org.headers)
+        assert (tool.status_code, tool.headers["RateLimit-Remaining"]) == (200, "4")
+        asked = await c.post(
+            f"/api/agents/{agent}/query_knowledge/", json={"query": "hi"}, headers=org.headers
+        )
+        assert (asked.status_code, asked.headers["RateLimit-Remaining"]) == (200, "3")
 
 
 async def test_documents_per_kb_quota(database_url, settings, org):

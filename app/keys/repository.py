@@ -73,11 +73,15 @@ class ApiKeyRepository:
 
 # Authentication runs on every request, the hot path included: one statement over the
 # raw asyncpg connection finds the key, stamps its use at most once a minute, and counts
-# the request against the organisation's budget ($2) in a fixed window of $3 seconds.
+# the request against the organisation's budget (the path's, $2, or "query" for a query
+# key) in a fixed window of $3 seconds, when that budget is among those limited ($4).
 # The counters live in PostgreSQL so the limit holds across processes and replicas.
 AUTHENTICATE_SQL = """
 WITH k AS (
-    SELECT id, org_id, role, last_used_at FROM api_keys
+    -- A query key's every request counts against the query budget, whatever it asks for:
+    -- refused management calls from the runtime's key must not use up the admins' budget.
+    SELECT id, org_id, role, last_used_at, CASE WHEN role = 'query' THEN 'query' ELSE $2 END AS budget
+    FROM api_keys
     WHERE key_hash = $1 AND revoked_at IS NULL
 ), touched AS (
     UPDATE api_keys SET last_used_at = now()
@@ -87,13 +91,13 @@ WITH k AS (
     RETURNING 1
 ), hit AS (
     INSERT INTO rate_counters (bucket, window_start, count)
-    SELECT k.org_id::text || ':' || $2, to_timestamp(floor(extract(epoch FROM now()) / $3) * $3), 1
+    SELECT k.org_id::text || ':' || k.budget, to_timestamp(floor(extract(epoch FROM now()) / $3) * $3), 1
     FROM k
-    WHERE $4
+    WHERE k.budget = ANY($4::text[])
     ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + 1
     RETURNING count, extract(epoch FROM window_start)::float8 AS window_start
 )
-SELECT k.id, k.org_id, k.role, hit.count, hit.window_start, extract(epoch FROM now())::float8 AS now
+SELECT k.id, k.org_id, k.role, k.budget, hit.count, hit.window_start, extract(epoch FROM now())::float8 AS now
 FROM k LEFT JOIN hit ON true
 """
 

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import tempfile
+import uuid
 from typing import Annotated, Any
 
 import typer
@@ -49,9 +50,16 @@ def serve(
 
     from app.db import migrate as migrations
     from app.db.embedded import embedded_stops_with_this_process
+    from app.prompting import PromptError, PromptLibrary
     from app.startup import organisation_count, startup_text, vk_command
 
     settings = get_settings()
+    try:
+        # Checked here too, where a broken prompt file is one line of output, not a traceback.
+        PromptLibrary.load(settings.prompts_dir)
+    except PromptError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     url = _database_url()
     if migrate:
         migrations.upgrade(url)
@@ -134,10 +142,17 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision.")])
 @cli.command("create-org")
 def create_org(name: Annotated[str, typer.Argument(help="Organisation name.")]) -> None:
     """Create an organisation and print its first admin API key (shown once)."""
+    from pydantic import TypeAdapter, ValidationError
+
     from app.db import migrate as migrations
     from app.db.engine import make_engine, make_sessionmaker
     from app.keys.service import create_organisation
+    from app.schemas import Title
 
+    try:
+        name = TypeAdapter(Title).validate_python(name)
+    except ValidationError as exc:
+        raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="NAME") from None
     settings = get_settings()
     url = _database_url()
     migrations.upgrade(url)
@@ -272,7 +287,9 @@ def evaluate(
         str | None, typer.Option(help="Running service to ask (default: one started in this process).")
     ] = None,
     key: Annotated[str | None, typer.Option(help="Admin key (with --url).")] = None,
-    agent: Annotated[str | None, typer.Option(help="Agent holding the documents (--url; squad-dev).")] = None,
+    agent: Annotated[
+        uuid.UUID | None, typer.Option(help="Agent holding the documents (--url; squad-dev).")
+    ] = None,
     variant: Annotated[str | None, typer.Option(help="Prompt variant (default: the agent's).")] = None,
     compare: Annotated[tuple[str, str] | None, typer.Option(help="Two variants side by side.")] = None,
     limit: Annotated[int | None, typer.Option(help="Ask a seeded sample of this many questions.")] = None,
@@ -296,7 +313,7 @@ def evaluate(
         docs=Path(docs) if docs else None,
         url=url,
         key=key,
-        agent=agent,
+        agent=str(agent) if agent else None,
         variant=variant,
         compare=compare,
         limit=limit,
@@ -308,7 +325,7 @@ def evaluate(
 
 @cli.command("replay")
 def replay(
-    agent: Annotated[str, typer.Option(help="Agent whose logged questions are replayed.")],
+    agent: Annotated[uuid.UUID, typer.Option(help="Agent whose logged questions are replayed.")],
     variant: Annotated[str, typer.Option(help="Prompt variant to replay them with.")],
     url: Annotated[str | None, typer.Option(help="The running service (required).")] = None,
     key: Annotated[str | None, typer.Option(help="Admin key of the agent's organisation (required).")] = None,
@@ -322,7 +339,7 @@ def replay(
     from app.evaluation.commands import replay_command
 
     replay_command(
-        agent=agent,
+        agent=str(agent),
         last=last,
         variant=variant,
         url=url,
@@ -335,7 +352,7 @@ def replay(
 @cli.command("sync")
 def sync(
     folder: Annotated[str, typer.Argument(help="The folder to mirror (a git checkout, say).")],
-    kb: Annotated[str, typer.Option("--kb", help="Id of the knowledge base to keep equal to it.")],
+    kb: Annotated[uuid.UUID, typer.Option("--kb", help="Id of the knowledge base to keep equal to it.")],
     url: Annotated[
         str | None,
         typer.Option(envvar="VK_URL", help="The service (default: the address vk serve prints)."),
@@ -371,7 +388,7 @@ def sync(
     settings = get_settings()
     options = SyncOptions(
         folder=Path(folder),
-        kb_id=kb,
+        kb_id=str(kb),
         selection=Selection(tuple(include or ()), tuple(exclude or ())),
         delete_missing=delete_missing,
         dry_run=dry_run,

@@ -1,7 +1,11 @@
-"""The command line's help: every text written for it reaches the reader whole."""
+"""The command line: every text written for it reaches the reader whole, and a mistake in
+its input is one line that says what is wrong."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.config import PROJECT_ROOT, get_settings
 
 
 def _commands(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -55,3 +60,39 @@ def test_help_shows_every_text_whole(path, command):
     texts = [command.help or ""]
     texts += [p.help for p in command.params if getattr(p, "help", None) and not getattr(p, "hidden", False)]
     assert [text for text in texts if _flat(text) not in shown] == []
+
+
+@pytest.fixture
+def fresh_settings() -> Iterator[None]:
+    """get_settings() read again from the environment the test gives the command."""
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_serve_stops_at_a_broken_prompt_file_with_its_message(tmp_path, fresh_settings):
+    prompts = Path(shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "prompts"))
+    broken = prompts / "default" / "grounding.user.md"
+    broken.write_text(
+        '+++\nversion = "9"\n+++\nAnswer $caller_name from $knowledge: $question\n', encoding="utf-8"
+    )
+    result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env={"PROMPTS_DIR": str(prompts)})
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: {broken}: ")
+    assert "$caller_name" in result.stderr
+    assert "Traceback" not in result.output
+    assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("   ", "must not be empty or only whitespace"),
+        ("A" * 201, "String should have at most 200 characters"),
+        ("Acme\x00", "must not contain NUL characters"),
+    ],
+    ids=["blank", "too-long", "nul"],
+)
+def test_create_org_refuses_a_name_the_api_would(name, message):
+    result = CliRunner().invoke(cli, ["create-org", name])
+    assert (result.exit_code, f"Invalid value for NAME: {message}" in result.output) == (2, True)

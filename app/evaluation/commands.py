@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from app.evaluation.report import (
 )
 from app.evaluation.runner import Knowledge, Row, find_knowledge, load_organisations, run_questions
 from app.evaluation.service_client import ServiceClient, ServiceError
+from app.prompting import PromptError, PromptLibrary
 
 __all__ = ["Evaluation", "build_report", "eval_command", "evaluate", "replay_command", "replay_with"]
 
@@ -157,7 +159,57 @@ def _quiet_loggers() -> None:
 
 
 def _default_out() -> Path:
-    return Path("eval-out") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = Path("eval-out") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    path, n = stamp, 1
+    while path.exists():  # two runs started in the same second
+        n += 1
+        path = stamp.with_name(f"{stamp.name}-{n}")
+    return path
+
+
+def _writable_out(out: Path | None, *, inside: Path | None = None) -> Path:
+    """The report folder, made now: a folder that cannot be written is found before the run,
+    not after every question has been asked. A report already there is replaced."""
+    out_dir = out or _default_out()
+    if inside is not None and out_dir.resolve().is_relative_to(inside.resolve()):
+        raise typer.BadParameter(
+            f"{out_dir} is inside the documents folder {inside}: its report would be uploaded"
+        )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot write the report into {out_dir}: {exc.strerror or exc}") from None
+    return out_dir
+
+
+def _failed_requests(document: dict[str, Any]) -> int:
+    """Questions the service answered with an HTTP error: reported, and the exit status is 1."""
+    summaries = document["metrics"].values() if document["kind"] == "compare" else [document["metrics"]]
+    return max(int(summary["http_errors"]) for summary in summaries)
+
+
+def _warn_of_errors(document: dict[str, Any], asked: int) -> None:
+    failed = _failed_requests(document)
+    if failed:
+        first = next(row for row in _all_rows(document) if row.get("error"))
+        typer.echo(
+            f"error: {failed} of {asked} requests failed (first: {first['error']}); "
+            "the figures count them as wrong",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+def _all_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for row in document["rows"]:
+        if document["kind"] == "compare":
+            rows.extend(v for v in row.values() if isinstance(v, dict) and "error" in v)
+        else:
+            rows.append(row)
+    return rows
 
 
 def _service_settings(settings: Settings) -> dict[str, Any]:
@@ -194,8 +246,10 @@ def eval_command(
         raise typer.BadParameter("--url, --key and --agent go together (remote mode)")
     if variant is not None and compare is not None:
         raise typer.BadParameter("use --variant or --compare, not both")
+    if compare is not None and compare[0] == compare[1]:
+        raise typer.BadParameter(f"--compare needs two different variants, not {compare[0]!r} twice")
+    docs_dir = docs or dataset.parent / "docs"
     try:
-        docs_dir = docs or dataset.parent / "docs"
         picked, documents = load_question_set(dataset, docs_dir, limit=limit, seed=seed)
     except (DatasetError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -205,7 +259,7 @@ def eval_command(
             "a callers-dev set needs one agent per organisation: run it in-process (without --url)"
         )
     variants: list[str | None] = list(compare) if compare else [variant]
-    out_dir = out or _default_out()
+    out_dir = _writable_out(out, inside=docs_dir)
     config: dict[str, Any] = {
         "mode": "remote" if url else "in-process",
         "format": "callers-dev" if by_org else "squad-dev",
@@ -228,17 +282,19 @@ def eval_command(
         else:
             settings = evaluation_settings()
             config["service"] = _service_settings(settings)
+            PromptLibrary.load(settings.prompts_dir)  # a broken prompt file stops the run before it starts
             with embedded_postgres() as database_url:
                 evaluation = asyncio.run(
                     _in_process(database_url, settings, picked, documents, variants, concurrency)
                 )
-    except (ServiceError, httpx.HTTPError) as exc:
+    except (ServiceError, httpx.HTTPError, PromptError) as exc:
         _fail(exc, url)
     config["duration_s"] = round(time.perf_counter() - started, 1)
     document, markdown = build_report(config, evaluation)
     json_path, md_path = write_report(out_dir, document, markdown)
     _echo_headline(document)
     typer.echo(f"report: {md_path}\n        {json_path}")
+    _warn_of_errors(document, len(picked) * len(variants))
     return out_dir
 
 
@@ -312,7 +368,7 @@ def replay_command(
         raise typer.BadParameter(
             "replay asks a running service: give its --url and an admin --key of the agent's organisation"
         )
-    out_dir = out or _default_out()
+    out_dir = _writable_out(out)
     config: dict[str, Any] = {
         "mode": "replay",
         "url": url,
@@ -334,6 +390,7 @@ def replay_command(
         f"{metrics['changed_answer']} changed answer"
     )
     typer.echo(f"report: {md_path}\n        {json_path}")
+    _warn_of_errors(document, metrics["questions_replayed"])
     return out_dir
 
 

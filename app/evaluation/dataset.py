@@ -31,6 +31,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
+from app.query.schemas import Question as QueryText
+
 __all__ = [
     "DatasetError",
     "Document",
@@ -45,6 +49,9 @@ __all__ = [
 ]
 
 _PARAGRAPH_SPLIT = re.compile(r"\n\s*\n")
+# What query_knowledge accepts as a question: one it would refuse is a mistake in the file,
+# found before the run, not an error counted among its figures.
+_QUERY_TEXT: TypeAdapter[str] = TypeAdapter(QueryText)
 
 
 class DatasetError(ValueError):
@@ -95,16 +102,26 @@ class Document:
 
 def load_questions(path: Path) -> list[Question]:
     """Read a JSONL question file; raises DatasetError naming the line at fault."""
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a file")
     questions: list[Question] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    with path.open("rb") as lines:
+        for number, data in enumerate(lines, start=1):
+            try:
+                line = data.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{path}:{number}: not UTF-8 text (byte {exc.start + 1})") from None
             if not line.strip():
                 continue
             try:
                 raw = json.loads(line)
+                if not isinstance(raw, dict):
+                    raise TypeError(f"a JSON object was expected, not {type(raw).__name__}")
                 question = _callers_question(raw) if "org" in raw else _squad_question(raw)
-            except (ValueError, KeyError, TypeError) as exc:
+            except RecursionError:
+                raise DatasetError(f"{path}:{number}: not a question record (nested too deep)") from None
+            except (ValueError, KeyError, TypeError, OverflowError) as exc:
                 raise DatasetError(f"{path}:{number}: not a question record ({exc})") from exc
             if question.id in seen:
                 raise DatasetError(f"{path}:{number}: duplicate id {question.id!r}")
@@ -118,39 +135,79 @@ def load_questions(path: Path) -> list[Question]:
     return questions
 
 
+def _text(raw: dict[str, Any], field: str, *, required: bool = True) -> str | None:
+    """A string field: present and a string, never another type read as one (an id may be
+    a whole number, as JSON writers often make it)."""
+    value = raw.get(field)
+    if value is None and not required:
+        return None
+    if field == "id" and type(value) is int:
+        return str(value)
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{field} must be a string, not {'missing' if value is None else type(value).__name__}"
+        )
+    return value
+
+
+def _answers(raw: dict[str, Any]) -> tuple[str, ...]:
+    answers = raw.get("answers")
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise TypeError("answers must be a list of strings ([] for an unanswerable question)")
+    return tuple(answers)
+
+
+def _question_text(raw: dict[str, Any]) -> str:
+    text = str(_text(raw, "question"))
+    try:
+        _QUERY_TEXT.validate_python(text)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ValueError(f"question: {reason[0].lower()}{reason[1:]} (as query_knowledge requires)") from None
+    return text
+
+
 def _squad_question(raw: dict[str, Any]) -> Question:
+    index = raw.get("paragraph_index")
+    if type(index) is not int:
+        raise TypeError("paragraph_index must be a whole number")
     return Question(
-        id=str(raw["id"]),
-        question=str(raw["question"]),
-        answers=tuple(str(a) for a in raw["answers"]),
-        doc=str(raw["doc"]),
-        paragraph_index=int(raw["paragraph_index"]),
+        id=str(_text(raw, "id")),
+        question=_question_text(raw),
+        answers=_answers(raw),
+        doc=_text(raw, "doc"),
+        paragraph_index=index,
     )
 
 
 def _callers_question(raw: dict[str, Any]) -> Question:
-    answers = tuple(str(a) for a in raw["answers"])
-    doc, gold_sentence = raw.get("doc"), raw.get("gold_sentence")
+    answers = _answers(raw)
+    doc, gold_sentence = _text(raw, "doc", required=False), _text(raw, "gold_sentence", required=False)
     if answers and (not doc or not gold_sentence):
         raise ValueError("an answerable question needs doc and gold_sentence")
-    org = str(raw["org"])
-    if doc and not str(doc).startswith(f"{org}/"):
+    org = str(_text(raw, "org"))
+    if not org.strip() or "/" in org or org in {".", ".."}:
+        raise ValueError(f"org {org!r} is not a folder name")
+    if doc and not doc.startswith(f"{org}/"):
         raise ValueError(f"doc {doc!r} is not under its organisation {org!r}")
     return Question(
-        id=str(raw["id"]),
-        question=str(raw["question"]),
+        id=str(_text(raw, "id")),
+        question=_question_text(raw),
         answers=answers,
-        doc=str(doc) if doc else None,
+        doc=doc or None,
         paragraph_index=None,
         org=org,
-        kind=str(raw["kind"]) if raw.get("kind") is not None else None,
-        gold_sentence=str(gold_sentence) if gold_sentence else None,
+        kind=_text(raw, "kind", required=False),
+        gold_sentence=gold_sentence or None,
     )
 
 
 def parse_document(filename: str, data: bytes) -> Document:
     """Split a markdown document into its title and paragraphs."""
-    text = data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n")
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{filename}: not UTF-8 text (byte {exc.start + 1})") from None
     first, _, rest = text.lstrip("\n").partition("\n")
     if first.startswith("# "):
         title = first[2:].strip()
@@ -167,10 +224,10 @@ def load_documents(directory: Path, questions: Sequence[Question]) -> dict[str, 
     if not directory.is_dir():
         raise DatasetError(f"{directory}: documents folder not found (use --docs)")
     by_org = any(q.org is not None for q in questions)
-    paths = sorted(directory.glob("*/*.md" if by_org else "*.md"))
     documents = {
-        name: parse_document(path.name, path.read_bytes())
-        for path in paths
+        name: parse_document(name, _read_document(directory, path))
+        for path in sorted(directory.glob("*/*.md" if by_org else "*.md"))
+        if not path.is_dir()
         for name in [path.relative_to(directory).as_posix()]
     }
     orgs = set(group_documents(documents)) if by_org else set()
@@ -189,6 +246,22 @@ def load_documents(directory: Path, questions: Sequence[Question]) -> dict[str, 
                 f"(it has {len(document.paragraphs)})"
             )
     return documents
+
+
+def _read_document(directory: Path, path: Path) -> bytes:
+    """A document's bytes: a regular file inside ``directory``, links followed only to one
+    inside it (as ``vk sync`` does), so that a link cannot put another file's text into a
+    knowledge base and a report, and a pipe cannot stall the run."""
+    name = path.relative_to(directory).as_posix()
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # RuntimeError: a loop of links
+        raise DatasetError(f"{name}: a link to nothing") from None
+    if not target.is_relative_to(directory.resolve()):
+        raise DatasetError(f"{name}: a link to a file outside {directory}")
+    if not target.is_file():
+        raise DatasetError(f"{name}: not a regular file")
+    return target.read_bytes()
 
 
 def locate_gold_paragraphs(

@@ -556,9 +556,16 @@ def _outcome(row: Row) -> str:
 
 
 def write_report(out_dir: Path, document: dict[str, Any], markdown: str) -> tuple[Path, Path]:
-    """Write report.json and report.md into ``out_dir`` (created if missing)."""
+    """Write report.json and report.md into ``out_dir`` (created if missing), each whole or
+    not at all: a report already there is replaced only by a complete one."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "report.json", out_dir / "report.md"
-    json_path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    md_path.write_text(markdown, encoding="utf-8")
+    _replace(json_path, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    _replace(md_path, markdown)
     return json_path, md_path
+
+
+def _replace(path: Path, text: str) -> None:
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(text, encoding="utf-8")
+    part.replace(path)

@@ -42,6 +42,10 @@ _MAX_TOKENS_RANGE = (16, 4000)
 _TEMPERATURE_RANGE = (0.0, 2.0)
 
 
+# Far above any real prompt (the shipped ones are under 4 KB); each is rendered on every call.
+MAX_PROMPT_BYTES = 256 * 1024
+
+
 class PromptError(Exception):
     """A prompt file is missing or broken; the message names the file and what is wrong."""
 
@@ -356,6 +360,12 @@ def _read_folder(folder: Path) -> dict[str, _PromptFile]:
 
 def _parse_file(path: Path, spec: _FileSpec) -> _PromptFile:
     try:
+        if not path.is_file():
+            raise PromptError(f"{path}: not a regular file")
+        if path.stat().st_size > MAX_PROMPT_BYTES:
+            raise PromptError(
+                f"{path}: larger than {MAX_PROMPT_BYTES // 1024} KB; a prompt is read on every call"
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PromptError(f"{path}: cannot read: {exc}") from exc
@@ -371,6 +381,8 @@ def _parse_file(path: Path, spec: _FileSpec) -> _PromptFile:
         meta = tomllib.loads(text[opening.end() : closing.start()])
     except tomllib.TOMLDecodeError as exc:
         raise PromptError(f"{path}: front matter is not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise PromptError(f"{path}: front matter is not valid TOML: nested too deep") from None
     version, settings = _check_front_matter(path, meta, spec)
     rest = text[closing.end() :]
     body = rest.strip()

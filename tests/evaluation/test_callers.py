@@ -407,7 +407,7 @@ def test_cli_refuses_remote_mode_for_a_callers_set():
             "--key",
             "k",
             "--agent",
-            "a",
+            "0b5e3c52-8f4e-4d55-9a43-0a3f5d0c6a11",
         ],
     )
     assert (result.exit_code, "one agent per organisation" in result.output) == (2, True)

@@ -3,18 +3,22 @@ documents uploaded through the API, ingestion drained by the test, questions ask
 the real query endpoint."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.evaluation.commands import build_report, evaluate, replay_with
+from app.evaluation.commands import _warn_of_errors, build_report, evaluate, replay_with
 from app.evaluation.dataset import load_documents, load_questions
 from app.evaluation.report import write_report
 from app.evaluation.runner import find_knowledge, load_knowledge
 from app.evaluation.service_client import ServiceClient, ServiceError
 from tests.helpers import free_port
+
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 
 DOCS = {
     "Acme_Dental.md": (
@@ -232,7 +236,7 @@ def test_cli_remote_mode_needs_url_key_and_agent(tmp_path):
 
 
 def test_cli_replay_needs_a_running_service():
-    result = CliRunner().invoke(cli, ["replay", "--agent", "a", "--variant", "concise"])
+    result = CliRunner().invoke(cli, ["replay", "--agent", AGENT, "--variant", "concise"])
     assert (result.exit_code, "--url" in result.output) == (2, True)
 
 
@@ -244,11 +248,104 @@ def test_cli_names_the_url_it_cannot_reach(tmp_path):
     )
     path = write_dataset(tmp_path)
     for args in (
-        ["replay", "--url", url, "--key", "vk_x", "--agent", "a", "--variant", "concise"],
-        ["eval", str(path), "--url", url, "--key", "vk_x", "--agent", "a"],
+        ["replay", "--url", url, "--key", "vk_x", "--agent", AGENT, "--variant", "concise"],
+        ["eval", str(path), "--url", url, "--key", "vk_x", "--agent", AGENT],
     ):
         result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
         assert (args[0], result.exit_code, result.stderr) == (args[0], 1, expected)
+
+
+AGENT = "0b5e3c52-8f4e-4d55-9a43-0a3f5d0c6a11"
+
+
+def test_cli_refuses_an_agent_id_that_is_no_uuid(tmp_path):
+    path = write_dataset(tmp_path)
+    url = ["--url", "http://127.0.0.1:9", "--key", "vk_x"]
+    for args in (["replay", *url, "--variant", "concise"], ["eval", str(path), *url]):
+        result = CliRunner().invoke(cli, [*args, "--agent", "../knowledge"])
+        assert (args[0], result.exit_code, "Invalid value for '--agent'" in result.output) == (
+            args[0],
+            2,
+            True,
+        )
+
+
+def test_cli_refuses_a_report_folder_it_cannot_write_before_asking(tmp_path):
+    path = write_dataset(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    url = ["--url", f"http://127.0.0.1:{free_port()}", "--key", "vk_x", "--agent", AGENT]
+    for args in (["eval", str(path), *url], ["replay", *url, "--variant", "concise"]):
+        result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "afile")])
+        # Refused before any request: an unreachable service would otherwise exit 1.
+        assert (
+            args[0],
+            result.exit_code,
+            f"cannot write the report into {tmp_path / 'afile'}" in result.output,
+        ) == (
+            args[0],
+            2,
+            True,
+        )
+
+
+def test_cli_refuses_a_report_folder_inside_the_documents(tmp_path):
+    path = write_dataset(tmp_path)
+    result = CliRunner().invoke(cli, ["eval", str(path), "--out", str(tmp_path / "docs" / "out")])
+    assert (result.exit_code, "inside the documents folder" in result.output) == (2, True)
+    assert not (tmp_path / "docs" / "out").exists()
+
+
+def test_cli_refuses_to_compare_a_variant_with_itself(tmp_path):
+    path = write_dataset(tmp_path)
+    result = CliRunner().invoke(cli, ["eval", str(path), "--compare", "concise", "concise"])
+    assert (
+        result.exit_code,
+        "--compare needs two different variants, not 'concise' twice" in result.output,
+    ) == (
+        2,
+        True,
+    )
+
+
+def test_cli_stops_at_a_broken_prompt_file_with_its_message(tmp_path):
+    path = write_dataset(tmp_path)
+    prompts = Path(shutil.copytree(PROMPTS, tmp_path / "prompts"))
+    broken = prompts / "default" / "reply.not_found.md"
+    broken.write_text("no front matter\n", encoding="utf-8")
+    expected = f"error: {broken}: no front matter: the file must start with a '+++' line\n"
+    result = CliRunner().invoke(
+        cli, ["eval", str(path), "--out", str(tmp_path / "out")], env={"PROMPTS_DIR": str(prompts)}
+    )
+    assert (result.exit_code, result.stderr) == (1, expected)
+
+
+def test_a_report_is_replaced_whole(tmp_path):
+    out = tmp_path / "out"
+    write_report(out, {"kind": "eval", "n": 1}, "# first\n")
+    json_path, md_path = write_report(out, {"kind": "eval", "n": 2}, "# second\n")
+    assert (json.loads(json_path.read_text()), md_path.read_text()) == (
+        {"kind": "eval", "n": 2},
+        "# second\n",
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]
+
+
+def test_failed_requests_are_said_and_end_with_status_1(capsys):
+    document = {
+        "kind": "compare",
+        "metrics": {"A": {"http_errors": 0}, "B": {"http_errors": 2}},
+        "rows": [
+            {"id": "q1", "A": {"error": None}, "B": {"error": "HTTP 422: question too long"}},
+            {"id": "q2", "A": {"error": None}, "B": {"error": "HTTP 500"}},
+        ],
+    }
+    with pytest.raises(typer.Exit) as caught:
+        _warn_of_errors(document, 4)
+    assert caught.value.exit_code == 1
+    assert capsys.readouterr().err == (
+        "error: 2 of 4 requests failed (first: HTTP 422: question too long); the figures count them as wrong\n"
+    )
+    _warn_of_errors({"kind": "eval", "metrics": {"http_errors": 0}, "rows": [{"error": None}]}, 1)
 
 
 def test_cli_rejects_an_empty_sample(tmp_path):

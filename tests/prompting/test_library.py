@@ -3,6 +3,7 @@ knowledge block's prompt-injection escaping."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -279,6 +280,24 @@ def test_bad_toml(prompts: Path) -> None:
     assert str(path) in message
     assert "not valid TOML" in message
     assert "line 2" in message  # TOML's line numbers are the file's
+
+
+def test_toml_nested_too_deep(prompts: Path) -> None:
+    path = write(prompts / "default" / "grounding.user.md", "x = " + "[" * 5000 + "]" * 5000, "$question")
+    assert load_error(prompts) == f"{path}: front matter is not valid TOML: nested too deep"
+
+
+def test_a_prompt_file_larger_than_256_kb(prompts: Path) -> None:
+    path = write(prompts / "default" / "grounding.user.md", 'version = "9"', "$knowledge $question " * 20_000)
+    message = load_error(prompts)
+    assert message == f"{path}: larger than 256 KB; a prompt is read on every call"
+
+
+def test_a_prompt_file_that_is_a_pipe(prompts: Path) -> None:
+    path = prompts / "default" / "reply.not_found.md"
+    path.unlink()
+    os.mkfifo(path)
+    assert load_error(prompts) == f"{path}: not a regular file"
 
 
 def test_no_front_matter(prompts: Path) -> None:

@@ -219,15 +219,24 @@ def test_the_cli_command_reads_its_key_and_url_from_the_environment(tmp_path):
     port = free_port()
     result = CliRunner().invoke(
         cli,
-        ["sync", str(tmp_path), "--kb", "x"],
+        ["sync", str(tmp_path), "--kb", KB],
         env={"VK_API_KEY": "vk_x", "VK_URL": f"http://127.0.0.1:{port}"},
     )
     assert result.exit_code == 3
     assert f"cannot reach the service at http://127.0.0.1:{port}" in result.output
     result = CliRunner().invoke(
-        cli, ["sync", str(tmp_path / "missing"), "--kb", "x"], env={"VK_API_KEY": "vk_x"}
+        cli, ["sync", str(tmp_path / "missing"), "--kb", KB], env={"VK_API_KEY": "vk_x"}
     )
     assert (result.exit_code, result.output) == (2, f"error: {tmp_path / 'missing'} is not a folder\n")
+
+
+KB = "5d0f9a8e-2c1b-4e7a-9f3d-6b8c1a2e4f70"
+
+
+def test_the_cli_command_refuses_a_knowledge_base_id_that_is_no_uuid(tmp_path):
+    # Pasted into the URL, "../agents" reached another route ("no such route", exit 3).
+    result = CliRunner().invoke(cli, ["sync", str(tmp_path), "--kb", "../agents"], env={"VK_API_KEY": "vk_x"})
+    assert (result.exit_code, "Invalid value for '--kb'" in result.output) == (2, True)
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,9 @@ def _choices(annotation: Any) -> list[str]:
 
 _EXPECTED = {
     "Expected `bool`, got `str`": "expected true or false",
+    "Expected `bool | null`, got `str`": "expected true or false",
     "Expected `int`, got `str`": "expected an integer",
+    "Expected `int | null`, got `str`": "expected an integer",
 }
 
 

@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Annotated, Self
 
 from pydantic import BaseModel, Field, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from app.documents.schemas import DocumentSummary
 from app.schemas import Description, Input, JsonInteger, Title
@@ -47,7 +48,9 @@ class KnowledgeBaseCreate(Input):
             and self.chunk_overlap_tokens is not None
             and self.chunk_overlap_tokens > self.chunk_tokens // 2
         ):
-            raise ValueError("chunk_overlap_tokens must be at most half of chunk_tokens")
+            raise PydanticCustomError(
+                "overlap_above_half", "chunk_overlap_tokens must be at most half of chunk_tokens"
+            )
         return self
 
 

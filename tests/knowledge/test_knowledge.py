@@ -167,6 +167,10 @@ async def test_overlap_above_half_is_422(client, org):
         headers=org.headers,
     )
     assert r.status_code == 422
+    # In the service's words, not pydantic's "Value error, ...".
+    assert r.json()["fields"] == [
+        {"field": "body", "message": "chunk_overlap_tokens must be at most half of chunk_tokens"}
+    ]
 
 
 async def test_replace_agents(client, org):

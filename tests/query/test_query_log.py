@@ -369,3 +369,9 @@ async def test_evaluation_calls_are_labelled_and_left_out_of_the_gaps(client, or
         400,
         [{"field": "X-Evaluation", "message": "expected true or false"}],
     )
+    # The listing's optional filter says it in the same words.
+    r = await c.get(f"/api/agents/{agent}/queries", params={"evaluation": "maybe"}, headers=org.headers)
+    assert (r.status_code, r.json()["fields"]) == (
+        400,
+        [{"field": "evaluation", "message": "expected true or false"}],
+    )

@@ -43,7 +43,14 @@ from app.evaluation.report import (
     reliability_table,
     write_report,
 )
-from app.evaluation.runner import Knowledge, Row, find_knowledge, load_organisations, run_questions
+from app.evaluation.runner import (
+    Knowledge,
+    Row,
+    RunInterrupted,
+    find_knowledge,
+    load_organisations,
+    run_questions,
+)
 from app.evaluation.service_client import ServiceClient, ServiceError
 from app.prompting import PromptError, PromptLibrary
 
@@ -111,9 +118,19 @@ async def evaluate(
         rows = await run_questions(
             client, knowledge, questions, documents, variants, concurrency=concurrency, progress=progress
         )
+    except RunInterrupted as exc:
+        raise EvaluationInterrupted(Evaluation(knowledge, list(variants), exc.rows)) from None
     finally:
         progress.close()
     return Evaluation(knowledge, list(variants), rows)
+
+
+class EvaluationInterrupted(Exception):
+    """Ctrl-C while the questions were asked: what was answered so far, to report."""
+
+    def __init__(self, evaluation: Evaluation) -> None:
+        super().__init__("interrupted")
+        self.evaluation = evaluation
 
 
 def build_report(config: dict[str, Any], evaluation: Evaluation) -> tuple[dict[str, Any], str]:
@@ -276,6 +293,7 @@ def eval_command(
     }
     _quiet_loggers()
     started = time.perf_counter()
+    interrupted = False
     try:
         if url and key and agent:
             evaluation = asyncio.run(_remote(url, key, agent, picked, documents, variants, concurrency))
@@ -289,11 +307,21 @@ def eval_command(
                 )
     except (ServiceError, httpx.HTTPError, PromptError) as exc:
         _fail(exc, url)
+    except EvaluationInterrupted as exc:
+        evaluation, interrupted = exc.evaluation, True
+        config["interrupted_after"] = len(evaluation.rows[0])
     config["duration_s"] = round(time.perf_counter() - started, 1)
     document, markdown = build_report(config, evaluation)
     json_path, md_path = write_report(out_dir, document, markdown)
     _echo_headline(document)
     typer.echo(f"report: {md_path}\n        {json_path}")
+    if interrupted:
+        typer.echo(
+            f"interrupted: the report covers the {len(evaluation.rows[0])} of {len(picked)} questions "
+            "answered before it",
+            err=True,
+        )
+        raise typer.Exit(130)
     _warn_of_errors(document, len(picked) * len(variants))
     return out_dir
 

@@ -28,6 +28,7 @@ __all__ = [
     "DocumentRef",
     "Knowledge",
     "Row",
+    "RunInterrupted",
     "find_knowledge",
     "grade",
     "load_knowledge",
@@ -366,5 +367,20 @@ async def run_questions(
             if progress is not None:
                 progress.advance()
 
-    await asyncio.gather(*(work() for _ in range(max(1, concurrency))))
+    try:
+        await asyncio.gather(*(work() for _ in range(max(1, concurrency))))
+    except asyncio.CancelledError:
+        # Ctrl-C (asyncio.run cancels the run): the questions every variant has answered are
+        # kept, so that a long run stopped part way still gives its report.
+        done = [i for i in range(len(questions)) if all(rows[i] is not None for rows in results)]
+        kept = [[row for i in done if (row := rows[i]) is not None] for rows in results]
+        raise RunInterrupted(kept) from None
     return [[row for row in rows if row is not None] for rows in results]
+
+
+class RunInterrupted(Exception):
+    """The run was cancelled; ``rows`` holds, per variant, the questions every variant answered."""
+
+    def __init__(self, rows: list[list[Row]]) -> None:
+        super().__init__("interrupted")
+        self.rows = rows

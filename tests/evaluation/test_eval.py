@@ -2,19 +2,31 @@
 documents uploaded through the API, ingestion drained by the test, questions asked through
 the real query endpoint."""
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 import typer
+from litestar.testing.transport import TestClientTransport as LitestarTransport
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.evaluation.commands import _warn_of_errors, build_report, evaluate, replay_with
+from app.evaluation import commands
+from app.evaluation.commands import (
+    Evaluation,
+    EvaluationInterrupted,
+    _warn_of_errors,
+    build_report,
+    evaluate,
+    replay_with,
+)
 from app.evaluation.dataset import load_documents, load_questions
+from app.evaluation.inprocess import _ThreadedTransport
 from app.evaluation.report import write_report
-from app.evaluation.runner import find_knowledge, load_knowledge
+from app.evaluation.runner import Knowledge, Row, find_knowledge, load_knowledge
 from app.evaluation.service_client import ServiceClient, ServiceError
 from tests.helpers import free_port
 
@@ -114,6 +126,76 @@ async def test_tiny_set_replies(client, org, drain_queue, tmp_path):
         ("mona", "not_found", None, None),
         ("non-members", "answered", None, None),  # the members' price, read out anyway
     ]
+
+
+class _CancelsAtQuery(ServiceClient):
+    """Cancels the run at its nth question, as asyncio.run does on Ctrl-C."""
+
+    def __init__(self, *args, task: asyncio.Task, at: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.task, self.at, self.asked = task, at, 0
+
+    async def query(self, *args, **kwargs):
+        self.asked += 1
+        if self.asked == self.at:
+            self.task.cancel()
+            # Lands here, between two questions: no request is left running in a thread
+            # when the test ends.
+            await asyncio.sleep(0)
+        return await super().query(*args, **kwargs)
+
+
+@pytest.mark.parametrize("variants", [[None], ["default", "concise"]], ids=["one-variant", "compare"])
+async def test_an_interrupted_run_keeps_what_was_answered(client, org, drain_queue, tmp_path, variants):
+    questions, documents = load(tmp_path)
+
+    async def run(http):
+        service = _CancelsAtQuery(http, org.admin_key, task=asyncio.current_task(), at=4)
+        return await evaluate(service, questions, documents, wait=drain_queue, variants=variants)
+
+    # Requests sent from threads, as vk eval sends them: the test client's own transport
+    # answers without ever giving the event loop a turn, so nothing could cancel it.
+    transport = _ThreadedTransport(LitestarTransport(client))
+    async with httpx.AsyncClient(transport=transport, base_url=client.base_url) as http:
+        with pytest.raises(EvaluationInterrupted) as caught:
+            await asyncio.create_task(run(http))
+    kept = caught.value.evaluation.rows
+    # Cancelled before the 4th call: one variant has 3 questions answered, two variants 1
+    # question (each question is asked once per variant; the 2nd one's second call never went).
+    expected = ["hours", "parking", "members"] if len(variants) == 1 else ["hours"]
+    assert [[r.id for r in rows] for rows in kept] == [expected] * len(variants)
+    document, _ = build_report({"interrupted_after": len(expected)}, caught.value.evaluation)
+    assert document["kind"] == ("eval" if len(variants) == 1 else "compare")
+
+
+def test_cli_writes_the_partial_report_of_an_interrupted_run(tmp_path, monkeypatch):
+    rows = [
+        Row(
+            id="hours",
+            question="When?",
+            answers=["9 am"],
+            doc="Acme_Dental.md",
+            paragraph_index=0,
+            answerable=True,
+            variant=None,
+            http_status=200,
+            status="answered",
+            answer="We open at 9 am.",
+        )
+    ]
+    partial = Evaluation(Knowledge(agents={"": AGENT}, documents={}, missing=()), [None], [rows])
+
+    async def interrupted(*args, **kwargs):
+        raise EvaluationInterrupted(partial)
+
+    monkeypatch.setattr(commands, "_remote", interrupted)
+    path = write_dataset(tmp_path)
+    url = ["--url", "http://127.0.0.1:9", "--key", "vk_x", "--agent", AGENT]
+    result = CliRunner().invoke(cli, ["eval", str(path), *url, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 130
+    assert result.stderr.endswith("interrupted: the report covers the 1 of 6 questions answered before it\n")
+    document = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (document["config"]["interrupted_after"], [r["id"] for r in document["rows"]]) == (1, ["hours"])
 
 
 async def test_tiny_set_metrics(client, org, drain_queue, tmp_path):

@@ -15,6 +15,15 @@ from app.answering.attribution import AttributionMode
 
 
 @dataclass(frozen=True, slots=True)
+class FilterReach:
+    """What an agent's fixed filters leave of its knowledge (AgentRepository.filter_reach)."""
+
+    has_documents: bool
+    passes: bool
+    unknown_keys: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class AgentRecord:
     prompt_variant: str | None
     on_not_found: OnNotFound
@@ -167,6 +176,31 @@ class AgentRepository:
             ),
             {"org": self.org_id, "agent": agent_id, "clauses": json.dumps(clauses)},
         )
+
+    async def filter_reach(self, agent_id: uuid.UUID, clauses: list[dict[str, Any]]) -> FilterReach:
+        """Whether the agent's KBs hold documents, whether any passes ``clauses``, and which
+        of the clauses' attribute keys no document of them has."""
+        keys = [clause["key"] for clause in clauses if "key" in clause]
+        row = (
+            await self.session.execute(
+                text("""
+                    WITH docs AS (
+                        SELECT d.tags, d.attributes FROM agent_assignments a
+                        JOIN documents d ON d.kb_id = a.kb_id AND d.org_id = a.org_id
+                        WHERE a.org_id = :org AND a.agent_id = :agent
+                    )
+                    SELECT EXISTS (SELECT 1 FROM docs) AS has_documents,
+                           EXISTS (SELECT 1 FROM docs
+                                   WHERE documents_match(tags, attributes, CAST(:clauses AS jsonb)))
+                             AS passes,
+                           ARRAY(SELECT DISTINCT k FROM docs, jsonb_object_keys(attributes) AS k
+                                 WHERE k = ANY(CAST(:keys AS text[]))) AS known_keys
+                """),
+                {"org": self.org_id, "agent": agent_id, "clauses": json.dumps(clauses), "keys": keys},
+            )
+        ).one()
+        unknown = sorted(set(keys) - set(row.known_keys))
+        return FilterReach(has_documents=row.has_documents, passes=row.passes, unknown_keys=unknown)
 
 
 def _summary(row: Any) -> AgentSummary:

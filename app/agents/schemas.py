@@ -81,3 +81,9 @@ class AgentSettingsRead(BaseModel):
     escalation: EscalationRead
     attribution: AttributionMode
     filters: dict[str, Any] | None = Field(description="The agent's fixed filters; null when none.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the settings do that is likely a mistake, though allowed: fixed filters that "
+        "no document of the agent's knowledge bases passes (a misspelt key, say), so that every call "
+        "is answered not_found until a document does.",
+    )

@@ -4,6 +4,7 @@ the caller is handed to a human (escalation)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -35,7 +36,7 @@ class AgentService:
         agent = await self.repo.find(agent_id)
         if agent is None:
             raise NotFound(AGENT_NOT_FOUND)
-        return self._read(agent_id, agent)
+        return await self._read(agent_id, agent)
 
     async def update(self, agent_id: uuid.UUID, data: AgentSettingsUpdate) -> AgentSettingsRead:
         await require_known_agent(self.repo, agent_id)
@@ -53,13 +54,13 @@ class AgentService:
         if data.attribution is not None:
             await self.repo.set_attribution(agent_id, data.attribution)
         if "filters" in data.model_fields_set:
-            # Not checked against the KBs' attribute keys: the documents may come later; a key
-            # none has hides every document (the call's own filters are checked: 422).
+            # Not refused when no document passes them: the documents may come later (the
+            # call's own filters are checked: 422). The reply's warnings say so instead.
             await self.repo.set_filters(agent_id, to_clauses(data.filters))
         agent = await self.repo.find(agent_id)
         assert agent is not None  # known above, in this transaction
         await self.session.commit()
-        return self._read(agent_id, agent)
+        return await self._read(agent_id, agent)
 
     async def page(self, *, limit: int, offset: int) -> tuple[list[AgentSummary], int]:
         """The organisation's known agents (the console's list), with their KBs and settings."""
@@ -81,7 +82,7 @@ class AgentService:
         await self.repo.unassign(agent_id, kb_id)
         await self.session.commit()
 
-    def _read(self, agent_id: uuid.UUID, agent: AgentRecord) -> AgentSettingsRead:
+    async def _read(self, agent_id: uuid.UUID, agent: AgentRecord) -> AgentSettingsRead:
         return AgentSettingsRead(
             agent_id=agent_id,
             prompt_variant=agent.prompt_variant,
@@ -89,7 +90,26 @@ class AgentService:
             escalation=EscalationRead(on_not_found=agent.on_not_found, topics=agent.topics),
             attribution=agent.attribution,
             filters=from_clauses(agent.filter_clauses),
+            warnings=await self._filter_warnings(agent_id, agent.filter_clauses),
         )
+
+    async def _filter_warnings(self, agent_id: uuid.UUID, clauses: list[dict[str, Any]]) -> list[str]:
+        """Fixed filters that hide every document the agent has: each call is then answered
+        "I don't have that information", which nobody would hear as a misspelt key."""
+        if not clauses:
+            return []
+        reach = await self.repo.filter_reach(agent_id, clauses)
+        if not reach.has_documents or reach.passes:
+            return []
+        warnings = [
+            f"no document of this agent's knowledge bases has the attribute '{key}'"
+            for key in reach.unknown_keys
+        ]
+        warnings.append(
+            "no document of this agent's knowledge bases passes its filters: until one does, every call "
+            "is answered not_found"
+        )
+        return warnings
 
 
 def escalation_topics(escalation: EscalationSettings) -> list[str]:

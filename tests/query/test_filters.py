@@ -382,6 +382,39 @@ async def test_an_attribute_key_no_document_has_is_422_naming_it(
         assert r.json()["fields"] == [{"field": "filters.attributes.colour", "message": "unknown attribute"}]
 
 
+async def test_fixed_filters_no_document_passes_are_kept_with_a_warning(
+    org, app, database_url, settings, drain_queue
+):
+    # A misspelt key would otherwise be heard as "I don't have that information" on every call.
+    async with two_paths(app, database_url, settings) as paths:
+        client = paths["memory"]
+        shop = await make_shop(client, org, drain_queue)
+        agent = shop["agent"]
+        r = await _settings(client, org.headers, agent, {"filters": {"attributes": {"locale": "en-GB"}}})
+        assert (r.status_code, r.json()["warnings"]) == (200, [])
+        nothing_passes = (
+            "no document of this agent's knowledge bases passes its filters: until one does, every call "
+            "is answered not_found"
+        )
+        r = await _settings(client, org.headers, agent, {"filters": {"attributes": {"locael": "en-GB"}}})
+        assert (r.status_code, r.json()["filters"], r.json()["warnings"]) == (
+            200,
+            {"attributes": {"locael": "en-GB"}},
+            ["no document of this agent's knowledge bases has the attribute 'locael'", nothing_passes],
+        )
+        r = await client.get(f"/api/agents/{agent}/settings", headers=org.headers)
+        assert r.json()["warnings"] == [
+            "no document of this agent's knowledge bases has the attribute 'locael'",
+            nothing_passes,
+        ]
+        r = await _settings(
+            client, org.headers, agent, {"filters": {"tags": {"all": ["returns", "shipping"]}}}
+        )
+        assert r.json()["warnings"] == [nothing_passes]
+        r = await _settings(client, org.headers, agent, {"filters": None})
+        assert r.json()["warnings"] == []
+
+
 async def test_another_organisations_documents_are_never_reached(
     app, org, other_org, drain_queue, database_url, settings
 ):

@@ -7,6 +7,7 @@ Kept free of third-party imports so that the PDF worker process starts quickly.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +20,9 @@ ISOLATED_KINDS: frozenset[str] = frozenset({"pdf", "docx", "pptx", "xlsx"})
 
 # User-facing reasons. Tests and callers compare against these exact strings.
 NO_TEXT = "no text found"
+NO_WORDS = (
+    "no text found: the document holds no letters or digits, only marks, symbols or invisible characters"
+)
 TEXT_UNREADABLE = "the text is unreadable: no character encoding gives readable text"
 PDF_ENCRYPTED = "the PDF is encrypted with a password; upload an unprotected copy"
 PDF_DAMAGED = "the PDF is damaged and could not be read"
@@ -64,6 +68,16 @@ class Extracted:
     sections: list[Section]  # in document order; never contains empty-text sections
     pages_total: int | None  # PDFs only
     pages_skipped: int  # PDF pages that failed to extract or lay beyond the page cap
+
+
+# A letter or a digit of any script: what a word needs.
+_WORD_CHARACTER = re.compile(r"[^\W_]")
+
+
+def holds_words(sections: Sequence[Section]) -> bool:
+    """Whether some section has a letter or digit. Punctuation, emoji, combining marks,
+    private-use glyphs or bidirectional controls alone answer no question: never ready."""
+    return any(_WORD_CHARACTER.search(section.text) for section in sections)
 
 
 class ExtractionError(Exception):

@@ -29,6 +29,7 @@ from app.ingestion.extract import (
     kind_of_bytes,
     parsed_in_child,
 )
+from app.ingestion.extract_model import NO_WORDS, holds_words
 from app.ingestion.fetch import BlockedURL, Fetcher, FetchError
 from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
@@ -196,6 +197,8 @@ class Ingestor:
             raise ExtractionError("no text found")
 
         extracted = await self._extract(parse_kind, data, charset)
+        if not holds_words(extracted.sections):
+            raise ExtractionError(NO_WORDS)
         if extracted.pages_skipped:
             # The document is still indexed from the pages that were read; say what is missing.
             log.info(

@@ -125,6 +125,39 @@ async def test_empty_html_fails_with_reason(client, app, org, drain_queue):
     assert got["error"] == "no text found"
 
 
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [
+        ("\u0301" * 50, "text"),  # combining accents on nothing
+        (". , ; ! ? - " * 30, "text"),
+        ("\u202e\u202d" * 30, "text"),  # bidirectional controls
+        ("\U0001f600 " * 30, "text"),  # emoji
+        ("\ue000\ue001" * 30, "text"),  # private-use glyphs (an icon font's)
+        ("# \u2014\n\n* \u2022 \u2022\n* \u00b7\n", "markdown"),
+    ],
+    ids=["combining-marks", "punctuation", "bidi-controls", "emoji", "private-use", "markdown-symbols"],
+)
+async def test_text_without_a_letter_or_digit_is_never_ready(
+    client, app, org, drain_queue, engine, content, content_type
+):
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"], content=content, content_type=content_type)
+    assert await drain_queue() == {"failed": 1}
+    got = await _doc(client, org, kb["id"], doc["id"])
+    assert (got["status"], got["error"], got["chunk_count"]) == (
+        "failed",
+        "no text found: the document holds no letters or digits, only marks, symbols or invisible characters",
+        0,
+    )
+
+
+async def test_a_document_of_numbers_alone_is_read(client, app, org, drain_queue):
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"], content="0161 496 0000\n\n1,650")
+    assert await drain_queue() == {"ready": 1}
+    assert (await _doc(client, org, kb["id"], doc["id"]))["status"] == "ready"
+
+
 async def test_failed_new_version_keeps_old_chunks(client, app, org, drain_queue, engine):
     kb = await create_kb(client, org.headers)
     doc = await create_text_doc(client, org.headers, kb["id"], content=MARKDOWN, content_type="markdown")

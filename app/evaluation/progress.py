@@ -9,6 +9,7 @@ from typing import TextIO
 __all__ = ["Progress"]
 
 _WIDTH = 30
+_SETTLED_AFTER = 10
 
 
 class Progress:
@@ -57,10 +58,12 @@ class Progress:
         filled = round(share * _WIDTH)
         elapsed = now - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate > 0 else 0.0
+        # The first answers come while caches fill: a rate from them would promise hours.
+        settled = self.done >= _SETTLED_AFTER and elapsed > 0
+        eta = _clock((self.total - self.done) / rate) if settled and rate > 0 else "-:--"
         return (
             f"{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {self.done}/{self.total} "
-            f"{share:4.0%} {rate:5.1f}/s eta {_clock(eta)}"
+            f"{share:4.0%} {rate:5.1f}/s eta {eta}"
         )
 
 

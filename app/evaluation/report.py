@@ -4,9 +4,11 @@ question kind when the set has kinds, the reliability of the confidence, worst c
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import platform
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -282,12 +284,16 @@ def _delta(a: Any, b: Any, kind: str) -> str:
     return "0" if difference == 0 else ("+" if difference > 0 else "-") + fmt(abs(difference), kind)
 
 
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def md_cell(value: Any, limit: int = _ANSWER_CHARS) -> str:
-    """Text fit for one Markdown table cell: one line, pipes escaped, cut at ``limit``."""
-    text = " ".join(str(value).split())
+    """Text fit for one Markdown table cell: one line, cut at ``limit``, pipes and HTML escaped
+    (a question or answer is shown as written, never rendered), control characters left out."""
+    text = _CONTROLS.sub("", " ".join(str(value).split()))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return text.replace("|", "\\|")
+    return html.escape(text, quote=False).replace("|", "\\|")
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

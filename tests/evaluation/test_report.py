@@ -1,10 +1,12 @@
-"""The report's figures (app/evaluation/report.py) from scored rows."""
+"""The report's figures (app/evaluation/report.py) from scored rows, and how it shows them."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
-from app.evaluation.report import summarise
+from app.evaluation.progress import Progress
+from app.evaluation.report import md_cell, summarise
 from app.evaluation.runner import Row
 
 
@@ -51,3 +53,17 @@ def test_an_exact_cache_hit_with_its_candidates_is_scored() -> None:
     row.cached = True  # cached, yet it carries what retrieval found
     summary = summarise([row, _row("b", gold_rank=None)])
     assert (summary["retrieval"]["hit@5"], summary["retrieval"]["reused"]) == (0.5, 0)
+
+
+def test_a_table_cell_shows_text_as_written_never_as_markup() -> None:
+    # A question is the caller's text: it must not become HTML or a new table column in report.md.
+    assert md_cell('<img src=x onerror="alert(1)"> a|b\x00\x1b[31m') == (
+        '&lt;img src=x onerror="alert(1)"&gt; a\\|b[31m'
+    )
+
+
+def test_progress_promises_no_time_before_it_has_a_rate() -> None:
+    stream = io.StringIO()
+    progress = Progress(6814, "asking", stream=stream)
+    progress.advance()
+    assert stream.getvalue().rstrip("\n").endswith("eta -:--")

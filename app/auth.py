@@ -55,10 +55,6 @@ def budget_limit(budget: str, limits: LimitSettings) -> int:
     return limits.query_per_minute if budget == "query" else limits.manage_per_minute
 
 
-def _limited_budgets(limits: LimitSettings) -> list[str]:
-    return [budget for budget in ("query", "manage") if budget_limit(budget, limits) > 0]
-
-
 def _is_public(scope: Scope) -> bool:
     path: str = scope["path"]
     # The console signs in with a key once and then uses its own session (app/console).
@@ -96,7 +92,8 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
                 hash_key(token),
                 budget_for(scope["path"]),
                 WINDOW_S,
-                _limited_budgets(limits),
+                limits.query_per_minute > 0,
+                limits.manage_per_minute > 0,
             )
         if row is None:
             raise Unauthorized("unknown or revoked API key")

@@ -348,7 +348,7 @@ async def sql_profile(harness: Harness, seed: SeedResult, dims: int, samples: in
             vector = rng.standard_normal(dims).astype(np.float32)
             vector /= np.linalg.norm(vector)
             t = time.perf_counter()
-            await conn.fetchrow(AUTHENTICATE_SQL, key_hash, "query", 60, [])
+            await conn.fetchrow(AUTHENTICATE_SQL, key_hash, "query", 60, False, False)
             timings["authenticate"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             context_args = (

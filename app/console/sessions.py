@@ -55,9 +55,9 @@ async def sign_in(
         raise SignInRefused(401, UNKNOWN_KEY)
     token, csrf = new_token(), new_token()
     async with raw_connection(engine) as conn:
-        # Not counted against the organisation's request budget (no budget in $4): signing
+        # Not counted against the organisation's request budget ($4, $5 false): signing
         # in is not a management call, and a 256-bit key cannot be guessed at any rate.
-        row = await conn.fetchrow(AUTHENTICATE_SQL, hash_key(key), "manage", 60, [])
+        row = await conn.fetchrow(AUTHENTICATE_SQL, hash_key(key), "manage", 60, False, False)
         if row is None:
             raise SignInRefused(401, UNKNOWN_KEY)
         if row["role"] != "admin":

@@ -46,7 +46,7 @@ from bench.seed import QuestionMaker, SeedConfig, seeded_service
 
 # The stub model's answer: three sentences, 35 words, so the first is ready well before the last.
 ANSWER = (
-    "You can return any item within 30 days of delivery. Refunds go back to the original "
+    "You can return any item within thirty days of delivery. Refunds go back to the original "
     "payment method within five working days. Items bought on sale can be exchanged, but "
     "they cannot be refunded."
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -27,6 +28,22 @@ class LLMResult:
     model: str
     prompt_tokens: int
     completion_tokens: int
+    # Why the model's answer ended early, when what it had said is kept all the same (a
+    # stream broken off after sentences already spoken): the reply is then degraded.
+    broken: str | None = None
+
+
+# Characters no answer may carry: C0 controls but tab and newlines, DEL, and lone UTF-16
+# surrogates (valid in a JSON string, not encodable as UTF-8: the reply could not be sent).
+# A terminal's colour codes go whole, not just their ESC.
+_UNSAFE_RE = re.compile("\x1b\\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+# The model stopped for these before its answer was complete: a price cut to "2" is a wrong one.
+_CUT_SHORT = frozenset({"length", "content_filter"})
+
+
+def clean_model_text(text: str) -> str:
+    """The model's text without the characters no answer may carry."""
+    return _UNSAFE_RE.sub("", text) if _UNSAFE_RE.search(text) else text
 
 
 class ChatAnswerer:
@@ -98,12 +115,20 @@ class ChatAnswerer:
                 stream=True,
                 timeout=timeout,
             )
+            finish: str | None = None
             async with stream:
                 async for chunk in stream:
                     choices = chunk.choices or []
                     text = choices[0].delta.content if choices and choices[0].delta else None
-                    if isinstance(text, str) and text:
+                    if isinstance(text, str) and text and (text := clean_model_text(text)):
                         yield text
+                    finish = (choices[0].finish_reason if choices else None) or finish
+            # A stream that ends without saying why (no finish_reason: a proxy's HTML page,
+            # a dropped connection read as the end) is no complete answer.
+            if finish is None:
+                raise LLMError("the model's stream ended before its answer did")
+            if finish in _CUT_SHORT:
+                raise LLMError(f"the model's answer was cut short ({finish})")
         except openai.APITimeoutError as exc:
             raise LLMError("the model did not answer in time") from exc
         except openai.APIStatusError as exc:
@@ -128,9 +153,12 @@ def _parse(raw: bytes, model: str) -> LLMResult:
         raise LLMError("the model returned a malformed response") from exc
     if not isinstance(text, str):
         raise LLMError("the model returned no text")
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    if finish in _CUT_SHORT:
+        raise LLMError(f"the model's answer was cut short ({finish})")
     usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
     return LLMResult(
-        text=text,
+        text=clean_model_text(text),
         model=reply.get("model") if isinstance(reply.get("model"), str) and reply["model"] else model,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),

@@ -45,6 +45,7 @@ from app.answering.extractive import (
     extractive_answer,
     texts_to_embed,
 )
+from app.answering.grounding import declines, is_not_speech, numbers_not_in
 from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
@@ -765,15 +766,33 @@ class QueryService:
             call.trace.llm += (time.perf_counter() - t) * 1000
         tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
         text = result.text.strip()
-        if NOT_FOUND_MARK in text or not text:
+        if NOT_FOUND_MARK in text or not text or declines(text):
             return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
+        passages = [_passage(c) for c in candidates]
+        if (fault := self._unfit(text, question, passages)) is not None:
+            PROVIDER_ERRORS.labels("chat").inc()
+            log.warning("answering model's answer refused (%s); answering from the top chunk", fault)
+            return Composed(self._fallback(question, found, prompt), tokens, llm_error=fault)
         said = make_speakable(strip_citations(text), max_words=self.settings.max_answer_words)
         if not said:  # nothing speakable came back (emoji, bare markup)
             return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
         # Which chunks the model drew on is inferred from the words its answer shares with
         # them (app/answering/attribution.py): the model is asked for no citation.
-        used = used_passages(text, question, [_passage(c) for c in candidates])
-        return Composed(self._answered(said, confidence, candidates, used), tokens)
+        reply = self._answered(said, confidence, candidates, used_passages(text, question, passages))
+        # A stream broken off after sentences already spoken: they stand, but are not cached.
+        reply.degraded = result.broken is not None
+        return Composed(reply, tokens, llm_error=result.broken)
+
+    @staticmethod
+    def _unfit(text: str, question: str, passages: list[str]) -> str | None:
+        """Why the model's answer must not be spoken, if it must not: data or code instead
+        of sentences, or a number that neither the passages it was given nor the question
+        holds (made up, or cut from a longer one)."""
+        if is_not_speech(text):
+            return "the model answered with data or code, not sentences"
+        if missing := numbers_not_in(text, [*passages, question]):
+            return f"the model's answer holds numbers the knowledge does not: {', '.join(missing[:3])}"
+        return None
 
     def _fallback(self, question: str, found: Found, prompt: PromptSet) -> Answer:
         """The answering model failed or ran out of time: read out the sentence chosen by

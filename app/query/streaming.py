@@ -114,6 +114,7 @@ class Speaker:
         query falls back as the JSON form does."""
         raw = ""
         checked = 0
+        broken: str | None = None
         hold = asyncio.ensure_future(self._hold(holding))
         try:
             # The SDK bounds each read; a server trickling tokens is bounded here as a whole.
@@ -135,11 +136,12 @@ class Speaker:
             log.warning(
                 "answering model failed after %d sentences (%s); ending there", len(self.said), reason
             )
+            broken = reason
         finally:
             hold.cancel()
         if self.said and (not self.finished or NOT_FOUND_MARK in raw):
             raw = self.spoken
-        return LLMResult(text=raw, model=model, prompt_tokens=0, completion_tokens=0)
+        return LLMResult(text=raw, model=model, prompt_tokens=0, completion_tokens=0, broken=broken)
 
     def _say_complete(self, raw: str) -> None:
         """Emit the sentences of ``raw`` that are complete and not yet said. The text so far

@@ -570,3 +570,88 @@ async def test_a_stalled_embedding_within_the_deadline_is_answered_from_full_tex
     user = sent_json(chat_route)["messages"][1]["content"]
     assert "Where can I park my car?" in user
     assert "Free parking is available behind the building, entrance on Elm Street." in user
+
+
+def _completion(content, finish_reason="stop"):
+    return httpx.Response(
+        200,
+        json={
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish_reason,
+                }
+            ],
+        },
+    )
+
+
+PARKING = "Free parking is available behind the building, entrance on Elm Street."
+
+
+@pytest.mark.parametrize(
+    ("reply", "llm_error"),
+    [
+        (_completion("Parking is free behind the", "length"), "the model's answer was cut short (length)"),
+        (
+            _completion("Parking is free on Elm", "content_filter"),
+            "the model's answer was cut short (content_filter)",
+        ),
+        (
+            _completion('{"answer": "behind the building", "confidence": 0.9}'),
+            "the model answered with data or code, not sentences",
+        ),
+        (
+            _completion("Parking costs 12 pounds an hour behind the building."),
+            "the model's answer holds numbers the knowledge does not: 12",
+        ),
+    ],
+    ids=["length", "content-filter", "json", "made-up-number"],
+)
+async def test_an_answer_cut_short_data_or_with_made_up_numbers_is_not_spoken(
+    llm, org, engine, respx_mock, reply, llm_error
+):
+    route = respx_mock.post(CHAT).mock(return_value=reply)
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        body = await _ask(c, org, agent, "Where can I park my car?", debug="true")
+        again = await _ask(c, org, agent, "Where can I park my car?")
+    assert route.call_count == 2  # the refused answer was not cached
+    assert (body["status"], body["answer"], body["degraded"]) == ("answered", PARKING, True)
+    assert body["debug"]["llm_error"] == llm_error
+    assert (again["answer"], again["cached"]) == (PARKING, False)
+
+
+@pytest.mark.parametrize(
+    "content", ["Sorry, I don't know.", "I'm sorry, but I can't assist with that request.", "Not_Found."]
+)
+async def test_a_model_declining_in_its_own_words_is_not_found(llm, org, engine, respx_mock, content):
+    respx_mock.post(CHAT).mock(return_value=_completion(content))
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        body = await _ask(c, org, agent, "Where can I park my car?")
+    assert (body["status"], body["answer"]) == ("not_found", "I'm sorry, I don't have that information.")
+
+
+async def test_characters_no_reply_can_carry_are_left_out_of_the_answer(llm, org, engine, respx_mock):
+    # A lone surrogate cannot be encoded as UTF-8: the reply was a 500. NUL and a terminal's
+    # colour codes are no speech either.
+    raw = b'{"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '
+    raw += b'"Parking is free \\ud800behind the \\u001b[31mbuilding\\u001b[0m\\u0000, on Elm Street."}}]}'
+    respx_mock.post(CHAT).mock(return_value=httpx.Response(200, content=raw))
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        body = await _ask(c, org, agent, "Where can I park my car?", debug="true")
+    assert (body["status"], body["answer"], body["degraded"]) == (
+        "answered",
+        "Parking is free behind the building, on Elm Street.",
+        False,
+    )

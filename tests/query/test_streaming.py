@@ -64,20 +64,22 @@ def sentences(events: list[tuple[str, Any]]) -> list[str]:
     return [data["text"] for kind, data in events if kind == "sentence"]
 
 
-def chunk(content: str) -> bytes:
+def chunk(content: str | None, finish_reason: str | None = None) -> bytes:
+    delta = {} if content is None else {"content": content}
     body = {
         "id": "chatcmpl-1",
         "object": "chat.completion.chunk",
         "created": 1,
         "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
 class ChatStream(httpx.AsyncByteStream):
-    """A streamed chat completion of ``tokens``; ``before`` is awaited before the first one,
-    ``fail_after`` breaks the stream off after that many tokens."""
+    """A streamed chat completion of ``tokens``, ended as OpenAI ends one (a last chunk with
+    ``finish``, then [DONE]; ``finish=None``: neither); ``before`` is awaited before the
+    first token, ``fail_after`` breaks the stream off after that many tokens."""
 
     def __init__(
         self,
@@ -85,10 +87,12 @@ class ChatStream(httpx.AsyncByteStream):
         *,
         before: Callable[[], Awaitable[Any]] | None = None,
         fail_after: int | None = None,
+        finish: str | None = "stop",
     ) -> None:
         self.tokens = tokens
         self.before = before
         self.fail_after = fail_after
+        self.finish = finish
         self.sent = 0
         self.closed = False
 
@@ -100,7 +104,9 @@ class ChatStream(httpx.AsyncByteStream):
                 raise httpx.ReadError("connection reset")
             self.sent += 1
             yield chunk(token)
-        yield b"data: [DONE]\n\n"
+        if self.finish is not None:
+            yield chunk(None, self.finish)
+            yield b"data: [DONE]\n\n"
 
     async def aclose(self) -> None:
         self.closed = True
@@ -320,6 +326,7 @@ async def test_no_holding_once_a_sentence_was_said(llm, org, engine, respx_mock,
             # The delay runs out after the first sentence and before the answer ends.
             await delay_over.wait()
             yield chunk(" weekday.")
+            yield chunk(None, "stop")
             yield b"data: [DONE]\n\n"
 
     monkeypatch.setattr(streaming, "clock_sleep", clock)
@@ -350,8 +357,16 @@ async def test_model_saying_not_found_streams_nothing_of_it(llm, org, engine, re
         lambda: httpx.Response(
             200, headers={"content-type": "text/event-stream"}, content=b"data: {not json\n\n"
         ),
+        # No finish_reason: these streams hold no answer, and were spoken as not_found (and
+        # cached as such) where the JSON form fell back to the passage.
+        lambda: httpx.Response(
+            200, headers={"content-type": "text/html"}, content=b"<html>Bad gateway</html>"
+        ),
+        lambda: stream_reply(ChatStream([], finish=None)),
+        lambda: stream_reply(ChatStream(["We're open", " 9 to 5"], finish=None)),
+        lambda: stream_reply(ChatStream(["We're open", " 9 to"], finish="length")),
     ],
-    ids=["broken-off", "500", "malformed"],
+    ids=["broken-off", "500", "malformed", "html-page", "empty", "no-finish", "cut-short"],
 )
 async def test_model_failing_before_a_sentence_falls_back_to_the_passage(
     llm, org, engine, respx_mock, failure
@@ -390,6 +405,41 @@ async def test_model_failing_after_a_sentence_keeps_what_was_said(llm, org, engi
     assert await logged(engine, agent) == [("We're open 9 AM to 5 PM.", "answered", True)]
     async with engine.connect() as conn:
         assert (await conn.execute(text("SELECT count(*) FROM answer_cache"))).scalar() == 0
+
+
+async def test_model_cut_short_after_a_sentence_keeps_what_was_said(llm, org, engine, respx_mock):
+    body = ChatStream(["We're open 9 am to 5 pm. ", "On Saturdays we open 10 am to"], finish="length")
+    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent = await _agent(c, org, app, engine)
+        events = await stream_call(c, org.headers, agent, "When are you open during the week?")
+    # The half sentence ("... we open 10 am to") is never said.
+    assert events == [("sentence", {"text": "We're open 9 AM to 5 PM."}), ("done", events[-1][1])]
+    done = events[-1][1]
+    assert (done["answer"], done["status"], done["degraded"]) == (
+        "We're open 9 AM to 5 PM.",
+        "answered",
+        True,
+    )
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM answer_cache"))).scalar() == 0
+
+
+async def test_characters_no_reply_can_carry_do_not_break_the_stream(llm, org, engine, respx_mock):
+    # A lone surrogate could not be encoded: the stream broke off after the sentences before it.
+    body = ChatStream(["We're open 9 am to 5 pm. ", "On Saturdays \ud800we open 10 am to 1 pm."])
+    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent = await _agent(c, org, app, engine)
+        events = await stream_call(c, org.headers, agent, "When are you open during the week?")
+    done = events[-1][1]
+    assert (done["answer"], done["degraded"]) == (
+        "We're open 9 AM to 5 PM. On Saturdays we open 10 AM to 1 PM.",
+        False,
+    )
+    assert "".join(sentences(events)) == done["answer"]
 
 
 async def test_a_topic_handed_over_speaks_only_the_transfer_line(llm, org, engine, respx_mock):

@@ -80,6 +80,7 @@ async def test_agent_prompt_variant_is_used_and_logged(client, org, faq_agent):
         "escalation": {"on_not_found": "say", "topics": []},
         "attribution": "off",
         "filters": None,
+        "warnings": [],
     }
     r = await client.put(
         f"/api/agents/{agent}/settings", json={"prompt_variant": "concise"}, headers=org.headers

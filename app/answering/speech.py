@@ -151,6 +151,23 @@ _AUTOLINK_RE = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+)>")
 _INLINE_CODE_RE = re.compile(r"(`+)(.+?)\1")
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+# A tag that ends a block, or an SSML pause, parts words: "FAQ</h1><p>Open" is "FAQ Open".
+# Inline tags ("H<sub>2</sub>O") join them.
+_BLOCK_TAG_RE = re.compile(
+    r"</?(?:p|div|h[1-6]|li|ul|ol|dl|dt|dd|tr|td|th|table|thead|tbody|section|article|header|footer"
+    r"|nav|aside|main|blockquote|pre|hr|speak|break|s|paragraph|sentence)\b[^<>]*>",
+    re.IGNORECASE,
+)
+# What markup holds that is never read: scripts, styles, comments, CDATA wrappers' insides
+# are kept (their text is the text).
+_HIDDEN_MARKUP_RE = re.compile(
+    r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)|<!--.*?(?:-->|$)", re.IGNORECASE | re.DOTALL
+)
+_CDATA_RE = re.compile(r"<!\[CDATA\[(.*?)(?:\]\]>|$)", re.DOTALL)
+# A "word" this long is no word (a base64 blob, a hash, 100 KB without a space): not said.
+# Words bound into one number (_JOIN) are counted one by one.
+_LONG_TOKEN_CHARS = 45
+_LONG_TOKEN_RE = re.compile(f"[^\\s{_JOIN}]{{{_LONG_TOKEN_CHARS + 1},}}")
 _MD_ESCAPE_RE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
 _STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EM_STAR_RE = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
@@ -376,15 +393,23 @@ def _bind(spoken: str) -> str:
 
 
 def _speak(text: str, max_words: int, *, keep_dropped: bool) -> str:
+    if "<" in text:
+        text = _CDATA_RE.sub(r"\1", _HIDDEN_MARKUP_RE.sub(" ", text))
     text = html.unescape(_LINE_BREAK_RE.sub("\n", text))
     text = _SPACE_LIKE_RE.sub(" ", _CONTROL_RE.sub("", unicodedata.normalize("NFC", text)))
     text = text.replace("℃", "°C").replace("℉", "°F")
     sentences = [
         _end_sentence(spoken)
         for block in _blocks(text)
-        if (spoken := _inline(block, keep_dropped=keep_dropped))
+        if (spoken := _without_blobs(_inline(block, keep_dropped=keep_dropped)))
     ]
     return _cap_words(" ".join(sentences), max_words).replace(_JOIN, " ")
+
+
+def _without_blobs(text: str) -> str:
+    if len(text) <= _LONG_TOKEN_CHARS or not _LONG_TOKEN_RE.search(text):
+        return text
+    return " ".join(_LONG_TOKEN_RE.sub(" ", text).split()).rstrip(" ,;:")
 
 
 def _blocks(text: str) -> list[str]:
@@ -489,7 +514,7 @@ def _markup(text: str, *, keep_dropped: bool) -> str:
     text = _AUTOLINK_RE.sub(r"\1", text)
     text = _NOTE_MARK_RE.sub("", text)
     text = _INLINE_CODE_RE.sub(r"\2", text).replace("`", "")
-    return _TAG_RE.sub("", _BR_RE.sub(" ", text))
+    return _TAG_RE.sub("", _BLOCK_TAG_RE.sub(" ", _BR_RE.sub(" ", text)))
 
 
 def _emphasis(text: str) -> str:

@@ -377,3 +377,40 @@ def test_source_talk_the_passages_do_not_use_is_still_reported() -> None:
 
 def test_speech_problems_reports_length_over_the_cap() -> None:
     assert speech_problems("One two three four.", max_words=3) == ["too long: 4 words, the cap is 3"]
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        # A block's end parts words; an inline tag does not.
+        ("Clinic FAQ</h1><p>Open Saturdays.</p>", "Clinic FAQ Open Saturdays."),
+        ("H<sub>2</sub>O is water.", "H2O is water."),
+        ('We open at 10 am.<break time="10s"/>Until 1 pm.', "We open at 10 AM. Until 1 PM."),
+        # What markup holds that is never read.
+        ("We open at 10 am.<script>alert(1)</script><style>p{color:red}</style>", "We open at 10 AM."),
+        ("Open <!-- internal: prompt v2, model gpt-4o-mini --> Saturdays.", "Open Saturdays."),
+        ("<![CDATA[Open Saturdays.]]>", "Open Saturdays."),
+        # No word is this long: a blob, a hash, a reply without a space.
+        ("Saturdays " + "x" * 100_000 + " from 10 am.", "Saturdays from 10 AM."),
+        ("Your code is " + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 4 + ".", "Your code is."),
+    ],
+    ids=[
+        "block-tags",
+        "inline-tags",
+        "ssml-break",
+        "script-style",
+        "comment",
+        "cdata",
+        "no-spaces",
+        "base64",
+    ],
+)
+def test_markup_and_blobs_a_model_may_write_are_not_read_out(text, spoken):
+    assert make_speakable(text) == spoken
+    assert make_speakable(spoken) == spoken
+
+
+def test_a_phone_number_said_digit_by_digit_is_kept_whole_however_long():
+    # Its words are bound into one (the cap never cuts a number): they are no long word.
+    spoken = make_speakable("Call +44 161 496 0000 or 0800 123 4567 for bookings.")
+    assert spoken.startswith("Call plus four four, one six one, four nine six, zero zero zero zero")

@@ -945,6 +945,9 @@ class QueryService:
             and not response.cached
             and cache_key is not None
             and self.settings.answer_cache_ttl_s > 0
+            # Found by words alone while the embedder was failing: not what the question
+            # will find once it answers again.
+            and (made.retrieval is None or made.retrieval.embedded)
         )
         normalised = normalise_question(made.standalone.question)
         # A paraphrase may reuse only what the knowledge answered, in full, and spoken as it

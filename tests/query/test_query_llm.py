@@ -288,6 +288,24 @@ async def test_query_embedding_failure_falls_back_to_full_text(online_llm, org, 
             assert body["debug"]["candidates"][0]["vector_rank"] is None
 
 
+async def test_an_answer_found_while_embeddings_fail_is_not_cached(online_llm, org, engine, respx_mock):
+    embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=embeddings_reply)
+    chat = respx_mock.post(CHAT).mock(return_value=chat_reply("Free parking is behind the building."))
+    app = online_llm()
+    async with AsyncTestClient(app=app) as c:
+        agent, _ = await _agent(c, org, app, engine)
+        embed_route.mock(return_value=httpx.Response(500, json={"error": {"message": "down"}}))
+        first = await _ask(c, org, agent, "Where can I park?")
+        again = await _ask(c, org, agent, "Where can I park?")
+    assert (first["status"], first["cached"], again["status"], again["cached"]) == (
+        "answered",
+        False,
+        "answered",
+        False,
+    )
+    assert chat.call_count == 2
+
+
 async def test_deadline_striking_after_retrieval_still_answers_from_the_top_chunk(
     llm, org, engine, monkeypatch
 ):

@@ -47,7 +47,9 @@ def llm_settings(settings: Settings, **query: Any) -> Settings:
     )
 
 
-def chat_reply(text: str, *, prompt_tokens: int = 120, completion_tokens: int = 12) -> httpx.Response:
+def chat_reply(
+    text: Any, *, prompt_tokens: int = 120, completion_tokens: int = 12, finish_reason: str = "stop"
+) -> httpx.Response:
     return httpx.Response(
         200,
         json={
@@ -56,7 +58,11 @@ def chat_reply(text: str, *, prompt_tokens: int = 120, completion_tokens: int = 
             "created": 1,
             "model": "gpt-4o-mini-2024-07-18",
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish_reason,
+                }
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens,

@@ -590,42 +590,26 @@ async def test_a_stalled_embedding_within_the_deadline_is_answered_from_full_tex
     assert "Free parking is available behind the building, entrance on Elm Street." in user
 
 
-def _completion(content, finish_reason="stop"):
-    return httpx.Response(
-        200,
-        json={
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": finish_reason,
-                }
-            ],
-        },
-    )
-
-
 PARKING = "Free parking is available behind the building, entrance on Elm Street."
 
 
 @pytest.mark.parametrize(
     ("reply", "llm_error"),
     [
-        (_completion("Parking is free behind the", "length"), "the model's answer was cut short (length)"),
         (
-            _completion("Parking is free on Elm", "content_filter"),
+            chat_reply("Parking is free behind the", finish_reason="length"),
+            "the model's answer was cut short (length)",
+        ),
+        (
+            chat_reply("Parking is free on Elm", finish_reason="content_filter"),
             "the model's answer was cut short (content_filter)",
         ),
         (
-            _completion('{"answer": "behind the building", "confidence": 0.9}'),
+            chat_reply('{"answer": "behind the building", "confidence": 0.9}'),
             "the model answered with data or code, not sentences",
         ),
         (
-            _completion("Parking costs 12 pounds an hour behind the building."),
+            chat_reply("Parking costs 12 pounds an hour behind the building."),
             "the model's answer holds numbers the knowledge does not: 12",
         ),
     ],
@@ -650,7 +634,7 @@ async def test_an_answer_cut_short_data_or_with_made_up_numbers_is_not_spoken(
     "content", ["Sorry, I don't know.", "I'm sorry, but I can't assist with that request.", "Not_Found."]
 )
 async def test_a_model_declining_in_its_own_words_is_not_found(llm, org, engine, respx_mock, content):
-    respx_mock.post(CHAT).mock(return_value=_completion(content))
+    respx_mock.post(CHAT).mock(return_value=chat_reply(content))
     app = llm()
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)

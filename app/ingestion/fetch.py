@@ -825,7 +825,9 @@ class _ZlibDecoder:
         self._first = False
         yield out
         # A full step may leave output pending inside zlib even with no input left over.
-        while inflate.unconsumed_tail or len(out) == _DECODE_STEP:
+        # Once the stream (a gzip member) has ended, what is left is the next member's, and
+        # zlib would only move it into unused_data, step after empty step.
+        while not inflate.eof and (inflate.unconsumed_tail or len(out) == _DECODE_STEP):
             out = inflate.decompress(inflate.unconsumed_tail, _DECODE_STEP)
             if not out and not inflate.unconsumed_tail:
                 return

@@ -476,6 +476,26 @@ async def test_fetch_reads_every_member_of_a_gzip_body(
     assert result.content == first + second
 
 
+@pytest.mark.parametrize("chunk_size", [None, 65_536], ids=["one-chunk", "64k-chunks"])
+async def test_fetch_reads_a_gzip_member_after_one_larger_than_a_decoding_step(
+    fetcher: Fetcher, respx_mock: respx.MockRouter, chunk_size: int | None
+) -> None:
+    # The first member ends inside the decoder's step loop: zlib then keeps the next one's
+    # bytes as unconsumed input, and the loop spun on them for ever.
+    first, second = b"<p>" + b"hello " * 300_000 + b"</p>", b"<p>world</p>"
+    body = gzip.compress(first) + gzip.compress(second)
+    chunks = (
+        [body] if chunk_size is None else [body[i : i + chunk_size] for i in range(0, len(body), chunk_size)]
+    )
+    fetcher = Fetcher(resolver=FakeResolver({"example.com": [PUBLIC_V4]}), max_bytes=4_000_000)
+    respx_mock.get(f"https://{PUBLIC_V4}/").respond(
+        200, stream=Body(*chunks), headers={**HTML, "Content-Encoding": "gzip"}
+    )
+    result = await fetcher.fetch("https://example.com/")
+    await fetcher.aclose()
+    assert result.content == first + second
+
+
 async def test_fetch_ignores_what_follows_the_last_gzip_member(
     fetcher: Fetcher, respx_mock: respx.MockRouter
 ) -> None:

@@ -1,35 +1,55 @@
-"""Checks of the answering model's text before it is spoken: an answer that declines in
-its own words, one that is data or code rather than speech, and one that names a number
+"""Checks of the answering model's text before it is spoken: an answer that only declines,
+in its own words; one that is data or code rather than speech; and one that names a number
 none of the passages it was given holds (a price cut or made up is a wrong one)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 __all__ = ["declines", "is_not_speech", "numbers_not_in"]
 
-# The whole reply declines ("Sorry, I don't know.", "I'm sorry, but I can't assist with
-# that request.", "Not found."): short, and opening with it. A reply that declines and
-# then answers something else is no answer to the question either.
+# A reply that only declines ("Sorry, I don't know.", "I'm sorry, but I can't assist with
+# that request.", "Not found."): one short sentence opening with it and going no further.
+# "I don't have the Saturday hours, but on weekdays we open at 9" answers what it can.
 _DECLINES_RE = re.compile(
-    r"^\W*(?:not[\s_-]*found\b"
+    r"^\W*(?:not[\s_-]*found\W*$"
     r"|(?:(?:i'?m|i am)\s+)?(?:(?:so\s+)?sorry|afraid|unfortunately)?[\s,.!]*(?:but\s*,?\s*)?"
     r"i\s*(?:do\s*not|don'?t|cannot|can'?t|can\s+not|am\s+unable\s+to|'?m\s+unable\s+to|am\s+not\s+able\s+to"
     r"|have\s+no)\s+(?:know|have\s+(?:that|this|any|the|enough|such)\b|information|find|help|assist|answer"
     r"|say|tell|provide|see|access))",
     re.IGNORECASE,
 )
-_MAX_DECLINING_WORDS = 30
-# Data, markup or code where speech was asked for: a JSON object or list, a code fence.
-_NOT_SPEECH_RE = re.compile(r"^\s*(?:[{\[]\s*[\"{\[\d\]}]|```|~~~)")
-# Digits as written, thousands separators inside ("1,650") kept with them.
-_NUMBER_RE = re.compile(r"\d+(?:,\d{3})*")
+_GOES_ON_RE = re.compile(r"\b(?:but|however|although|though|except|yet)\b|[;:]|[.!?]\s+\S", re.IGNORECASE)
+_MAX_DECLINING_WORDS = 20
+# Data or code where speech was asked for: a JSON object or list of strings or objects,
+# a code fence. "[1] The office opens at 9" is a citation mark, not data.
+_NOT_SPEECH_RE = re.compile(r'^\s*(?:\{\s*"|\[\s*(?:"|\{|\[)|```|~~~)')
+# A number as written: digits of any script, thousands grouped by "," (or, in a source,
+# "." or a space: "1.650 €", "1 650 €"), a decimal part.
+_NUMBER_RE = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_GROUPED_RE = re.compile(r"\d{1,3}(?:[. ]\d{3})+(?!\d)")
+_NUMBER_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+    "thousand": 1000, "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6,
+    "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "noon": 12,
+    "midday": 12, "midnight": 12, "dozen": 12, "half": 50, "quarter": 25, "once": 1, "twice": 2,
+    "single": 1, "double": 2, "pair": 2, "couple": 2, "weekly": 7, "fortnight": 14, "daily": 24,
+}  # fmt: skip
+_WORD_RE = re.compile(r"[a-z]+")
 
 
 def declines(text: str) -> bool:
-    """Whether the reply says, in some words of its own, that it has no answer."""
-    return _DECLINES_RE.match(text) is not None and len(text.split()) <= _MAX_DECLINING_WORDS
+    """Whether the reply only says, in some words of its own, that it has no answer."""
+    text = text.replace("\u2019", "'").strip()
+    match = _DECLINES_RE.match(text)
+    if match is None or len(text.split()) > _MAX_DECLINING_WORDS:
+        return False
+    return _GOES_ON_RE.search(text, match.end()) is None
 
 
 def is_not_speech(text: str) -> bool:
@@ -38,20 +58,51 @@ def is_not_speech(text: str) -> bool:
 
 
 def numbers_not_in(text: str, sources: Iterable[str]) -> list[str]:
-    """The numbers of ``text`` that no source holds. Compared as digit runs, leading zeros
-    and thousands separators aside, so that "£2.50" meets "2 pounds 50 pence", "9:00" meets
-    "9 am" and "1650" meets "1,650"; a number said in words is not checked."""
-    known = {run for source in sources for run in _runs(source, parts=True)} | {"0"}
-    return sorted({run for run in _runs(text) if run not in known}, key=lambda run: (len(run), run))
+    """The numbers of ``text`` that no source holds, each as digits. A source holds a number
+    it writes in digits (in any script, grouped or not, "2.5" for "2.50"), in words up to the
+    tens ("five working days", "noon", "first floor"), or as the hour 12 below it ("17:30"
+    for "5:30 pm"); a number of ``text`` said in words is not checked."""
+    wanted = _runs(text)
+    if not wanted:
+        return []
+    known: set[str] = {"0"}
+    for source in sources:
+        known |= _known_runs(source)
+    return sorted(wanted - known, key=lambda run: (len(run), run))
 
 
-def _runs(text: str, *, parts: bool = False) -> set[str]:
-    """Each number's digits ("1,650" -> "1650"); with ``parts``, its comma-separated groups
-    too, since a source's comma may be a list's ("rooms 1,2 and 3")."""
+def _runs(text: str) -> set[str]:
+    """Each number of ``text`` as its digits: the whole and, for a decimal, each part
+    ("£2.50" is 2 and 50, as "2 pounds 50 pence" says it)."""
     runs: set[str] = set()
     for match in _NUMBER_RE.finditer(text):
-        whole = match.group(0)
-        runs.add(whole.replace(",", "").lstrip("0") or "0")
-        if parts:
-            runs.update(part.lstrip("0") or "0" for part in whole.split(","))
+        whole, _, decimals = match.group(0).partition(".")
+        runs.add(_digits(whole.replace(",", "")))
+        if decimals:
+            runs.add(_digits(decimals))
     return runs
+
+
+@lru_cache(maxsize=4096)
+def _known_runs(source: str) -> frozenset[str]:
+    """What ``source`` counts as holding (numbers_not_in); cached per passage, as the same
+    chunks come back call after call."""
+    runs = _runs(source)
+    for match in _NUMBER_RE.finditer(source):
+        whole, _, decimals = match.group(0).partition(".")
+        runs.update(_digits(part) for part in whole.split(","))  # a list's commas: "rooms 1,2"
+        if len(decimals) == 1:
+            runs.add(_digits(decimals + "0"))  # "2.5" is said "2.50"
+        value = int(_digits(whole.replace(",", "")))
+        if 13 <= value <= 23:
+            runs.add(str(value - 12))  # "17:30" is said "5:30 pm"
+    runs.update(_digits(re.sub(r"[. ]", "", match.group(0))) for match in _GROUPED_RE.finditer(source))
+    runs.update(
+        str(_NUMBER_WORDS[word]) for word in _WORD_RE.findall(source.lower()) if word in _NUMBER_WORDS
+    )
+    return frozenset(runs)
+
+
+def _digits(run: str) -> str:
+    """A run of digits of any script as ASCII digits, without leading zeros."""
+    return str(int(run)) if run else "0"

@@ -158,16 +158,18 @@ _BLOCK_TAG_RE = re.compile(
     r"|nav|aside|main|blockquote|pre|hr|speak|break|s|paragraph|sentence)\b[^<>]*>",
     re.IGNORECASE,
 )
-# What markup holds that is never read: scripts, styles, comments, CDATA wrappers' insides
-# are kept (their text is the text).
-_HIDDEN_MARKUP_RE = re.compile(
-    r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)|<!--.*?(?:-->|$)", re.IGNORECASE | re.DOTALL
-)
+# What markup holds that is never read: scripts, styles, comments, each with its end
+# ("<style guide>" without a "</style>" is words); CDATA wrappers' insides are kept (their
+# text is the text).
+_HIDDEN_MARKUP_RE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
 _CDATA_RE = re.compile(r"<!\[CDATA\[(.*?)(?:\]\]>|$)", re.DOTALL)
-# A "word" this long is no word (a base64 blob, a hash, 100 KB without a space): not said.
-# Words bound into one number (_JOIN) are counted one by one.
+# A run of Latin letters and digits this long is no word (a base64 blob, a hash, 100 KB
+# without a space): not said. Hyphens part words ("state-of-the-art"), letters with accents
+# are a language's ("Überwachungsaufgabenübertragungsgesetz"), and scripts written without
+# spaces (Chinese, Japanese, Thai) are never counted as one word.
 _LONG_TOKEN_CHARS = 45
-_LONG_TOKEN_RE = re.compile(f"[^\\s{_JOIN}]{{{_LONG_TOKEN_CHARS + 1},}}")
+_LONG_TOKEN_RE = re.compile(f"[A-Za-z0-9+/=_]{{{_LONG_TOKEN_CHARS + 1},}}")
+_SPACE_BEFORE_MARK_RE = re.compile(r" ([.,;:!?])")
 _MD_ESCAPE_RE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
 _STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EM_STAR_RE = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
@@ -409,7 +411,7 @@ def _speak(text: str, max_words: int, *, keep_dropped: bool) -> str:
 def _without_blobs(text: str) -> str:
     if len(text) <= _LONG_TOKEN_CHARS or not _LONG_TOKEN_RE.search(text):
         return text
-    return " ".join(_LONG_TOKEN_RE.sub(" ", text).split()).rstrip(" ,;:")
+    return _SPACE_BEFORE_MARK_RE.sub(r"\1", " ".join(_LONG_TOKEN_RE.sub(" ", text).split())).rstrip(" ,;:")
 
 
 def _blocks(text: str) -> list[str]:

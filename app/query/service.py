@@ -744,9 +744,12 @@ class QueryService:
         # Keep a slice of the deadline for the fallback answer and the response itself.
         budget = self.settings.deadline_s - elapsed - 0.1
         # A topic the agent hands over replaces this answer by the transfer line: none of it is spoken.
+        passages = [_passage(c) for c in candidates]
         answer: Callable[..., Awaitable[LLMResult]]
         if call.speaker is not None and matched_topic(question, context.topics) is None:
-            answer = partial(call.speaker.speak, self.llm, prompt.holding_reply)
+            # Each sentence is checked before it is said: a spoken one cannot be taken back.
+            check = partial(self._unfit, question=question, passages=passages)
+            answer = partial(call.speaker.speak, self.llm, prompt.holding_reply, check=check)
         else:
             answer = self.llm.complete
         t = time.perf_counter()
@@ -759,20 +762,25 @@ class QueryService:
                 timeout=budget,
             )
         except LLMError as exc:
-            PROVIDER_ERRORS.labels("chat").inc()
+            if call.speaker is None or call.speaker.refused is None:  # a refused sentence is no fault of it
+                PROVIDER_ERRORS.labels("chat").inc()
             log.warning("answering model failed (%s); answering from the top chunk", exc.reason)
             return Composed(self._fallback(question, found, prompt), llm_error=exc.reason)
         finally:
             call.trace.llm += (time.perf_counter() - t) * 1000
         tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
         text = result.text.strip()
+        broken = result.broken
         if NOT_FOUND_MARK in text or not text or declines(text):
             return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
-        passages = [_passage(c) for c in candidates]
         if (fault := self._unfit(text, question, passages)) is not None:
-            PROVIDER_ERRORS.labels("chat").inc()
-            log.warning("answering model's answer refused (%s); answering from the top chunk", fault)
-            return Composed(self._fallback(question, found, prompt), tokens, llm_error=fault)
+            log.warning("answering model's answer refused (%s)", fault)
+            spoken = call.speaker.spoken if call.speaker is not None else ""
+            if not spoken:
+                return Composed(self._fallback(question, found, prompt), tokens, llm_error=fault)
+            # Its last sentence, said only once the answer is whole: the ones before it were
+            # checked and said, and stand; the answer ends with them.
+            text, broken = spoken, fault
         said = make_speakable(strip_citations(text), max_words=self.settings.max_answer_words)
         if not said:  # nothing speakable came back (emoji, bare markup)
             return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
@@ -780,15 +788,15 @@ class QueryService:
         # them (app/answering/attribution.py): the model is asked for no citation.
         reply = self._answered(said, confidence, candidates, used_passages(text, question, passages))
         # A stream broken off after sentences already spoken: they stand, but are not cached.
-        reply.degraded = result.broken is not None
-        return Composed(reply, tokens, llm_error=result.broken)
+        reply.degraded = broken is not None
+        return Composed(reply, tokens, llm_error=broken)
 
     @staticmethod
     def _unfit(text: str, question: str, passages: list[str]) -> str | None:
-        """Why the model's answer must not be spoken, if it must not: data or code instead
-        of sentences, or a number that neither the passages it was given nor the question
-        holds (made up, or cut from a longer one)."""
-        if is_not_speech(text):
+        """Why the model's answer (or a sentence of it) must not be spoken, if it must not:
+        data or code instead of sentences, or a number that neither the passages it was
+        given nor the question holds (made up, or cut from a longer one)."""
+        if is_not_speech(strip_citations(text)):
             return "the model answered with data or code, not sentences"
         if missing := numbers_not_in(text, [*passages, question]):
             return f"the model's answer holds numbers the knowledge does not: {', '.join(missing[:3])}"

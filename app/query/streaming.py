@@ -93,6 +93,8 @@ class Speaker:
         self.t0 = time.perf_counter()
         self.said: list[str] = []
         self.finished = False  # the model's stream ended of itself
+        self.check: Callable[[str], str | None] | None = None
+        self.refused: str | None = None  # why check refused a sentence: none after it is said
 
     @property
     def spoken(self) -> str:
@@ -108,13 +110,16 @@ class Speaker:
         temperature: float,
         max_tokens: int,
         timeout: float,
+        check: Callable[[str], str | None] | None = None,
     ) -> LLMResult:
         """The model's answer, streamed: its text once complete (what was spoken, when the
-        stream broke off after a sentence); raises LLMError when nothing was spoken, so the
-        query falls back as the JSON form does."""
+        stream broke off after a sentence or ``check`` refused one: the answer ends before
+        it); raises LLMError when nothing was spoken, so the query falls back as the JSON
+        form does."""
         raw = ""
         checked = 0
         broken: str | None = None
+        self.check = check
         hold = asyncio.ensure_future(self._hold(holding))
         try:
             # The SDK bounds each read; a server trickling tokens is bounded here as a whole.
@@ -127,12 +132,17 @@ class Speaker:
                     if _MAY_END.search(raw, max(0, checked - 4)):
                         self._say_complete(raw)
                     checked = len(raw)
+                    if self.refused is not None:
+                        break  # closing the stream ends the model's work
+            if self.refused is not None:
+                raise LLMError(self.refused)
             self.finished = True
         except (LLMError, TimeoutError) as exc:
             reason = exc.reason if isinstance(exc, LLMError) else "the model did not answer in time"
             if not self.said:
                 raise LLMError(reason) from exc
-            PROVIDER_ERRORS.labels("chat").inc()
+            if self.refused is None:
+                PROVIDER_ERRORS.labels("chat").inc()
             log.warning(
                 "answering model failed after %d sentences (%s); ending there", len(self.said), reason
             )
@@ -153,6 +163,9 @@ class Speaker:
         if complete[: len(self.said)] != self.said:
             return  # the shaping of a spoken sentence changed: the final answer settles it
         for piece in complete[len(self.said) :]:
+            if self.check is not None and (reason := self.check(piece)) is not None:
+                self.refused = reason
+                return
             self.said.append(piece)
             self.emit(("sentence", {"text": piece}))
 

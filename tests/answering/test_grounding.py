@@ -37,6 +37,24 @@ def test_an_answer_is_no_declining(text):
     assert not declines(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A partial answer, as the grounding prompt asks for: what it has, then what it lacks.
+        "I don't have the Saturday hours, but on weekdays we are open 9 am to 5 pm.",
+        "I can't see your booking, but cancellations are free up to a day before.",
+        "Not found anywhere else, this offer is only online.",
+        "I don't know about Sundays; on weekdays we open at 9.",
+    ],
+)
+def test_a_reply_that_declines_part_and_answers_the_rest_is_read(text):
+    assert not declines(text)
+
+
+def test_a_curly_apostrophe_declines_as_well():
+    assert declines("I don\u2019t know.")
+
+
 def test_a_long_reply_opening_with_a_sorry_is_still_read():
     assert not declines(
         "I'm sorry, I can't say exactly when, " + "but the team will call you back today " * 5
@@ -50,7 +68,8 @@ def test_a_long_reply_opening_with_a_sorry_is_still_read():
         ('["Saturday", "10 AM to 1 PM"]', True),
         ("```\nprint('hi')\n```", True),
         ("We are open on Saturdays from 10 am to 1 pm.", False),
-        ("[1] We are open on Saturdays.", True),
+        ("[1] We are open on Saturdays.", False),  # a citation mark, stripped when spoken
+        ("[ 2024 update ] prices rose.", False),
         ("(Saturdays) 10 am to 1 pm.", False),
     ],
 )
@@ -84,3 +103,22 @@ PASSAGES = [
 )
 def test_numbers_the_passages_do_not_hold(text, missing):
     assert numbers_not_in(text, PASSAGES) == missing
+
+
+@pytest.mark.parametrize(
+    ("text", "source"),
+    [
+        ("We open 9am to 5pm.", "Opening hours: 09:00-17:00."),
+        ("Last entry is 5:30 pm.", "Last entry 17:30."),
+        ("It costs £2.50.", "It costs 2.5 pounds."),
+        ("Refunds take 5 working days.", "Refunds take five working days."),
+        ("We close at 12 pm on Fridays.", "On Fridays we close at noon."),
+        ("The office is on the 1st floor.", "The office is on the first floor."),
+        ("It costs €1,650.", "Es kostet 1.650 €."),
+        ("It costs €1650.", "Es kostet 1 650 €."),
+        ("Room \uff12 is free.", "Room 2 is free."),  # a fullwidth digit
+        ("Room \u0663 is free.", "Room 3 is free."),  # an Arabic-Indic digit
+    ],
+)
+def test_a_number_the_source_says_another_way_is_held(text, source):
+    assert numbers_not_in(text, [source]) == []

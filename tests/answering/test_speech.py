@@ -379,6 +379,9 @@ def test_speech_problems_reports_length_over_the_cap() -> None:
     assert speech_problems("One two three four.", max_words=3) == ["too long: 4 words, the cap is 3"]
 
 
+CHINESE = "我们的诊所周一至周五上午九点到下午五点营业，周六上午十点到下午一点营业，周日休息"
+
+
 @pytest.mark.parametrize(
     ("text", "spoken"),
     [
@@ -393,6 +396,18 @@ def test_speech_problems_reports_length_over_the_cap() -> None:
         # No word is this long: a blob, a hash, a reply without a space.
         ("Saturdays " + "x" * 100_000 + " from 10 am.", "Saturdays from 10 AM."),
         ("Your code is " + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 4 + ".", "Your code is."),
+        # Words, not blobs: a compound with accents, hyphenated words, a sentence of a script
+        # written without spaces, a tag-like phrase with no end tag.
+        (
+            "Das Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz gilt.",
+            "Das Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz gilt.",
+        ),
+        (
+            "We are state-of-the-art/best-in-class/world-leading/award-winning providers.",
+            "We are state-of-the-art/best-in-class/world-leading/award-winning providers.",
+        ),
+        (CHINESE, CHINESE + "."),
+        ("Our <style guide> says to be brief. Always be polite.", "Our says to be brief. Always be polite."),
     ],
     ids=[
         "block-tags",
@@ -403,6 +418,10 @@ def test_speech_problems_reports_length_over_the_cap() -> None:
         "cdata",
         "no-spaces",
         "base64",
+        "german-compound",
+        "hyphenated",
+        "chinese",
+        "unclosed-style",
     ],
 )
 def test_markup_and_blobs_a_model_may_write_are_not_read_out(text, spoken):

@@ -415,6 +415,39 @@ async def test_model_failing_after_a_sentence_keeps_what_was_said(llm, org, engi
         assert (await conn.execute(text("SELECT count(*) FROM answer_cache"))).scalar() == 0
 
 
+async def test_a_sentence_with_a_number_the_knowledge_lacks_is_never_said(llm, org, engine, respx_mock):
+    body = ChatStream(["We're open 9 am to 5 pm. ", "On Sundays we open 6 am to 11 pm. ", "Call us."])
+    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent = await _agent(c, org, app, engine)
+        events = await stream_call(c, org.headers, agent, "When are you open during the week?", debug="true")
+    assert events == [("sentence", {"text": "We're open 9 AM to 5 PM."}), ("done", events[-1][1])]
+    done = events[-1][1]
+    assert (done["answer"], done["degraded"], done["debug"]["llm_error"]) == (
+        "We're open 9 AM to 5 PM.",
+        True,
+        "the model's answer holds numbers the knowledge does not: 6, 11",
+    )
+
+
+async def test_a_first_sentence_with_a_number_the_knowledge_lacks_gives_the_passage(
+    llm, org, engine, respx_mock
+):
+    body = ChatStream(["We're open 7 am to 9 pm every day. ", "Call us."])
+    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
+    app = llm()
+    async with AsyncTestClient(app=app) as c:
+        agent = await _agent(c, org, app, engine)
+        events = await stream_call(c, org.headers, agent, "When are you open during the week?")
+    done = events[-1][1]
+    assert (done["answer"], done["degraded"]) == (
+        "The practice is open Monday to Friday from 9 AM to 5 PM.",
+        True,
+    )
+    assert "".join(sentences(events)) == done["answer"]
+
+
 async def test_characters_no_reply_can_carry_do_not_break_the_stream(llm, org, engine, respx_mock):
     # A lone surrogate could not be encoded: the stream broke off after the sentences before it.
     body = ChatStream(["We're open 9 am to 5 pm. ", "On Saturdays \ud800we open 10 am to 1 pm."])

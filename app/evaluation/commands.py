@@ -202,9 +202,10 @@ def _writable_out(out: Path | None, *, inside: Path | None = None) -> Path:
 
 
 def _failed_requests(document: dict[str, Any]) -> int:
-    """Questions the service answered with an HTTP error: reported, and the exit status is 1."""
+    """Requests the service answered with an HTTP error, every variant's: reported, and the
+    exit status is 1."""
     summaries = document["metrics"].values() if document["kind"] == "compare" else [document["metrics"]]
-    return max(int(summary["http_errors"]) for summary in summaries)
+    return sum(int(summary["http_errors"]) for summary in summaries)
 
 
 def _warn_of_errors(document: dict[str, Any], asked: int) -> None:

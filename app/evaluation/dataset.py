@@ -135,12 +135,10 @@ def load_questions(path: Path) -> list[Question]:
     return questions
 
 
-def _text(raw: dict[str, Any], field: str, *, required: bool = True) -> str | None:
+def _text(raw: dict[str, Any], field: str) -> str:
     """A string field: present and a string, never another type read as one (an id may be
     a whole number, as JSON writers often make it)."""
     value = raw.get(field)
-    if value is None and not required:
-        return None
     if field == "id" and type(value) is int:
         return str(value)
     if not isinstance(value, str):
@@ -148,6 +146,10 @@ def _text(raw: dict[str, Any], field: str, *, required: bool = True) -> str | No
             f"{field} must be a string, not {'missing' if value is None else type(value).__name__}"
         )
     return value
+
+
+def _optional_text(raw: dict[str, Any], field: str) -> str | None:
+    return None if raw.get(field) is None else _text(raw, field)
 
 
 def _answers(raw: dict[str, Any]) -> tuple[str, ...]:
@@ -158,7 +160,7 @@ def _answers(raw: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _question_text(raw: dict[str, Any]) -> str:
-    text = str(_text(raw, "question"))
+    text = _text(raw, "question")
     try:
         _QUERY_TEXT.validate_python(text)
     except ValidationError as exc:
@@ -172,7 +174,7 @@ def _squad_question(raw: dict[str, Any]) -> Question:
     if type(index) is not int:
         raise TypeError("paragraph_index must be a whole number")
     return Question(
-        id=str(_text(raw, "id")),
+        id=_text(raw, "id"),
         question=_question_text(raw),
         answers=_answers(raw),
         doc=_text(raw, "doc"),
@@ -182,22 +184,22 @@ def _squad_question(raw: dict[str, Any]) -> Question:
 
 def _callers_question(raw: dict[str, Any]) -> Question:
     answers = _answers(raw)
-    doc, gold_sentence = _text(raw, "doc", required=False), _text(raw, "gold_sentence", required=False)
+    doc, gold_sentence = _optional_text(raw, "doc"), _optional_text(raw, "gold_sentence")
     if answers and (not doc or not gold_sentence):
         raise ValueError("an answerable question needs doc and gold_sentence")
-    org = str(_text(raw, "org"))
+    org = _text(raw, "org")
     if not org.strip() or "/" in org or org in {".", ".."}:
         raise ValueError(f"org {org!r} is not a folder name")
     if doc and not doc.startswith(f"{org}/"):
         raise ValueError(f"doc {doc!r} is not under its organisation {org!r}")
     return Question(
-        id=str(_text(raw, "id")),
+        id=_text(raw, "id"),
         question=_question_text(raw),
         answers=answers,
         doc=doc or None,
         paragraph_index=None,
         org=org,
-        kind=_text(raw, "kind", required=False),
+        kind=_optional_text(raw, "kind"),
         gold_sentence=gold_sentence or None,
     )
 

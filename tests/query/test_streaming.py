@@ -415,36 +415,34 @@ async def test_model_failing_after_a_sentence_keeps_what_was_said(llm, org, engi
         assert (await conn.execute(text("SELECT count(*) FROM answer_cache"))).scalar() == 0
 
 
-async def test_a_sentence_with_a_number_the_knowledge_lacks_is_never_said(llm, org, engine, respx_mock):
-    body = ChatStream(["We're open 9 am to 5 pm. ", "On Sundays we open 6 am to 11 pm. ", "Call us."])
-    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
+@pytest.mark.parametrize(
+    ("tokens", "answer", "llm_error"),
+    [
+        # The first sentence was checked and said; the second is refused and never said.
+        (
+            ["We're open 9 am to 5 pm. ", "On Sundays we open 6 am to 11 pm. ", "Call us."],
+            "We're open 9 AM to 5 PM.",
+            "the model's answer holds numbers the knowledge does not: 6, 11",
+        ),
+        # Refused at the first sentence: nothing of the model is said, the passage is.
+        (
+            ["We're open 7 am to 9 pm every day. ", "Call us."],
+            "The practice is open Monday to Friday from 9 AM to 5 PM.",
+            "the model's answer holds numbers the knowledge does not: 7",
+        ),
+    ],
+    ids=["second-sentence", "first-sentence"],
+)
+async def test_a_sentence_with_a_number_the_knowledge_lacks_is_never_said(
+    llm, org, engine, respx_mock, tokens, answer, llm_error
+):
+    respx_mock.post(CHAT).mock(return_value=stream_reply(ChatStream(tokens)))
     app = llm()
     async with AsyncTestClient(app=app) as c:
         agent = await _agent(c, org, app, engine)
         events = await stream_call(c, org.headers, agent, "When are you open during the week?", debug="true")
-    assert events == [("sentence", {"text": "We're open 9 AM to 5 PM."}), ("done", events[-1][1])]
     done = events[-1][1]
-    assert (done["answer"], done["degraded"], done["debug"]["llm_error"]) == (
-        "We're open 9 AM to 5 PM.",
-        True,
-        "the model's answer holds numbers the knowledge does not: 6, 11",
-    )
-
-
-async def test_a_first_sentence_with_a_number_the_knowledge_lacks_gives_the_passage(
-    llm, org, engine, respx_mock
-):
-    body = ChatStream(["We're open 7 am to 9 pm every day. ", "Call us."])
-    respx_mock.post(CHAT).mock(return_value=stream_reply(body))
-    app = llm()
-    async with AsyncTestClient(app=app) as c:
-        agent = await _agent(c, org, app, engine)
-        events = await stream_call(c, org.headers, agent, "When are you open during the week?")
-    done = events[-1][1]
-    assert (done["answer"], done["degraded"]) == (
-        "The practice is open Monday to Friday from 9 AM to 5 PM.",
-        True,
-    )
+    assert (done["answer"], done["degraded"], done["debug"]["llm_error"]) == (answer, True, llm_error)
     assert "".join(sentences(events)) == done["answer"]
 
 

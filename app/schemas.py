@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Generic, TypeVar
 
@@ -13,6 +14,10 @@ T = TypeVar("T")
 # Python's whitespace (what str.strip removes), written out: JSON Schema's \s (ECMA-262) and
 # pydantic's own stripping (Rust's) each disagree with it on a few characters.
 SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Characters that show nothing: zero-width spaces and joiners, direction marks and
+# isolates, the soft hyphen, the byte-order mark. A title of only these looks empty.
+INVISIBLE = r"\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+_VISIBLE_RE = re.compile(rf"[^{SPACE}{INVISIBLE}]")
 
 
 def reject_nul(value: str) -> str:
@@ -26,6 +31,8 @@ def strip_required(value: str) -> str:
     stripped = value.strip()
     if not stripped:
         raise PydanticCustomError("blank", "must not be empty or only whitespace")
+    if not _VISIBLE_RE.search(stripped):
+        raise PydanticCustomError("invisible", "must hold a visible character")
     return stripped
 
 
@@ -51,7 +58,7 @@ StrippedRequired = AfterValidator(strip_required)
 def text_schema(max_length: int, *, required: bool) -> WithJsonSchema:
     """The JSON schema of a short text field, saying exactly what its validators accept
     (``maxLength`` counts the characters as sent, before stripping)."""
-    pattern = rf"^[^\x00]*[^\x00{SPACE}][^\x00]*$" if required else r"^[^\x00]*$"
+    pattern = rf"^[^\x00]*[^\x00{SPACE}{INVISIBLE}][^\x00]*$" if required else r"^[^\x00]*$"
     return WithJsonSchema({"type": "string", "maxLength": max_length, "pattern": pattern})
 
 

@@ -7,6 +7,7 @@ import json
 import socket
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -102,13 +103,16 @@ async def wait_until_up(base_url: str, path: str = "/health", attempts: int = 20
 
 
 def embeddings_reply(request: httpx.Request) -> httpx.Response:
-    """A respx side effect answering an OpenAI embeddings request: one 1,536-dimension unit
-    vector per input, in order."""
+    """A respx side effect answering an OpenAI embeddings request: one 1,536-dimension vector
+    per input, in order, all but alike: each text's own small component (a real provider's
+    vectors differ for different texts, which the embedder checks) leaves every question
+    equally near every passage."""
     body = json.loads(request.content)
-    data = [
-        {"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 1535}
-        for i in range(len(body["input"]))
-    ]
+    data = []
+    for i, text in enumerate(body["input"]):
+        vector = [1.0] + [0.0] * 1535
+        vector[1 + zlib.crc32(str(text).encode()) % 1535] = 1e-3
+        data.append({"object": "embedding", "index": i, "embedding": vector})
     return httpx.Response(
         200,
         json={

@@ -1,6 +1,7 @@
 """Checks of the answering model's text before it is spoken: an answer that only declines,
-in its own words; one that is data or code rather than speech; and one that names a number
-none of the passages it was given holds (a price cut or made up is a wrong one)."""
+in its own words; one that is data or code rather than speech; one that names a number
+none of the passages it was given holds (a price cut or made up is a wrong one); and one
+that repeats its instructions."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-__all__ = ["declines", "is_not_speech", "numbers_not_in"]
+__all__ = ["declines", "echoes", "is_not_speech", "numbers_not_in"]
 
 # A reply that only declines ("Sorry, I don't know.", "I'm sorry, but I can't assist with
 # that request.", "Not found."): one short sentence opening with it and going no further.
@@ -41,6 +42,11 @@ _NUMBER_WORDS = {
     "single": 1, "double": 2, "pair": 2, "couple": 2, "weekly": 7, "fortnight": 14, "daily": 24,
 }  # fmt: skip
 _WORD_RE = re.compile(r"[a-z]+")
+# A run of this many words shared with the instructions, and with no passage, repeats them:
+# the prompt's own wording ("use only the knowledge in the user message...") is no answer,
+# and asked for by a caller or by a line planted in a document, it leaks the prompt.
+_ECHO_WORDS = 8
+_TOKEN_RE = re.compile(r"\w+")
 
 
 def declines(text: str) -> bool:
@@ -69,6 +75,26 @@ def numbers_not_in(text: str, sources: Iterable[str]) -> list[str]:
     for source in sources:
         known |= _known_runs(source)
     return sorted(wanted - known, key=lambda run: (len(run), run))
+
+
+def echoes(text: str, instructions: str, sources: Iterable[str]) -> bool:
+    """Whether ``text`` repeats a run of the model's ``instructions`` that no source holds."""
+    words = _TOKEN_RE.findall(text.lower())
+    if len(words) < _ECHO_WORDS:
+        return False
+    runs = {tuple(words[i : i + _ECHO_WORDS]) for i in range(len(words) - _ECHO_WORDS + 1)}
+    shared = runs & _word_runs(instructions)
+    if not shared:
+        return False
+    for source in sources:
+        shared -= _word_runs(source)
+    return bool(shared)
+
+
+@lru_cache(maxsize=4096)
+def _word_runs(text: str) -> frozenset[tuple[str, ...]]:
+    words = _TOKEN_RE.findall(text.lower())
+    return frozenset(tuple(words[i : i + _ECHO_WORDS]) for i in range(len(words) - _ECHO_WORDS + 1))
 
 
 def _runs(text: str) -> set[str]:

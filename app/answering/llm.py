@@ -37,6 +37,8 @@ class LLMResult:
 # surrogates (valid in a JSON string, not encodable as UTF-8: the reply could not be sent).
 # A terminal's colour codes go whole, not just their ESC.
 _UNSAFE_RE = re.compile("\x1b\\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+# A colour code a stream chunk ends in the middle of: held back until the next chunk ends it.
+_OPEN_ESCAPE_RE = re.compile("\x1b(?:\\[[0-9;?]*[ -/]*)?\\Z")
 # The model stopped for these before its answer was complete: a price cut to "2" is a wrong one.
 _CUT_SHORT = frozenset({"length", "content_filter"})
 
@@ -116,12 +118,19 @@ class ChatAnswerer:
                 timeout=timeout,
             )
             finish: str | None = None
+            held = ""
             async with stream:
                 async for chunk in stream:
                     choices = chunk.choices or []
                     text = choices[0].delta.content if choices and choices[0].delta else None
-                    if isinstance(text, str) and text and (text := clean_model_text(text)):
-                        yield text
+                    if isinstance(text, str) and text:
+                        text = held + text
+                        open_escape = _OPEN_ESCAPE_RE.search(text)
+                        held = open_escape.group() if open_escape else ""
+                        if open_escape:
+                            text = text[: open_escape.start()]
+                        if text := clean_model_text(text):
+                            yield text
                     finish = (choices[0].finish_reason if choices else None) or finish
             # A stream that ends without saying why (no finish_reason: a proxy's HTML page,
             # a dropped connection read as the end) is no complete answer.

@@ -151,6 +151,11 @@ _AUTOLINK_RE = re.compile(r"<((?:https?|ftp)://[^<>\s]+|mailto:[^<>\s]+)>")
 _INLINE_CODE_RE = re.compile(r"(`+)(.+?)\1")
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _TAG_RE = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+# A tag the model never closed ("<break time=\"500ms\" at nine"): its name and quoted
+# attributes are markup all the same. Without a quoted attribute, "a <b and c" stays words.
+_UNCLOSED_TAG_RE = re.compile(
+    r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s+[A-Za-z_:][A-Za-z0-9_.:-]*\s*=\s*(?:\"[^\"<>]*\"|'[^'<>]*'))+\s*/?(?![\s\"'>])"
+)
 # A tag that ends a block, or an SSML pause, parts words: "FAQ</h1><p>Open" is "FAQ Open".
 # Inline tags ("H<sub>2</sub>O") join them.
 _BLOCK_TAG_RE = re.compile(
@@ -516,7 +521,8 @@ def _markup(text: str, *, keep_dropped: bool) -> str:
     text = _AUTOLINK_RE.sub(r"\1", text)
     text = _NOTE_MARK_RE.sub("", text)
     text = _INLINE_CODE_RE.sub(r"\2", text).replace("`", "")
-    return _TAG_RE.sub("", _BLOCK_TAG_RE.sub(" ", _BR_RE.sub(" ", text)))
+    text = _TAG_RE.sub("", _BLOCK_TAG_RE.sub(" ", _BR_RE.sub(" ", text)))
+    return _UNCLOSED_TAG_RE.sub(" ", text) if "=" in text else text
 
 
 def _emphasis(text: str) -> str:

@@ -243,10 +243,11 @@ class OpenAIEmbedder:
         except openai.APIError as exc:
             message = f"embedding provider sent an invalid response: {exc}"
             raise EmbeddingError(message, retryable=False) from exc
-        return self._validate(raw, len(inputs))
+        return self._validate(raw, inputs)
 
-    def _validate(self, raw: bytes, expected: int) -> list[list[float]]:
+    def _validate(self, raw: bytes, inputs: Sequence[str]) -> list[list[float]]:
         """The reply's vectors in input order, checked for count and size, L2-normalised."""
+        expected = len(inputs)
         try:
             items = json.loads(raw)["data"]
             if not all(type(item["index"]) is int for item in items):
@@ -269,7 +270,15 @@ class OpenAIEmbedder:
                     f"provider returned vectors of {len(vector)} dimensions, expected {self._dimensions}",
                     retryable=False,
                 )
-        return normalise_rows(np.array(vectors), source="embedding provider")
+        matrix = np.array(vectors)
+        # One vector for different texts: a stub or a broken model, whose vectors would rank
+        # every passage alike. Stored, they would answer every question with the same chunk.
+        if expected > 1 and len(set(inputs)) > 1 and bool(np.all(matrix == matrix[0])):
+            raise EmbeddingError(
+                f"provider returned the same vector for {expected} different texts: it is not embedding them",
+                retryable=False,
+            )
+        return normalise_rows(matrix, source="embedding provider")
 
 
 def _decode(embedding: object) -> npt.NDArray[np.float32]:

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, StringCo
 from pydantic_core import PydanticCustomError
 
 from app.query.filters import QueryFilters
-from app.schemas import SPACE, Input, StrippedRequired
+from app.schemas import INVISIBLE, SPACE, Input, StrippedRequired
 
 Status = Literal["answered", "not_found", "unavailable"]
 Action = Literal["answer", "say_not_found", "say_unavailable", "transfer"]
@@ -28,13 +28,13 @@ def strip_controls(value: str) -> str:
 
 # At most 2,000 characters as sent; what is left without control characters and surrounding
 # whitespace must not be empty. The schema's pattern says the same: some character that is
-# neither a C0 control nor whitespace.
+# neither a C0 control, whitespace nor invisible.
 Question = Annotated[
     str,
     StringConstraints(max_length=2000),
     AfterValidator(strip_controls),
     StrippedRequired,
-    WithJsonSchema({"type": "string", "maxLength": 2000, "pattern": rf"[^\x00-\x1f{SPACE}]"}),
+    WithJsonSchema({"type": "string", "maxLength": 2000, "pattern": rf"[^\x00-\x1f{SPACE}{INVISIBLE}]"}),
 ]
 
 

@@ -45,7 +45,7 @@ from app.answering.extractive import (
     extractive_answer,
     texts_to_embed,
 )
-from app.answering.grounding import declines, is_not_speech, numbers_not_in
+from app.answering.grounding import declines, echoes, is_not_speech, numbers_not_in
 from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
@@ -748,7 +748,7 @@ class QueryService:
         answer: Callable[..., Awaitable[LLMResult]]
         if call.speaker is not None and matched_topic(question, context.topics) is None:
             # Each sentence is checked before it is said: a spoken one cannot be taken back.
-            check = partial(self._unfit, question=question, passages=passages)
+            check = partial(self._unfit, question=question, passages=passages, messages=ask.messages)
             answer = partial(call.speaker.speak, self.llm, prompt.holding_reply, check=check)
         else:
             answer = self.llm.complete
@@ -773,7 +773,7 @@ class QueryService:
         broken = result.broken
         if NOT_FOUND_MARK in text or not text or declines(text):
             return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
-        if (fault := self._unfit(text, question, passages)) is not None:
+        if (fault := self._unfit(text, question, passages, ask.messages)) is not None:
             log.warning("answering model's answer refused (%s)", fault)
             spoken = call.speaker.spoken if call.speaker is not None else ""
             if not spoken:
@@ -792,14 +792,17 @@ class QueryService:
         return Composed(reply, tokens, llm_error=broken)
 
     @staticmethod
-    def _unfit(text: str, question: str, passages: list[str]) -> str | None:
+    def _unfit(text: str, question: str, passages: list[str], messages: list[dict[str, str]]) -> str | None:
         """Why the model's answer (or a sentence of it) must not be spoken, if it must not:
-        data or code instead of sentences, or a number that neither the passages it was
-        given nor the question holds (made up, or cut from a longer one)."""
+        data or code instead of sentences, a number that neither the passages it was given
+        nor the question holds (made up, or cut from a longer one), or its instructions
+        repeated (the system message)."""
         if is_not_speech(strip_citations(text)):
             return "the model answered with data or code, not sentences"
         if missing := numbers_not_in(text, [*passages, question]):
             return f"the model's answer holds numbers the knowledge does not: {', '.join(missing[:3])}"
+        if echoes(text, messages[0]["content"], [*passages, question]):
+            return "the model's answer repeats its instructions"
         return None
 
     def _fallback(self, question: str, found: Found, prompt: PromptSet) -> Answer:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.answering.grounding import declines, is_not_speech, numbers_not_in
+from app.answering.grounding import declines, echoes, is_not_speech, numbers_not_in
 
 
 @pytest.mark.parametrize(
@@ -122,3 +122,27 @@ def test_numbers_the_passages_do_not_hold(text, missing):
 )
 def test_a_number_the_source_says_another_way_is_held(text, source):
     assert numbers_not_in(text, [source]) == []
+
+
+INSTRUCTIONS = (
+    "You answer a caller's question during a live phone call. Use ONLY the knowledge in the user"
+    " message. Do not add facts from anywhere else, and never guess. Answer in one to three short"
+    ' sentences, for example "we are open from 9 am to 5 pm on weekdays".'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "sources", "expected"),
+    [
+        # Eight words in a row of the instructions, in any case and punctuation.
+        ("Sure: use only the knowledge in the user message, and never guess.", [], True),
+        ("I must not add facts from anywhere else, and never guess!", ["Parking is free."], True),
+        # Seven are no run; the instructions' example said as an answer a passage gives is one.
+        ("Use only the knowledge in the user, thanks.", [], False),
+        ("We are open from 9 am to 5 pm on weekdays.", ["We are open from 9 am to 5 pm on weekdays."], False),
+        ("Parking is free behind the building, entrance on Elm Street.", ["Parking is free."], False),
+    ],
+    ids=["instructions", "instructions-again", "seven-words", "example-a-passage-holds", "answer"],
+)
+def test_an_answer_that_repeats_its_instructions(text, sources, expected):
+    assert echoes(text, INSTRUCTIONS, sources) is expected

@@ -127,3 +127,35 @@ async def test_no_request_when_no_time_is_left(answerer: ChatAnswerer) -> None:
         await _complete(answerer, timeout=0.01)
 
     assert route.call_count == 0
+
+
+def _sse(*pieces: str | None, finish: str = "stop") -> bytes:
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in pieces
+    ]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    body = "".join(
+        f"data: {json.dumps({'id': 's1', 'object': 'chat.completion.chunk', **e})}\n\n" for e in events
+    )
+    return (body + "data: [DONE]\n\n").encode()
+
+
+@respx.mock
+async def test_a_colour_code_split_between_stream_chunks_goes_whole(answerer: ChatAnswerer) -> None:
+    route = respx.post(f"{BASE}/chat/completions").mock(
+        return_value=httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            content=_sse("Parking is \x1b", "[31mfree\x1b[", "0m behind the \x1b[1", ";3", "2mbuilding."),
+        )
+    )
+
+    pieces = [
+        piece
+        async for piece in answerer.stream(
+            MESSAGES, model="gpt-4o-mini", temperature=0.1, max_tokens=120, timeout=2.0
+        )
+    ]
+
+    assert pieces == ["Parking is ", "free", " behind the ", "building."]
+    assert json.loads(route.calls.last.request.content)["stream"] is True

@@ -408,6 +408,11 @@ CHINESE = "我们的诊所周一至周五上午九点到下午五点营业，周
         ),
         (CHINESE, CHINESE + "."),
         ("Our <style guide> says to be brief. Always be polite.", "Our says to be brief. Always be polite."),
+        # A tag the model never closed: its name and attributes are not read out; a bare
+        # "<" before words is no tag.
+        ('We open <break time="500ms" at nine.', "We open at nine."),
+        ("Call <say-as interpret-as='telephone'555 0100.", "Call five five five, zero one zero zero."),
+        ("Aisle 3 < aisle 4, and size <b is smaller.", "Aisle 3 < aisle 4, and size <b is smaller."),
     ],
     ids=[
         "block-tags",
@@ -422,6 +427,9 @@ CHINESE = "我们的诊所周一至周五上午九点到下午五点营业，周
         "hyphenated",
         "chinese",
         "unclosed-style",
+        "unclosed-break",
+        "unclosed-say-as",
+        "less-than",
     ],
 )
 def test_markup_and_blobs_a_model_may_write_are_not_read_out(text, spoken):

@@ -556,10 +556,12 @@ async def test_vectors_sent_as_float_lists_are_accepted(
 
     route = mock.post(ENDPOINT).mock(side_effect=floats)
 
-    vectors = await OpenAIEmbedder(client, dimensions=8).embed_documents(["a b", "c d"])
+    vectors = await OpenAIEmbedder(client, dimensions=8).embed_documents(["doc 1", "doc 2"])
 
-    assert [(body["input"], body["encoding_format"]) for body in sent(route)] == [(["a b", "c d"], "base64")]
-    assert vectors == [expected_vector("a b", 8), expected_vector("c d", 8)]
+    assert [(body["input"], body["encoding_format"]) for body in sent(route)] == [
+        (["doc 1", "doc 2"], "base64")
+    ]
+    assert vectors == [expected_vector("doc 1", 8), expected_vector("doc 2", 8)]
 
 
 @pytest.mark.parametrize(
@@ -599,3 +601,26 @@ async def test_malformed_replies_are_invalid_not_retried(
     assert caught.value.retryable is False
     assert route.call_count == 1
     assert sent(route)[0]["input"] == ["hello"]
+
+
+async def test_one_vector_for_different_texts_is_rejected(
+    client: openai.AsyncOpenAI, mock: respx.MockRouter
+) -> None:
+    def same_vector(request: httpx.Request) -> httpx.Response:
+        body = json.loads(ok(request, 8).content)
+        for item in body["data"]:
+            item["embedding"] = body["data"][0]["embedding"]
+        return httpx.Response(200, json=body)
+
+    route = mock.post(ENDPOINT).mock(side_effect=same_vector)
+    embedder = OpenAIEmbedder(client, dimensions=8)
+
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed_documents(docs(3))
+    assert (str(caught.value), caught.value.retryable) == (
+        "provider returned the same vector for 3 different texts: it is not embedding them",
+        False,
+    )
+    # The same text twice has one vector, rightly.
+    assert await embedder.embed_documents(["doc 5", "doc 5"]) == [expected_vector("doc 5", 8)] * 2
+    assert inputs(route) == [docs(3), ["doc 5", "doc 5"]]

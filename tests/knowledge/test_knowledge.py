@@ -237,6 +237,7 @@ async def test_chunk_sizes_are_json_integers(client, org, sent, status, stored):
     [
         (" \t\u3000", "must not be empty or only whitespace"),
         ("\x1c", "must not be empty or only whitespace"),  # Python's whitespace, as the schema spells it
+        (" \u200b\u200d\ufeff\u2066 ", "must hold a visible character"),  # shows nothing
         (" " + "a" * 200, "String should have at most 200 characters"),  # counted as sent
     ],
 )

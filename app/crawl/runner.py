@@ -304,6 +304,10 @@ class CrawlRunner:
                 run.counts["skipped"] += 1
                 return
             run.seen.add(page_url)
+            if not await self._allowed_by_robots(run, page_url):
+                # Redirected to a page robots.txt keeps crawlers from: read, but not kept.
+                run.counts["skipped"] += 1
+                return
         if result.content_type not in HTML_TYPES:
             run.counts["skipped"] += 1
             return
@@ -465,7 +469,8 @@ class CrawlRunner:
         if parser is not None:
             robots_delay = parser.crawl_delay(ROBOTS_AGENT)
             if robots_delay:
-                delay = max(delay, min(float(robots_delay), MAX_CRAWL_DELAY_S))
+                # Compared before float(): a delay of 400 digits is no float (OverflowError).
+                delay = max(delay, float(min(robots_delay, MAX_CRAWL_DELAY_S)))
         last = self._last_request.get(host)
         if last is not None:
             wait = last + delay - time.monotonic()
@@ -524,8 +529,9 @@ class CrawlRunner:
             retired = 0
             if status == "completed":
                 # Pages that are gone always go; pages merely not reached only when no page
-                # failed on the way (the links of a page that failed are unknown).
-                keep = set(run.known) - run.gone if run.interrupted else run.kept
+                # failed on the way (the links of a page that failed are unknown). What this
+                # run read stays either way.
+                keep = (set(run.known) - run.gone) | run.kept if run.interrupted else run.kept
                 deleted = await conn.execute(sql.RETIRE_SQL, crawl.id, sorted(keep))
                 retired = int(deleted.split()[-1])
             await conn.execute(

@@ -170,6 +170,19 @@ class UnsupportedContentType(FetchError):
     """The page is of a media type the fetcher was not asked for; its body was not read."""
 
 
+# The longest validator headers kept (the columns' sizes): a longer one is no validator a
+# server needs back, and storing it would fail the document or the whole crawl.
+# How httpx words a redirect whose Location is no URL (httpx._client._redirect_url).
+_BAD_LOCATION = "Invalid URL in location header"
+_VALIDATOR_LIMITS = {"etag": 500, "last-modified": 100}
+
+
+def _validator(response: httpx.Response, name: str) -> str | None:
+    """The response's ETag or Last-Modified, or None when it has none or one too long to keep."""
+    value = response.headers.get(name)
+    return value if value and len(value) <= _VALIDATOR_LIMITS[name] else None
+
+
 @dataclass(frozen=True, slots=True)
 class FetchResult:
     """A fetched page, or a 304 answer (``content`` empty) to a conditional request."""
@@ -427,6 +440,12 @@ class Fetcher:
                     # httpx reads a redirect's Location as it receives the answer, and a
                     # Location no URL can be made of (mailto:, a bad IDNA name) raises there.
                     raise BlockedURL(NOT_A_WEB_ADDRESS) from exc
+                except httpx.RemoteProtocolError as exc:
+                    # Or, for some (a tab, an octet over 255), it says so as a protocol error:
+                    # the address is wrong, not the network, and trying again will not help.
+                    if str(exc).startswith(_BAD_LOCATION):
+                        raise BlockedURL(NOT_A_WEB_ADDRESS) from exc
+                    raise
                 try:
                     location = _redirect_location(response)
                     if location is None:
@@ -479,8 +498,8 @@ class Fetcher:
                 content=b"",
                 content_type="",
                 charset=None,
-                etag=response.headers.get("etag") or etag,
-                last_modified=response.headers.get("last-modified") or last_modified,
+                etag=_validator(response, "etag") or etag,
+                last_modified=_validator(response, "last-modified") or last_modified,
             )
         media_type, charset = _parse_content_type(response.headers.get("content-type", ""))
         if media_type not in self._allowed_types:
@@ -495,8 +514,8 @@ class Fetcher:
             content=await self._read_body(response, decoder),
             content_type=media_type,
             charset=charset,
-            etag=response.headers.get("etag"),
-            last_modified=response.headers.get("last-modified"),
+            etag=_validator(response, "etag"),
+            last_modified=_validator(response, "last-modified"),
         )
 
     async def _read_body(self, response: httpx.Response, decoder: _Decoder) -> bytes:

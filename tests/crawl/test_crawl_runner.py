@@ -185,6 +185,20 @@ async def test_robots_disallow_is_honoured(client, org, engine, site, run_crawls
     assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/public"}
 
 
+async def test_a_redirect_into_what_robots_disallows_is_not_kept(client, org, engine, site, run_crawls):
+    site.page("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.html("/", "Home", "Home page.", links=("/to-private", "/public"))
+    site.page("/to-private", "", status=301, location=f"https://{HOST}/private/b")
+    site.html("/private/b", "Private", "Hidden.")
+    site.html("/public", "Public", "Shown.")
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    assert await run_crawls() == {"completed": 1}
+    got = await get_crawl(client, org, kb["id"], crawl["id"])
+    assert got["progress"]["skipped"] == 1
+    assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/public"}
+
+
 async def test_robots_txt_server_error_fails_the_crawl_without_fetching_pages(client, org, site, run_crawls):
     site.page("/robots.txt", "down", content_type="text/plain", status=503)
     site.html("/", "Home", "Home page.")
@@ -358,6 +372,32 @@ async def test_pause_between_requests_to_one_host(client, org, engine, crawl_set
     # less the moment the previous request took.
     assert len(pauses) == 2
     assert all(6.0 < p <= 7.0 for p in pauses)
+
+
+async def test_a_crawl_delay_of_hundreds_of_digits_is_the_longest_pause(
+    client, org, engine, crawl_settings, site
+):
+    from app.crawl.runner import MAX_CRAWL_DELAY_S, CrawlRunner, drain_crawls
+    from tests.conftest import fake_resolver
+
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+
+    # Too large for a float: the run failed with OverflowError.
+    site.page("/robots.txt", "User-agent: *\nCrawl-delay: " + "9" * 400 + "\n", content_type="text/plain")
+    site.html("/", "Home", "Home page.")
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    crawler = CrawlRunner(engine, crawl_settings, "polite", resolver=fake_resolver, sleep=sleep)
+    try:
+        assert await drain_crawls(crawler) == {"completed": 1}
+    finally:
+        await crawler.aclose()
+    assert len(pauses) == 1
+    assert MAX_CRAWL_DELAY_S - 1.0 < pauses[0] <= MAX_CRAWL_DELAY_S
+    assert set(await pages(engine, crawl["id"])) == {START}
 
 
 async def test_the_knowledge_base_document_limit_fails_the_run_keeping_what_fits(

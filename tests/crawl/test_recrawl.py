@@ -146,6 +146,44 @@ async def test_a_page_that_fails_for_now_keeps_what_only_it_links_to(
     assert got["documents"] == 5
 
 
+async def test_a_page_that_fails_for_now_takes_no_page_read_in_the_same_run(
+    client, org, engine, site, run_crawls, ingest
+):
+    site.html("/", "Home", "Welcome to the help centre.", links=("/parking", "/busy"))
+    site.html("/parking", "Parking", "Park on level two.")
+    site.page("/busy", "busy", content_type="text/plain", status=503)
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    assert await run_crawls() == {"completed": 1}
+    got = await get_crawl(client, org, kb["id"], crawl["id"])
+    assert got["progress"] == {"found": 3, "read": 2, "unchanged": 0, "failed": 1, "skipped": 0, "retired": 0}
+    assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/parking"}
+
+    # Again, with a page new since: it stays too, though /busy still fails.
+    site.html("/", "Home", "Welcome to the help centre.", links=("/parking", "/busy", "/new"))
+    site.html("/new", "New", "A new page.")
+    await rerun(client, org, kb, crawl)
+    assert await run_crawls() == {"completed": 1}
+    got = await get_crawl(client, org, kb["id"], crawl["id"])
+    assert (got["progress"]["failed"], got["progress"]["retired"], got["documents"]) == (1, 0, 3)
+    assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/parking", f"https://{HOST}/new"}
+    assert await ingest() == {"ready": 3}
+
+
+async def test_a_validator_too_long_to_keep_is_dropped_not_stored(client, org, engine, site, run_crawls):
+    # Longer than its column: storing it failed the whole crawl, every run.
+    site.html("/", "Home", "Welcome.", links=("/dated",))
+    site.html("/dated", "Hours", "We open at nine.", etag=False, last_modified="Wed, " + "9" * 200)
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    assert await run_crawls() == {"completed": 1}
+    assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/dated"}
+    await rerun(client, org, kb, crawl)
+    assert await run_crawls() == {"completed": 1}
+    dated = [s for s in site.sent if s.path == "/dated"]
+    assert [s.headers.get("If-Modified-Since") for s in dated] == [None, None]
+
+
 async def test_scheduled_recrawl_runs_when_due(client, org, engine, site, run_crawls, ingest):
     kb, crawl = await crawl_and_index(client, org, site, run_crawls, ingest, sync_interval_s=3600)
     got = await get_crawl(client, org, kb["id"], crawl["id"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.crawl.site import (
+    MAX_LINKS_PER_PAGE,
     ParsedPage,
     PathFilter,
     SitemapError,
@@ -72,6 +73,13 @@ def test_page_links_title_base_and_nofollow():
         b'<meta name="robots" content="noindex, nofollow"><a href="/x">x</a>', None, "https://e.com/", None
     )
     assert robots.links == []
+
+
+def test_a_page_gives_its_first_links_only():
+    # The tel: link counts as read though it gives no page: the cap is on the work done.
+    anchors = "".join(f"<a href='/p{i}'>{i}</a>" for i in range(MAX_LINKS_PER_PAGE + 50))
+    page = parse_page(f"<a href='tel:1'>call</a>{anchors}".encode(), "utf-8", "https://e.com/", None)
+    assert page.links == [f"https://e.com/p{i}" for i in range(MAX_LINKS_PER_PAGE - 1)]
 
 
 @pytest.mark.parametrize(

@@ -274,7 +274,16 @@ async def test_redirect_to_forbidden_target_is_blocked_before_connecting(
 
 @pytest.mark.parametrize(
     "location",
-    ["mailto:a@b.c", "data:text/html,hi", "http:foo", "http://xn--ls8h.la/", "http://a]b/", "//["],
+    [
+        "mailto:a@b.c",
+        "data:text/html,hi",
+        "http:foo",
+        "http://xn--ls8h.la/",
+        "http://a]b/",
+        "//[",
+        "http://0251.0376.0251.0376/",
+        "http://a\tb/",
+    ],
 )
 async def test_redirect_to_what_is_no_web_address_is_blocked(
     fetcher: Fetcher, respx_mock: respx.MockRouter, location: str

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.config import get_settings
+from app.config import Settings, get_settings
 from app.db.embedded import resolve_database_url
 from app.observability.logging import configure_logging
 
@@ -23,8 +23,23 @@ cli = typer.Typer(
 )
 
 
+def _settings() -> Settings:
+    """The settings, or one line per setting the environment gets wrong, and exit 1: a
+    traceback hid which variable to fix."""
+    from pydantic import ValidationError
+
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            name = "__".join(str(part) for part in error["loc"]).upper() or "settings"
+            value = f" (got {error['input']!r})" if isinstance(error.get("input"), str | int | float) else ""
+            typer.echo(f"error: setting {name}: {error['msg']}{value}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _database_url() -> str:
-    settings = get_settings()
+    settings = _settings()
     return resolve_database_url(settings.database_url, settings.db.embedded_dir)
 
 
@@ -53,7 +68,7 @@ def serve(
     from app.prompting import PromptError, PromptLibrary
     from app.startup import organisation_count, startup_text, vk_command
 
-    settings = get_settings()
+    settings = _settings()
     try:
         # Checked here too, where a broken prompt file is one line of output, not a traceback.
         PromptLibrary.load(settings.prompts_dir)
@@ -153,7 +168,7 @@ def create_org(name: Annotated[str, typer.Argument(help="Organisation name.")]) 
         name = TypeAdapter(Title).validate_python(name)
     except ValidationError as exc:
         raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="NAME") from None
-    settings = get_settings()
+    settings = _settings()
     url = _database_url()
     migrations.upgrade(url)
 
@@ -200,7 +215,7 @@ def worker(
     from app.main import make_openai_client
     from app.webhooks.dispatcher import WebhookDispatcher
 
-    settings = get_settings()
+    settings = _settings()
     configure_logging(settings.log_level)
     if nice:
         lower_priority(nice)
@@ -385,7 +400,7 @@ def sync(
     from app.sync.command import SyncOptions, sync_command
     from app.sync.planner import Selection
 
-    settings = get_settings()
+    settings = _settings()
     options = SyncOptions(
         folder=Path(folder),
         kb_id=str(kb),
@@ -423,7 +438,7 @@ def db_status() -> None:
     from app.db.embedded import embedded_status
     from app.startup import without_password
 
-    settings = get_settings()
+    settings = _settings()
     if settings.database_url:
         typer.echo(f"DATABASE_URL is set: vk uses {without_password(settings.database_url)}.")
     status = embedded_status(settings.db.embedded_dir)
@@ -443,7 +458,7 @@ def db_stop() -> None:
     """
     from app.db.embedded import EmbeddedInUse, stop_embedded
 
-    data_dir = get_settings().db.embedded_dir.resolve()
+    data_dir = _settings().db.embedded_dir.resolve()
     try:
         stopped = stop_embedded(data_dir)
     except EmbeddedInUse as exc:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.ingestion.fetch import IntranetAccess, parse_allowed_host, parse_allowed_network
@@ -209,6 +209,17 @@ class WebhookSettings(BaseModel):
     retention_days: int = Field(
         30, ge=1, description="Events and their delivery log are deleted after this many days."
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_an_attempt(self) -> WebhookSettings:
+        # A lease that ran out while its attempt was still waiting on the endpoint would hand
+        # the delivery to another worker: the receiver would get it twice.
+        if self.lease_s <= self.timeout_s:
+            raise ValueError(
+                f"lease_s ({self.lease_s:g}) must be longer than timeout_s ({self.timeout_s:g}), "
+                "or a slow attempt is taken over and sent twice"
+            )
+        return self
 
 
 class QuerySettings(BaseModel):

@@ -76,15 +76,31 @@ Description = Annotated[
     str, StringConstraints(max_length=2000), NoNul, Stripped, text_schema(2000, required=False)
 ]
 Name = Annotated[str, StringConstraints(max_length=200), NoNul, Stripped, text_schema(200, required=False)]
+
+
 # Whether the page may be fetched (its scheme, port and host, where the host resolves to) is
 # checked when the document is added; the schema says what a pattern can.
+def reject_controls(value: str) -> str:
+    """A URL's parser drops tabs and line breaks inside it without a word, so the address
+    checked would not be the one stored and sent: refused (around it, they are stripped)."""
+    if _CONTROL_RE.search(value):
+        raise PydanticCustomError("control_character", "must not hold control characters (tabs, line breaks)")
+    return value
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 Url = Annotated[
     str,
     StringConstraints(max_length=2048),
     NoNul,
     StrippedRequired,
+    AfterValidator(reject_controls),
     WithJsonSchema(
-        {"type": "string", "maxLength": 2048, "pattern": rf"^[{SPACE}]*[Hh][Tt][Tt][Pp][Ss]?://[^\x00]*$"}
+        {
+            "type": "string",
+            "maxLength": 2048,
+            "pattern": rf"^[{SPACE}]*[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x1f\x7f]*[{SPACE}]*$",
+        }
     ),
 ]
 

@@ -84,6 +84,29 @@ def test_serve_stops_at_a_broken_prompt_file_with_its_message(tmp_path, fresh_se
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", [["serve", "--no-migrate"], ["worker"], ["migrate"], ["db", "status"]])
+def test_a_setting_the_environment_gets_wrong_is_named_in_one_line(command, fresh_settings):
+    env = {"WEBHOOKS__TIMEOUT_S": "abc", "LIMITS__MAX_UPLOAD_BYTES": "5", "WEBHOOKS__LEASE_S": "8"}
+    result = CliRunner().invoke(cli, command, env=env)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "error: setting LIMITS__MAX_UPLOAD_BYTES: Input should be greater than or equal to 1024 (got '5')",
+        "error: setting WEBHOOKS__TIMEOUT_S: Input should be a valid number, unable to parse string as a "
+        "number (got 'abc')",
+    ]
+    assert "Traceback" not in result.output
+
+
+def test_a_webhook_lease_no_longer_than_an_attempt_is_refused(fresh_settings):
+    # A slow attempt's lease would run out under it: another worker would send it again.
+    result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env={"WEBHOOKS__LEASE_S": "10"})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: setting WEBHOOKS: Value error, lease_s (10) must be longer than timeout_s (10), "
+        "or a slow attempt is taken over and sent twice\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [

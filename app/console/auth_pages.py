@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from litestar import Controller, Request, Response, get, post
 from litestar.params import QueryParameter
@@ -16,6 +16,7 @@ from app.console.security import (
     PUBLIC,
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
+    SIGN_IN_MAX_BODY,
     removed_cookie,
     session_cookie,
     sign_in_cookie,
@@ -28,7 +29,8 @@ NextPath = Annotated[str, QueryParameter(name="next", max_length=2000)]
 
 def safe_next(target: str) -> str:
     """Where to go after signing in: a console path of this site, never another site
-    (``//evil.example``, ``/console\\..``, a scheme) whatever the link said."""
+    (``//evil.example``, ``/console\\..``, a scheme) nor out of the console by dot segments
+    (``/console/../..//evil.example``, which a browser resolves), whatever the link said."""
     parts = urlsplit(target)
     if (
         not target.startswith(PREFIX + "/")
@@ -36,6 +38,7 @@ def safe_next(target: str) -> str:
         or parts.netloc
         or "\\" in target
         or any(ord(c) < 0x20 for c in target)
+        or any(segment in (".", "..") for segment in unquote(parts.path).split("/"))
     ):
         return HOME
     return target
@@ -55,7 +58,14 @@ class SignInController(Controller):
         page.set_cookie(sign_in_cookie(token, request, request.app.state.settings.console))
         return page
 
-    @post("/sign-in", opt={PUBLIC: True}, summary="Sign in with an admin API key")
+    # Anyone may post here, before any key is checked: a form of millions of fields held
+    # the event loop for seconds (Litestar parses it in one go), so its size is kept small.
+    @post(
+        "/sign-in",
+        opt={PUBLIC: True},
+        request_max_body_size=SIGN_IN_MAX_BODY,
+        summary="Sign in with an admin API key",
+    )
     async def sign_in(self, request: Request[Any, Any, Any]) -> Response[Any]:
         state = request.app.state
         form = await request.form()

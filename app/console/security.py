@@ -29,6 +29,8 @@ PREFIX = "/console"
 STATIC_PREFIX = "/console/static/"
 SESSION_COOKIE = "vk_console"
 SIGN_IN_COOKIE = "vk_console_sign_in"
+# The sign-in form's largest body: a key, a token and a return path fit many times over.
+SIGN_IN_MAX_BODY = 16 * 1024
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 # A handler opt: the route is reached without a session (sign-in).
@@ -110,7 +112,8 @@ async def sent_csrf_token(request: Request[Any, Any, Any]) -> str | None:
 
 
 async def require_csrf(request: Request[Any, Any, Any], expected: str | None) -> None:
-    if not same_token(await sent_csrf_token(request), expected):
+    # Without a token to match, nothing sent can: the form is not read.
+    if not expected or not same_token(await sent_csrf_token(request), expected):
         raise Forbidden(CSRF_REFUSED)
 
 

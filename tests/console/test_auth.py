@@ -159,6 +159,8 @@ async def test_next_goes_back_to_a_console_page_only(new_browser: OpenBrowser, o
             "https://evil.example/console",
             "/console\\@evil",
             "/api/keys",
+            "/console/../..//evil.example",
+            "/console/%2e%2e/api/keys",
         ):
             r = await post_sign_in(client, org.admin_key, hostile)
             assert r.status_code == 303
@@ -364,6 +366,35 @@ async def test_sign_in_form_needs_its_own_token(
         assert await session_rows(engine) == []
         flags = {p.strip().lower() for p in set_cookies(page)["vk_console_sign_in"].split(";")[1:]}
         assert {"httponly", "path=/console", "samesite=strict"} <= flags
+
+
+async def test_a_sign_in_form_too_large_is_not_read(
+    new_browser: OpenBrowser, org: Org, engine: AsyncEngine
+) -> None:
+    # Anyone may post it: a form of millions of fields held the event loop for seconds.
+    padding = "&".join(f"f{i}=1" for i in range(4000))  # 30 kB
+    async with new_browser() as client:
+        # Without its cookie no token can match: refused before the form is read.
+        r = await client.post(
+            "/console/sign-in",
+            content=f"api_key={org.admin_key}&csrf_token=x&{padding}",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert r.status_code == 403
+        token = sign_in_token((await client.get("/console/sign-in")).text)
+        r = await client.post(
+            "/console/sign-in",
+            content=f"api_key={org.admin_key}&csrf_token={token}&{padding}",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+            follow_redirects=False,
+        )
+        assert r.status_code == 413
+        assert await session_rows(engine) == []
+        r = await client.post(
+            "/console/sign-in", data={"api_key": org.admin_key, "csrf_token": token}, follow_redirects=False
+        )
+        assert r.status_code == 303
+        assert len(await session_rows(engine)) == 1
 
 
 # -- headers -------------------------------------------------------------------------------

@@ -403,6 +403,29 @@ async def test_a_host_that_now_resolves_privately_is_not_sent_to(
     )
 
 
+async def test_a_stored_url_no_request_can_be_made_of_fails_at_once(
+    client, org, engine, dispatcher, respx_mock
+):
+    # Stored before control characters were refused: the checks' parser dropped the tab.
+    hook = await register(client, org.headers)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE webhook_endpoints SET url = :u WHERE id = :id"),
+            {"u": RECEIVER_URL + "/o\tk", "id": hook["id"]},
+        )
+    await _ping(client, org, hook)
+    route = respx_mock.route()
+
+    (outcome,) = await dispatcher.deliver_due()
+
+    assert (outcome.status, outcome.error) == (
+        "failed",
+        "the URL cannot be used for a webhook: no request can be made of it "
+        f"(Invalid non-printable ASCII character in URL, '\\t' at position {len(RECEIVER_URL) + 2}.)",
+    )
+    assert not route.called
+
+
 async def test_an_operator_allowed_intranet_host_is_delivered_to(client, org, engine, respx_mock, resolver):
     hook = await register(client, org.headers)
     await _ping(client, org, hook)

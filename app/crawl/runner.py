@@ -469,8 +469,9 @@ class CrawlRunner:
         if parser is not None:
             robots_delay = parser.crawl_delay(ROBOTS_AGENT)
             if robots_delay:
-                # Compared before float(): a delay of 400 digits is no float (OverflowError).
-                delay = max(delay, float(min(robots_delay, MAX_CRAWL_DELAY_S)))
+                # An int (typeshed says str), compared before float(): a delay of 400 digits
+                # is no float (OverflowError).
+                delay = max(delay, float(min(int(robots_delay), MAX_CRAWL_DELAY_S)))
         last = self._last_request.get(host)
         if last is not None:
             wait = last + delay - time.monotonic()

@@ -357,3 +357,72 @@ async def test_sigterm_lets_in_flight_requests_finish(org, database_url):
         if model_call is not None:
             model_call.close()
         sock.close()
+
+
+class _OutageMidDocument:
+    """The service's embedder, but its first batch stops the private PostgreSQL and fails:
+    the document's outcome cannot then be written either."""
+
+    def __init__(self, embedder, server) -> None:
+        self.embedder = embedder
+        self.server = server
+        self.outages = 0
+
+    def __getattr__(self, name):
+        return getattr(self.embedder, name)
+
+    async def embed_documents(self, texts):
+        if self.outages == 0:
+            self.outages += 1
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
+            from app.embeddings.base import EmbeddingError
+
+            raise EmbeddingError("the provider went away too", retryable=True)
+        return await self.embedder.embed_documents(texts)
+
+
+async def test_a_database_outage_mid_document_leaves_the_worker_loops_running(private_pg, settings, caplog):
+    from app.db.engine import make_engine
+    from app.embeddings.factory import build_embedder
+    from app.ingestion.fetch import Fetcher
+    from app.ingestion.pipeline import Ingestor
+    from app.ingestion.worker import WorkerPool
+
+    org, app = await _org_and_app(private_pg, settings)
+    async with AsyncTestClient(app=app, timeout=30) as c:
+        kb = await create_kb(c, org.headers)
+        doc = await create_text_doc(c, org.headers, kb["id"], content="Parking is behind the building.")
+    engine = make_engine(private_pg.get_uri(), settings)
+    fetcher = Fetcher(resolver=fake_resolver, max_bytes=1_000_000, timeout_s=5.0)
+    embedder = _OutageMidDocument(build_embedder(settings, None), private_pg)
+    # The shortest lease: the document is taken again once it runs out.
+    ingestion = settings.ingestion.model_copy(update={"lease_s": 5.0, "poll_interval_s": 0.2})
+    pool = WorkerPool(
+        Ingestor(engine, embedder, fetcher, ingestion, "outage"), concurrency=1, poll_interval_s=0.2
+    )
+    await pool.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.ingestion.worker"):
+            for _ in range(300):
+                if any("could not finish document" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.1)
+        assert [r.getMessage() for r in caplog.records if "could not finish" in r.getMessage()] == [
+            f"worker 0 could not finish document {doc['id']}; it will be retried"
+        ]
+        private_pg.ensure_postgres_running()
+        status = None
+        for _ in range(300):  # the lease (5 s) runs out, then the document is taken again
+            async with engine.connect() as conn:
+                status = (
+                    await conn.execute(text("SELECT status FROM documents WHERE id = :id"), {"id": doc["id"]})
+                ).scalar_one()
+            if status == "ready":
+                break
+            await asyncio.sleep(0.1)
+        assert (status, embedder.outages) == ("ready", 1)
+        assert [task.done() for task in pool._tasks] == [False]
+    finally:
+        await pool.stop(grace_s=5)
+        await fetcher.aclose()
+        await engine.dispose()

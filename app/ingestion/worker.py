@@ -95,7 +95,16 @@ class WorkerPool:
                 await sleep_until_woken(self._wake, self.poll_interval_s)
                 continue
             for doc in claimed:
-                outcome = await self.ingestor.process(doc)
+                try:
+                    outcome = await self.ingestor.process(doc)
+                except Exception:
+                    # The document's outcome could not be written (the database went away
+                    # mid-document): its lease runs out and it is taken again. The loop
+                    # lives on; were it to end, nothing would be ingested until a restart.
+                    log.warning("worker %d could not finish document %s; it will be retried", index,
+                                doc.id, exc_info=True)  # fmt: skip
+                    await asyncio.sleep(self.poll_interval_s)
+                    continue
                 self.processed[outcome.status] = self.processed.get(outcome.status, 0) + 1
             # Another document may be waiting for a worker that just went to sleep.
             self._wake.set()

@@ -411,6 +411,9 @@ def sync(
         wait_timeout_s=wait_timeout,
         batch_files=batch_size,
         allow_duplicates=allow_duplicates,
+        # The service's limit as this environment sets it: a larger file is refused unread,
+        # not read whole into memory to be refused by the service.
+        max_file_bytes=settings.limits.max_upload_bytes,
     )
     code = sync_command(
         options,

@@ -6,6 +6,17 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
+def size_text(n: int) -> str:
+    """A byte count as a limit is said: "20 MB", "1.5 MB", "64 KB", "1,000 bytes" (not the
+    "0 MB" that dividing 2,048 bytes by a megabyte gave)."""
+    mb, kb = 1024 * 1024, 1024
+    if n >= mb:
+        return f"{n // mb} MB" if n % mb == 0 else f"{n / mb:.1f} MB"
+    if n >= kb and n % kb == 0:
+        return f"{n // kb} KB"
+    return f"{n:,} bytes"
+
+
 class AppError(Exception):
     status_code: ClassVar[int] = 500
     code: ClassVar[str] = "internal_error"

@@ -13,6 +13,7 @@ from litestar import Litestar, Request
 from litestar.datastructures import FormMultiDict, MutableScopeHeaders, State
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import ClientException, SerializationException
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import BodyKwarg, QueryParameter
 from litestar.routes import HTTPRoute
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal
-from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationFailed, size_text
 from app.schemas import OUT_OF_RANGE_INSTANT, storable_instant
 
 M = TypeVar("M", bound=BaseModel)
@@ -156,6 +157,11 @@ class ApiRequest(Request[Any, Any, Any]):
             raise BadRequest(f"{NOT_UTF8} (in a form field)") from exc
         except LookupError as exc:
             raise BadRequest("a form field names an unknown charset") from exc
+        except RequestEntityTooLarge as exc:  # the body itself: more bytes than the route takes
+            limit = self.route_handler.resolve_request_max_body_size()
+            raise PayloadTooLarge(
+                f"the request body is larger than the limit of {size_text(limit or 0)}"
+            ) from exc
         except ClientException as exc:
             # Litestar reports a parser limit (parts, part headers) as a 400 "Request Entity
             # Too Large"; answer 413 and say which limit.

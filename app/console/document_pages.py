@@ -17,7 +17,7 @@ from app.console.knowledge_pages import provide_kb
 from app.console.web import PageNumber, Pager, redirect, render
 from app.documents.schemas import DocumentCreateText, DocumentCreateUrl, DocumentRead, DocumentUpdate
 from app.documents.service import DocumentService, DuplicateDocument
-from app.errors import AppError, BadRequest, NotFound
+from app.errors import AppError, BadRequest, NotFound, size_text
 from app.knowledge.schemas import KnowledgeBaseRead
 
 DOCUMENTS_PER_PAGE = 50
@@ -325,7 +325,7 @@ async def _upload_one(
     data = await upload.read()
     limit = service.limits.max_upload_bytes
     if len(data) > limit:
-        return name, None, f"The file is larger than the limit of {limit // (1024 * 1024)} MB."
+        return name, None, f"The file is larger than the limit of {size_text(limit)}."
     try:
         doc = await service.create_upload(
             kb_id,

@@ -28,7 +28,7 @@ from app.documents.schemas import (
     DocumentUploadMeta,
 )
 from app.documents.service import DocumentService, DuplicateDocument, UploadedFile
-from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from app.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed, size_text
 from app.exception_handlers import app_error
 from app.http import Limit, Offset, parse_json, validate_obj
 from app.schemas import Page
@@ -134,7 +134,7 @@ class DocumentController(Controller):
         limit = document_service.limits.max_upload_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
-            raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")
+            raise PayloadTooLarge(f"the upload is larger than the limit of {size_text(limit)}")
         media_type = request.content_type[0]
         if media_type == "multipart/form-data":
             return await _upload(document_service, request, kb_id, limit, allow_duplicate)
@@ -264,7 +264,7 @@ async def _read_capped(request: Request[Any, Any, Any], limit: int) -> bytes:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"the request body is larger than the limit of {limit // (1024 * 1024)} MB")
+            raise PayloadTooLarge(f"the request body is larger than the limit of {size_text(limit)}")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -303,7 +303,7 @@ async def _upload(
     )
     data = await upload.read()
     if len(data) > limit:
-        raise PayloadTooLarge(f"the upload is larger than the limit of {limit // (1024 * 1024)} MB")
+        raise PayloadTooLarge(f"the upload is larger than the limit of {size_text(limit)}")
     return await service.create_upload(
         kb_id,
         filename=upload.filename,

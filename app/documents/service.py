@@ -47,6 +47,7 @@ from app.errors import (
     QuotaExceeded,
     UnsupportedMediaType,
     ValidationFailed,
+    size_text,
 )
 from app.ingestion.extract import UnsupportedType, sniff_kind
 from app.ingestion.fetch import BlockedURL, github_raw_url
@@ -474,7 +475,7 @@ class DocumentService:
     ) -> tuple[Literal["created", "updated", "unchanged"], DocumentRead]:
         if len(file.data) > self.limits.max_upload_bytes:
             raise PayloadTooLarge(
-                f"the file is larger than the limit of {self.limits.max_upload_bytes // (1024 * 1024)} MB"
+                f"the file is larger than the limit of {size_text(self.limits.max_upload_bytes)}"
             )
         kind = _file_kind(path, file.content_type, file.data)
         name = _base_name(path)

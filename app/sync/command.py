@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from app.documents.service import content_hash
 from app.sync.client import BatchRefused, ServiceError, SyncClient
 from app.sync.planner import LocalFile, Plan, Selection, describe, make_plan, unreadable_file, walk_folder
 
@@ -36,6 +37,7 @@ class SyncOptions:
     batch_files: int = 50
     batch_bytes: int = 8 * 1024 * 1024
     allow_duplicates: bool = False
+    max_file_bytes: int | None = None  # larger files are refused unread
 
 
 @dataclass
@@ -54,7 +56,7 @@ async def run_sync(options: SyncOptions, http: httpx.AsyncClient, say: Say) -> i
         say(f"error: {options.folder} is not a folder")
         return USAGE
     client = SyncClient(http, options.kb_id)
-    walk = walk_folder(options.folder, options.selection)
+    walk = walk_folder(options.folder, options.selection, max_file_bytes=options.max_file_bytes)
     try:
         documents = await client.documents()
     except (ServiceError, BatchRefused) as exc:
@@ -131,12 +133,19 @@ def _read(files: Sequence[LocalFile], outcome: Outcome) -> tuple[list[LocalFile]
     readable, contents = [], []
     for file in files:
         try:
-            contents.append(file.location.read_bytes())
+            data = file.location.read_bytes()
         except OSError as exc:  # gone, or made unreadable, since the walk
             outcome.counts["failed"] += 1
             outcome.failures.append((file.path, unreadable_file(exc)))
-        else:
-            readable.append(file)
+            continue
+        # Only what the walk read and checked is sent: a file replaced since (by a link to
+        # /etc/passwd, say) is not.
+        if content_hash(data) != file.hash:
+            outcome.counts["failed"] += 1
+            outcome.failures.append((file.path, "the file changed since the folder was read; sync again"))
+            continue
+        readable.append(file)
+        contents.append(data)
     return readable, contents
 
 

@@ -73,11 +73,13 @@ class Walk:
     unread: list[str] = field(default_factory=list)
 
 
-def walk_folder(root: Path, selection: Selection) -> Walk:
+def walk_folder(root: Path, selection: Selection, *, max_file_bytes: int | None = None) -> Walk:
     """The selected files under ``root``, by path. Hidden folders (``.git``) are not entered
     and symbolic links to folders are not followed, so a link cannot loop; a link to a file
-    is followed only to a file inside ``root``, so that a link cannot sync what lies outside
-    (``/proc/self/environ``, the machine's secrets)."""
+    is followed only to a file inside ``root`` that the selection would take under its own
+    name, so that a link cannot sync what lies outside (``/proc/self/environ``, the machine's
+    secrets) nor a hidden or excluded file inside (``.git/config``, ``.env``). A file larger
+    than ``max_file_bytes`` is refused unread."""
     walk = Walk()
     inside = os.path.realpath(root)
 
@@ -94,9 +96,18 @@ def walk_folder(root: Path, selection: Selection) -> Walk:
             relative = location.relative_to(root).as_posix()
             if not selection.selects(relative):
                 continue
-            if location.is_symlink() and os.path.commonpath([inside, os.path.realpath(location)]) != inside:
-                walk.refused.append((relative, "a link to a file outside the folder is not synced"))
+            if not _utf8(relative):
+                shown = str(os.fsencode(relative))[2:-1]  # its bytes, as b'' shows them
+                walk.refused.append((shown, "the name is not valid UTF-8"))
                 continue
+            if location.is_symlink():
+                target = os.path.realpath(location)
+                if os.path.commonpath([inside, target]) != inside:
+                    walk.refused.append((relative, "a link to a file outside the folder is not synced"))
+                    continue
+                if not selection.selects(Path(target).relative_to(inside).as_posix()):
+                    walk.refused.append((relative, "a link to a hidden or excluded file is not synced"))
+                    continue
             if not location.is_file():
                 continue
             try:
@@ -110,12 +121,29 @@ def walk_folder(root: Path, selection: Selection) -> Walk:
             seen[path] = relative
             try:
                 with location.open("rb") as stream:
-                    size, digest = os.fstat(stream.fileno()).st_size, file_content_hash(stream)
+                    size = os.fstat(stream.fileno()).st_size
+                    if max_file_bytes is not None and size > max_file_bytes:
+                        walk.refused.append((relative, too_large(size, max_file_bytes)))
+                        continue
+                    digest = file_content_hash(stream)
             except OSError as exc:
                 walk.refused.append((relative, unreadable_file(exc)))
                 continue
             walk.files.append(LocalFile(path, location, size, digest))
     return walk
+
+
+def _utf8(name: str) -> bool:
+    """Whether a name os.walk gave is UTF-8: bytes that are not come as lone surrogates."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"{size:,} bytes, more than the service takes ({limit:,}: LIMITS__MAX_UPLOAD_BYTES)"
 
 
 @dataclass

@@ -295,6 +295,8 @@ async def test_limits(database_url, settings, sessionmaker, engine):
         assert (r.status_code, r.json()["detail"]) == (422, "at most 3 files in one bulk upload; 4 were sent")
         r = await c.post(bulk_url(kb["id"]), files=parts(("big.txt", b"a" * 80_000)), headers=org.headers)
         assert r.status_code == 413
+        # The body is too large, not a part's headers, as the reply said.
+        assert r.json()["detail"] == "the request body is larger than the limit of 68 KB"
         r = await c.post(
             bulk_url(kb["id"]),
             files=parts(("1.txt", b"One."), ("2.txt", b"Two."), ("3.txt", b"Three.")),

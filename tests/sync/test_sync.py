@@ -321,6 +321,40 @@ def test_a_link_is_followed_only_to_a_file_inside_the_folder(tmp_path):
     )
 
 
+def test_a_link_to_a_hidden_or_excluded_file_inside_is_not_followed(tmp_path):
+    # .git/config holds a CI job's token; .env the service's keys.
+    write(
+        tmp_path,
+        {"a.md": "Alpha.", ".git/config": "token=ghs_x", ".env": "OPENAI_API_KEY=sk", "x.draft.md": "X."},
+    )
+    (tmp_path / "leak.md").symlink_to(tmp_path / ".git" / "config")
+    (tmp_path / "env.txt").symlink_to(".env")
+    (tmp_path / "draft.md").symlink_to("x.draft.md")
+    walk = walk_folder(tmp_path, Selection(exclude=("*.draft.md",)))
+    assert ([f.path for f in walk.files], walk.refused) == (
+        ["a.md"],
+        [
+            ("draft.md", "a link to a hidden or excluded file is not synced"),
+            ("env.txt", "a link to a hidden or excluded file is not synced"),
+            ("leak.md", "a link to a hidden or excluded file is not synced"),
+        ],
+    )
+
+
+def test_a_name_that_is_not_utf8_or_a_file_too_large_is_refused_unread(tmp_path):
+    write(tmp_path, {"a.md": "Alpha.", "big.txt": "x" * 2048})
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.md"), "wb") as latin1_named:
+        latin1_named.write(b"Latin-1 name.")
+    walk = walk_folder(tmp_path, Selection(), max_file_bytes=1024)
+    assert ([f.path for f in walk.files], walk.refused) == (
+        ["a.md"],
+        [
+            ("big.txt", "2,048 bytes, more than the service takes (1,024: LIMITS__MAX_UPLOAD_BYTES)"),
+            ("caf\\xe9.md", "the name is not valid UTF-8"),
+        ],
+    )
+
+
 def test_a_folder_that_cannot_be_read_keeps_its_documents(tmp_path, monkeypatch):
     write(tmp_path, {"a.md": "Alpha.", "locked/x.md": "Locked."})
     real_scandir = os.scandir
@@ -366,6 +400,28 @@ def test_a_file_that_cannot_be_read_is_refused_and_the_rest_walked(tmp_path, mon
         ["b.md"],
         [("a.md", "the file could not be read (Input/output error)")],
     )
+
+
+async def test_a_file_replaced_after_the_walk_is_not_sent(app, org, engine, tmp_path, monkeypatch):
+    write(tmp_path, {"a.md": "Alpha.", "b.md": "Bravo."})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        real_read = sync_command_module._read
+
+        def read(files, outcome):
+            (tmp_path / "a.md").unlink()
+            (tmp_path / "a.md").symlink_to("/etc/passwd")  # swapped in after the walk checked it
+            return real_read(files, outcome)
+
+        monkeypatch.setattr(sync_command_module, "_read", read)
+        assert await run() == 1
+        assert run.lines[-2:] == [
+            "sync failed for 1 file(s):",
+            "  a.md: the file changed since the folder was read; sync again",
+        ]
+        assert list(await stored(engine, kb_id)) == ["b.md"]
 
 
 async def test_a_file_gone_before_its_upload_fails_alone_and_names_are_said_escaped(

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.ingestion.fetch import IntranetAccess, parse_allowed_host, parse_allowed_network
@@ -19,7 +19,14 @@ from app.ingestion.fetch import IntranetAccess, parse_allowed_host, parse_allowe
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-class DatabaseSettings(BaseModel):
+class Section(BaseModel):
+    """A group of settings. No number may be infinite or NaN: "inf" reads as a float, and a
+    lease of inf seconds made every claim fail in PostgreSQL, with the service still ready."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class DatabaseSettings(Section):
     # A call holds up to two connections for a moment (its own, and the previous call's log
     # write after its response), and connections past pool_size are closed when returned: a
     # pool smaller than the connections in use pays a new PostgreSQL connection per overflow
@@ -35,7 +42,7 @@ class DatabaseSettings(BaseModel):
     )
 
 
-class LimitSettings(BaseModel):
+class LimitSettings(Section):
     query_per_minute: int = Field(
         1200,
         ge=0,
@@ -64,7 +71,7 @@ class LimitSettings(BaseModel):
     )
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(Section):
     provider: Literal["auto", "minilm", "lexical", "openai", "local"] = Field(
         "auto",
         description="auto = openai when OPENAI_API_KEY is set, else minilm: all-MiniLM-L6-v2 run "
@@ -91,7 +98,7 @@ class EmbeddingSettings(BaseModel):
     query_timeout_s: float = Field(0.8, gt=0, description="Budget for embedding a question on the hot path.")
 
 
-class IngestionSettings(BaseModel):
+class IngestionSettings(Section):
     workers: int = Field(
         2, ge=0, le=64, description="Documents ingested at once by the workers `vk serve` starts (0 = none)."
     )
@@ -105,9 +112,11 @@ class IngestionSettings(BaseModel):
     nice: int = Field(
         10, ge=0, le=19, description="How much lower the worker process's CPU priority is (nice increment)."
     )
-    poll_interval_s: float = Field(1.0, gt=0, description="How often idle workers look for queued work.")
+    poll_interval_s: float = Field(
+        1.0, gt=0, le=3600, description="How often idle workers look for queued work."
+    )
     lease_s: float = Field(
-        120.0, ge=5, description="A job whose worker stopped renewing is retaken after this."
+        120.0, ge=5, le=86_400, description="A job whose worker stopped renewing is retaken after this."
     )
     max_attempts: int = Field(3, ge=1, le=20, description="Tries per document before it fails.")
     chunk_tokens: int = Field(500, ge=64, le=2000, description="Default chunk size for new KBs (tokens).")
@@ -170,7 +179,7 @@ class IngestionSettings(BaseModel):
         return IntranetAccess.parse(self.allowed_hosts, self.allowed_networks)
 
 
-class CrawlSettings(BaseModel):
+class CrawlSettings(Section):
     delay_s: float = Field(
         1.0,
         ge=0,
@@ -189,7 +198,7 @@ class CrawlSettings(BaseModel):
     poll_interval_s: float = Field(2.0, gt=0, description="How often an idle crawl loop looks for work.")
 
 
-class WebhookSettings(BaseModel):
+class WebhookSettings(Section):
     # Deliveries run in the ingestion worker process (`vk worker`, or the service itself with
     # INGESTION__ISOLATION=inline). Their URLs pass the same checks as URL documents, at
     # registration and before every delivery: INGESTION__ALLOWED_HOSTS/NETWORKS open intranet hosts.
@@ -201,8 +210,12 @@ class WebhookSettings(BaseModel):
     backoff_base_s: float = Field(
         15.0, gt=0, description="Delay before the second attempt; each further one doubles it."
     )
-    backoff_max_s: float = Field(3600.0, gt=0, description="Longest delay between two attempts.")
-    lease_s: float = Field(60.0, ge=5, description="An attempt whose worker vanished is retried after this.")
+    backoff_max_s: float = Field(
+        3600.0, gt=0, le=7 * 86_400, description="Longest delay between two attempts."
+    )
+    lease_s: float = Field(
+        60.0, ge=5, le=86_400, description="An attempt whose worker vanished is retried after this."
+    )
     poll_interval_s: float = Field(
         2.0, gt=0, description="How often an idle dispatcher looks for due deliveries."
     )
@@ -222,7 +235,7 @@ class WebhookSettings(BaseModel):
         return self
 
 
-class QuerySettings(BaseModel):
+class QuerySettings(Section):
     deadline_s: float = Field(2.5, gt=0, description="Whole-request budget: embed + search + LLM.")
     top_k: int = Field(6, ge=1, le=50, description="Chunks handed to the answering model.")
     candidates: int = Field(30, ge=5, le=500, description="Candidates per retriever before fusion.")
@@ -334,7 +347,7 @@ class QuerySettings(BaseModel):
     )
 
 
-class ConsoleSettings(BaseModel):
+class ConsoleSettings(Section):
     session_idle_s: int = Field(
         1800, ge=60, description="A console session unused this long is signed out (seconds)."
     )
@@ -356,7 +369,7 @@ class ConsoleSettings(BaseModel):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_nested_delimiter="__", env_file=".env", extra="ignore", populate_by_name=True
+        env_nested_delimiter="__", env_file=".env", extra="ignore", populate_by_name=True, allow_inf_nan=False
     )
 
     database_url: str | None = Field(

@@ -97,6 +97,18 @@ def test_a_setting_the_environment_gets_wrong_is_named_in_one_line(command, fres
     assert "Traceback" not in result.output
 
 
+def test_an_infinite_or_unbounded_duration_is_refused(fresh_settings):
+    # A lease of inf seconds was taken: every claim then failed in PostgreSQL, for good.
+    env = {"INGESTION__LEASE_S": "inf", "QUERY__DEADLINE_S": "nan", "INGESTION__POLL_INTERVAL_S": "1e12"}
+    result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env=env)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "error: setting INGESTION__POLL_INTERVAL_S: Input should be less than or equal to 3600 (got '1e12')",
+        "error: setting INGESTION__LEASE_S: Input should be a finite number (got 'inf')",
+        "error: setting QUERY__DEADLINE_S: Input should be a finite number (got 'nan')",
+    ]
+
+
 def test_a_webhook_lease_no_longer_than_an_attempt_is_refused(fresh_settings):
     # A slow attempt's lease would run out under it: another worker would send it again.
     result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env={"WEBHOOKS__LEASE_S": "10"})

@@ -60,6 +60,7 @@ def embedded_database_url(data_dir: Path) -> str:
         # A user killed outright stays in pgserver's list, and the server would then never
         # find itself without users again.
         _forget_dead_users(pgserver, data_dir)
+        _clear_stale_lock(data_dir)
         log.info("starting or joining the embedded PostgreSQL in %s", data_dir)
         server = pgserver.get_server(data_dir, cleanup_mode="stop")
         _servers[data_dir] = server
@@ -77,7 +78,7 @@ def embedded_status(data_dir: Path) -> EmbeddedStatus:
 
     data_dir = data_dir.resolve()
     info = PostmasterInfo.read_from_pgdata(data_dir) if data_dir.is_dir() else None
-    if info is None or not info.is_running():
+    if info is None or not info.is_running() or not _is_postmaster_of(info.pid, data_dir):
         return EmbeddedStatus(data_dir, None, None, ())
     return EmbeddedStatus(data_dir, info.pid, info.get_uri(), _live_users(data_dir))
 
@@ -195,6 +196,38 @@ def _forget_dead_users(pgserver: ModuleType, data_dir: Path) -> None:
         alive = [pid for pid in pids if _alive(pid)]
         if alive != pids:
             users.put(alive)
+
+
+def _clear_stale_lock(data_dir: Path) -> None:
+    """Remove a postmaster.pid whose process lives but is no PostgreSQL of this folder: the
+    server died without removing it and its number went to another process (after a crash
+    and a restart of the machine or container). pgserver would take that process for the
+    server and, failing to stop it, kill it."""
+    lock = data_dir / "postmaster.pid"
+    try:
+        pid = int(lock.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0])
+    except (OSError, ValueError):
+        return  # none, or not one PostgreSQL wrote: PostgreSQL itself says what is wrong
+    if _alive(pid) and not _is_postmaster_of(pid, data_dir):
+        log.warning("%s names process %d, which is not its PostgreSQL: removed as stale", lock, pid)
+        lock.unlink(missing_ok=True)
+
+
+def _is_postmaster_of(pid: int, data_dir: Path) -> bool:
+    """Whether process ``pid`` is a PostgreSQL server of ``data_dir`` (``postgres -D <it>``).
+    A process this one may not look at is taken to be: nothing is removed on a guess."""
+    psutil = _psutil()
+    try:
+        process = psutil.Process(pid)
+        cmdline: list[str] = process.cmdline()
+        if not Path(process.name()).name.startswith("postgres"):
+            return False
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+    folders = [cmdline[i + 1] for i, arg in enumerate(cmdline[:-1]) if arg == "-D"]
+    return any(Path(folder).resolve() == data_dir.resolve() for folder in folders)
 
 
 def _alive(pid: int) -> bool:

@@ -138,6 +138,26 @@ def test_a_process_killed_outright_does_not_keep_the_server_running(folder):
     assert _exited(postmaster)
 
 
+def test_a_lock_file_naming_another_live_process_is_stale(folder):
+    # After a crash and a restart, the dead server's number may belong to another process:
+    # pgserver took it for the server and, failing to stop it, killed it.
+    embedded_database_url(folder)
+    lock = (folder / "postmaster.pid").read_text()
+    assert leave_embedded(folder).running is False
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        (folder / "postmaster.pid").write_text(f"{bystander.pid}\n" + lock.split("\n", 1)[1])
+        assert embedded_status(folder).running is False
+        url = embedded_database_url(folder)
+        status = embedded_status(folder)
+        assert (status.url, status.pid != bystander.pid) == (url, True)
+        assert leave_embedded(folder).running is False
+        assert bystander.poll() is None  # still alive
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
 def test_vk_db_status_and_stop_deal_with_a_server_left_behind(folder):
     holder = _hold(folder)
     holder.kill()  # as a service killed with SIGKILL: its server stays up, with no user

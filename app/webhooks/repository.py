@@ -133,14 +133,23 @@ class WebhookRepository:
 # --- the delivery queue (raw asyncpg) -------------------------------------------------------
 
 # Due deliveries of active endpoints, and attempts whose worker vanished (expired lease).
+# Due deliveries, those of organisations with the fewest attempts in flight first, then by
+# due time: one organisation's endpoints that never answer hold a slot each for the whole
+# timeout, and by due time alone its hundreds of retries kept every other organisation's
+# deliveries waiting (four minutes, measured). Now a freed slot goes to the others first.
 CLAIM_SQL = """
-WITH picked AS (
+WITH busy AS (
+    SELECT org_id, count(*) AS in_flight FROM webhook_deliveries
+    WHERE status = 'delivering' AND lease_expires_at >= now()
+    GROUP BY org_id
+), picked AS (
     SELECT d.id FROM webhook_deliveries d
     JOIN webhook_endpoints e ON e.id = d.endpoint_id
+    LEFT JOIN busy b ON b.org_id = d.org_id
     WHERE e.active
       AND ((d.status = 'pending' AND d.next_attempt_at <= now())
            OR (d.status = 'delivering' AND d.lease_expires_at < now()))
-    ORDER BY d.next_attempt_at
+    ORDER BY coalesce(b.in_flight, 0), d.next_attempt_at
     FOR UPDATE OF d SKIP LOCKED
     LIMIT $3
 )

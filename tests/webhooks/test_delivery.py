@@ -403,6 +403,31 @@ async def test_a_host_that_now_resolves_privately_is_not_sent_to(
     )
 
 
+async def test_an_organisation_with_attempts_in_flight_yields_the_next_slot(
+    client, org, other_org, engine, dispatcher, respx_mock
+):
+    # Org A's endpoint never answers: three attempts hold slots, a fourth is due first.
+    hook_a = await register(client, org.headers)
+    pings_a = [await _ping(client, org, hook_a) for _ in range(4)]
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE webhook_deliveries SET status = 'delivering', attempts = 1, "
+                "lease_expires_at = now() + interval '1 minute' WHERE id = ANY(:ids)"
+            ),
+            {"ids": [uuid.UUID(p["id"]) for p in pings_a[:3]]},
+        )
+    hook_b = await register(client, other_org.headers)
+    ping_b = await _ping(client, other_org, hook_b)
+    route = respx_mock.post(RECEIVER_ADDRESS_URL).mock(return_value=httpx.Response(200))
+
+    first, second = await dispatcher.deliver_due(1), await dispatcher.deliver_due(1)
+
+    # By due time alone, A's fourth went first, and with every slot A's, B waited minutes.
+    assert [o.delivery_id for o in first + second] == [uuid.UUID(ping_b["id"]), uuid.UUID(pings_a[3]["id"])]
+    assert route.call_count == 2
+
+
 async def test_a_stored_url_no_request_can_be_made_of_fails_at_once(
     client, org, engine, dispatcher, respx_mock
 ):

@@ -474,7 +474,29 @@ def db_stop() -> None:
 
 
 def main() -> None:
-    cli()
+    """``vk``: the commands, with a database that cannot be reached or used said in one line
+    (``error: the database could not be used: ConnectionRefusedError: ...``), not a traceback
+    of sixty lines through asyncpg and SQLAlchemy."""
+    import socket
+
+    import asyncpg
+    import sqlalchemy.exc
+    from alembic.util import CommandError
+
+    unusable = (
+        ConnectionError,
+        socket.gaierror,
+        asyncpg.PostgresError,
+        sqlalchemy.exc.DBAPIError,
+        CommandError,
+    )
+    try:
+        typer.main.get_command(cli).main(prog_name="vk")
+    except unusable as exc:
+        cause = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.orig else exc
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        typer.echo(f"error: the database could not be used: {type(cause).__name__}: {first_line}", err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@ its input is one line that says what is wrong."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +110,26 @@ def test_an_infinite_or_unbounded_duration_is_refused(fresh_settings):
         "error: setting INGESTION__LEASE_S: Input should be a finite number (got 'inf')",
         "error: setting QUERY__DEADLINE_S: Input should be a finite number (got 'nan')",
     ]
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["create-org", "Acme"], ["worker", "--once"]])
+def test_a_database_that_cannot_be_reached_is_said_in_one_line(command):
+    # Nothing listens on port 1: the connection is refused at once.
+    env = {**os.environ, "DATABASE_URL": "postgresql://vk:s3cret@127.0.0.1:1/vk"}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", *command],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: the database could not be used: ConnectionRefusedError: "
+        "[Errno 111] Connect call failed ('127.0.0.1', 1)\n",
+    )
 
 
 def test_a_webhook_lease_no_longer_than_an_attempt_is_refused(fresh_settings):

@@ -93,6 +93,10 @@ class DocumentPages(Controller):
         files = [f for f in form.getall("files", []) if isinstance(f, UploadFile) and f.filename]
         if not files:
             return _add_forms(request, kb, form="upload", errors={"files": "Choose at least one file."})
+        most = document_service.limits.bulk_max_files  # as the API's bulk upload
+        if len(files) > most:
+            message = f"Choose at most {most} files at once; {len(files)} were chosen."
+            return _add_forms(request, kb, form="upload", errors={"files": message}, status_code=413)
         results = [
             await _upload_one(document_service, kb_id, upload, allow_duplicate=_allow_duplicate(form))
             for upload in files

@@ -283,6 +283,24 @@ async def test_upload_with_every_file_refused_or_none_chosen(
     assert await api_docs(client, org, kb["id"]) == []
 
 
+async def test_upload_of_more_files_than_the_api_takes_at_once_is_refused(
+    signed_in: Browser, client: Client, org: Org
+) -> None:
+    # The API's bulk upload takes at most LIMITS__BULK_MAX_FILES (100): the console took 200.
+    browser, csrf = signed_in
+    kb = await create_kb(client, org.headers)
+    files = [("files", (f"{i}.txt", f"Fact number {i}.".encode(), "text/plain")) for i in range(101)]
+    r = await browser.post(
+        f"/console/knowledge/{kb['id']}/documents/upload",
+        data=form(csrf),
+        files=files,
+        follow_redirects=False,
+    )
+    assert r.status_code == 413
+    assert "Choose at most 100 files at once; 101 were chosen." in text_of(r.text)
+    assert await api_docs(client, org, kb["id"]) == []
+
+
 async def test_add_a_web_page(signed_in: Browser, client: Client, org: Org) -> None:
     browser, csrf = signed_in
     kb = await create_kb(client, org.headers)

@@ -392,7 +392,8 @@ def sync(
     """Make a knowledge base equal to a folder: upload new and changed files, optionally
     delete the documents of removed ones. The admin key comes from VK_API_KEY.
 
-    Exit codes: 0 done, 1 some files failed, 2 wrong usage, 3 service unusable (docs/SYNC.md).
+    Exit codes: 0 done, 1 some files failed, 2 wrong usage, 3 service unusable, 130
+    interrupted (docs/SYNC.md).
     """
     from pathlib import Path
 

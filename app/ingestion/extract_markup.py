@@ -159,7 +159,13 @@ def extract_markdown(data: bytes, charset: str | None = None) -> Extracted:
     source = _strip_front_matter(normalise_newlines(decode_text(data, (charset,))))
     tree = LexborHTMLParser(_MARKDOWN.render(source))
     document = _walk_content(_body(tree), keep_image_alt=True)
-    return Extracted(title=document.first_h1, sections=document.sections, pages_total=None, pages_skipped=0)
+    sections = document.sections
+    headings = [heading for heading in document.headings if heading.strip()]
+    if not sections and headings:
+        # Only headings ("# Opening hours" and nothing under it): they are the text. It was
+        # refused as holding "no letters or digits".
+        sections = [Section(text="\n\n".join(headings), heading=None, page=None)]
+    return Extracted(title=document.first_h1, sections=sections, pages_total=None, pages_skipped=0)
 
 
 def _strip_front_matter(source: str) -> str:
@@ -261,6 +267,7 @@ def _style_hides(style: str) -> bool:
 class _Document:
     sections: list[Section] = field(default_factory=list)
     first_h1: str | None = None
+    headings: list[str] = field(default_factory=list)  # every heading's text, in order
 
 
 def _walk_content(roots: list[LexborNode], *, keep_image_alt: bool) -> _Document:
@@ -357,7 +364,9 @@ class _Writer:
                 # Text before and under the omitted H1 both belong to the document itself.
                 body = f"{sections.pop().text}\n\n{body}"
             sections.append(Section(text=body, heading=heading, page=None))
-        return _Document(sections=sections, first_h1=first_h1)
+        return _Document(
+            sections=sections, first_h1=first_h1, headings=[path[-1][1] for path in self._paths[1:]]
+        )
 
 
 _EXIT = object()

@@ -21,6 +21,7 @@ from app.sync.client import BatchRefused, ServiceError, SyncClient
 from app.sync.planner import LocalFile, Plan, Selection, describe, make_plan, unreadable_file, walk_folder
 
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+INTERRUPTED = 130  # Ctrl-C, as a shell counts it
 Say = Callable[[str], None]
 
 
@@ -85,6 +86,10 @@ async def run_sync(options: SyncOptions, http: httpx.AsyncClient, say: Say) -> i
         say(f"error: {exc}")
         _summary(outcome, say)
         return UNAVAILABLE
+    except asyncio.CancelledError:  # Ctrl-C: what was done is said; a second run does the rest
+        _summary(outcome, say)
+        say("interrupted: run the same vk sync again to finish (files already sent are unchanged)")
+        raise
     _summary(outcome, say)
     return _finish(outcome, say)
 
@@ -220,4 +225,7 @@ def sync_command(options: SyncOptions, *, url: str, api_key: str | None, say: Sa
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
             return await run_sync(options, http, say)
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except KeyboardInterrupt:
+        return INTERRUPTED

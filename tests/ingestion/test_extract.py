@@ -664,6 +664,15 @@ def test_markdown_drops_urls_but_keeps_code_blocks_verbatim() -> None:
     assert result.sections[0].text == "See https://a.example/x or docs.\n\nx = 1\ny = [2]"
 
 
+def test_markdown_of_only_headings_is_their_text() -> None:
+    # It was refused as holding "no letters or digits".
+    result = extract("markdown", b"# Opening hours\n\n## Weekdays from 9 to 5\n")
+    assert (result.title, result.sections) == (
+        "Opening hours",
+        [Section(text="Opening hours\n\nWeekdays from 9 to 5", heading=None, page=None)],
+    )
+
+
 def test_markdown_without_text_is_an_error() -> None:
     with pytest.raises(ExtractionError) as caught:
         extract("markdown", b"# \n\n---\n\n![](x.png)")

@@ -1,5 +1,6 @@
 """``vk sync`` against the real app and database: plans, uploads, deletes, waits, exit codes."""
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -400,6 +401,45 @@ def test_a_file_that_cannot_be_read_is_refused_and_the_rest_walked(tmp_path, mon
         ["b.md"],
         [("a.md", "the file could not be read (Input/output error)")],
     )
+
+
+async def test_an_interrupted_sync_says_what_it_did_and_a_second_run_finishes(
+    app, org, engine, tmp_path, monkeypatch
+):
+    write(tmp_path, {"a.md": "Alpha.", "b.md": "Bravo.", "c.md": "Charlie."})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        real_read = sync_command_module._read
+        batches_read: list[int] = []
+
+        def read(files, outcome):
+            batches_read.append(len(files))
+            if len(batches_read) == 2:
+                raise asyncio.CancelledError  # Ctrl-C, as asyncio.run delivers it
+            return real_read(files, outcome)
+
+        monkeypatch.setattr(sync_command_module, "_read", read)
+        with pytest.raises(asyncio.CancelledError):
+            await run(batch_files=1)
+        assert run.lines[-2:] == [
+            "done: 1 created, 0 updated, 0 unchanged, 0 deleted, 0 failed",
+            "interrupted: run the same vk sync again to finish (files already sent are unchanged)",
+        ]
+        monkeypatch.setattr(sync_command_module, "_read", real_read)
+        assert await run(batch_files=1) == 0
+        assert run.lines[-1] == "done: 2 created, 0 updated, 0 unchanged, 0 deleted, 0 failed"
+        assert sorted(await stored(engine, kb_id)) == ["a.md", "b.md", "c.md"]
+
+
+def test_ctrl_c_ends_the_command_with_130(monkeypatch):
+    async def interrupted(options, http, say):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync_command_module, "run_sync", interrupted)
+    options = SyncOptions(Path("."), KB)
+    assert sync_command_module.sync_command(options, url="http://vk.test", api_key="vk_x", say=print) == 130
 
 
 async def test_a_file_replaced_after_the_walk_is_not_sent(app, org, engine, tmp_path, monkeypatch):

@@ -136,6 +136,8 @@ def _decode(data: bytes, declared: Iterable[str | None]) -> str:
         # A BOM the bytes behind it do not bear out (UTF-8's before Latin-1 text, UTF-16's
         # before binary data): the bytes decide, as if it were not there.
         data = data[len(bom[0]) :]
+    if b"\x00" in data and (text := _declared_wide(data, declared)) is not None:
+        return text
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -164,6 +166,27 @@ def _mostly_utf8(data: bytes) -> bool:
     sequences = _UTF8_SEQUENCE.findall(data)
     high = sum(1 for byte in data if byte >= 0x80)
     return bool(sequences) and high - sum(map(len, sequences)) <= len(sequences)
+
+
+def _declared_wide(data: bytes, declared: Iterable[str | None]) -> str | None:
+    """The text, when a label declares UTF-16 or UTF-32 and the bytes, which carry no BOM,
+    read as it without a NUL ("H\\0e\\0l\\0" is valid UTF-8, read as such it was unreadable).
+    A plain "utf-16" is little-endian, as browsers read it (WHATWG Encoding)."""
+    for label in declared:
+        try:
+            name = codecs.lookup((label or "").strip().strip("\"'").lower()).name
+        except (LookupError, ValueError):
+            continue
+        codec = {"utf-16": "utf-16-le", "utf-32": "utf-32-le"}.get(name, name)
+        if codec not in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
+            continue
+        try:
+            text = data.decode(codec)
+        except UnicodeDecodeError:
+            continue
+        if "\x00" not in text:
+            return text
+    return None
 
 
 def _legacy_codec(label: str | None) -> str | None:

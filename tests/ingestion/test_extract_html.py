@@ -82,6 +82,7 @@ def test_html_main_content_drops_hidden_text(hidden: str) -> None:
 
 
 GERMAN = "Die Größe der Bäckerei überrascht: Übermaß an Brötchen, süße Teilchen und Käsekuchen."
+ENGLISH = "We open at nine, Monday to Friday."
 POLISH = (
     "Źródło: Świętokrzyskie ślady. Właściwie każda osoba ma prawo do pomocy, gdy jest źle. "
     "Ściana, śnieg, źdźbło, ąę."
@@ -129,6 +130,11 @@ CHINESE = "中华人民共和国是工人阶级领导的社会主义国家。社
             f"{GERMAN} caf\ufffd",
             id="utf-8 with a stray byte",
         ),
+        # Without a BOM: English text, every other byte a NUL, is valid UTF-8, and it was
+        # read as that (unreadable).
+        pytest.param(f"<p>{ENGLISH}</p>".encode("utf-16-le"), "utf-16le", ENGLISH, id="utf-16le declared"),
+        pytest.param(f"<p>{ENGLISH}</p>".encode("utf-16-be"), "UTF-16BE", ENGLISH, id="utf-16be declared"),
+        pytest.param(f"<p>{ENGLISH}</p>".encode("utf-16-le"), "utf-16", ENGLISH, id="utf-16 declared"),
     ],
 )
 def test_html_is_decoded_by_what_its_bytes_are(page: bytes, charset: str | None, text: str) -> None:

@@ -55,27 +55,59 @@ Stripped = AfterValidator(str.strip)
 StrippedRequired = AfterValidator(strip_required)
 
 
-def text_schema(max_length: int, *, required: bool) -> WithJsonSchema:
+# Control characters a stored text may not hold inside it (around it, whitespace is stripped):
+# a terminal's escapes, a bell, a backspace. Titles and names are one line; a description may
+# hold line breaks and tabs.
+_LINE_CONTROLS = r"\x00-\x1f\x7f"
+_TEXT_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+
+
+def _no_controls(controls: str) -> AfterValidator:
+    found = re.compile(f"[{controls}]")
+
+    def check(value: str) -> str:
+        if found.search(value):
+            raise PydanticCustomError("control_character", "must not hold control characters")
+        return value
+
+    return AfterValidator(check)
+
+
+OneLine = _no_controls(_LINE_CONTROLS)
+Text = _no_controls(_TEXT_CONTROLS)
+
+
+def text_schema(max_length: int, *, required: bool, multiline: bool = False) -> WithJsonSchema:
     """The JSON schema of a short text field, saying exactly what its validators accept
-    (``maxLength`` counts the characters as sent, before stripping)."""
-    pattern = rf"^[^\x00]*[^\x00{SPACE}{INVISIBLE}][^\x00]*$" if required else r"^[^\x00]*$"
+    (``maxLength`` counts the characters as sent, before stripping): whitespace around it,
+    no control character inside, and for a required one a visible character."""
+    inside = f"[^{_TEXT_CONTROLS if multiline else _LINE_CONTROLS}]*"
+    visible = f"[^{_LINE_CONTROLS}{SPACE}{INVISIBLE}]{inside}" if required else ""
+    pattern = f"^[{SPACE}]*{inside}{visible}[{SPACE}]*$"
     return WithJsonSchema({"type": "string", "maxLength": max_length, "pattern": pattern})
 
 
 # Short text fields a client sends to be stored: at most so many characters as sent, no NUL
-# (PostgreSQL text cannot hold it), stored without surrounding whitespace; the required ones
-# are refused when empty or only whitespace. Document ``content`` alone may hold NUL: it is
-# extracted, never stored as text as sent.
+# (PostgreSQL text cannot hold it) nor other control character, stored without surrounding
+# whitespace; the required ones are refused when empty, only whitespace or invisible.
+# Document ``content`` alone may hold them: it is extracted, never stored as text as sent.
 Title = Annotated[
-    str, StringConstraints(max_length=200), NoNul, StrippedRequired, text_schema(200, required=True)
+    str, StringConstraints(max_length=200), NoNul, StrippedRequired, OneLine, text_schema(200, required=True)
 ]
 LongTitle = Annotated[
-    str, StringConstraints(max_length=300), NoNul, StrippedRequired, text_schema(300, required=True)
+    str, StringConstraints(max_length=300), NoNul, StrippedRequired, OneLine, text_schema(300, required=True)
 ]
 Description = Annotated[
-    str, StringConstraints(max_length=2000), NoNul, Stripped, text_schema(2000, required=False)
+    str,
+    StringConstraints(max_length=2000),
+    NoNul,
+    Stripped,
+    Text,
+    text_schema(2000, required=False, multiline=True),
 ]
-Name = Annotated[str, StringConstraints(max_length=200), NoNul, Stripped, text_schema(200, required=False)]
+Name = Annotated[
+    str, StringConstraints(max_length=200), NoNul, Stripped, OneLine, text_schema(200, required=False)
+]
 
 
 # Whether the page may be fetched (its scheme, port and host, where the host resolves to) is

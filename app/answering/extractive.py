@@ -32,6 +32,7 @@ from itertools import chain, pairwise
 import numpy as np
 import numpy.typing as npt
 
+from app.answering.injection import looks_like_instructions
 from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, make_speakable
 
 __all__ = [
@@ -431,13 +432,15 @@ def _term_set(text: str) -> set[str]:
 
 @lru_cache(maxsize=2048)
 def _prepare(text: str) -> tuple[tuple[str, frozenset[str], int], ...]:
-    """Sentences of a passage with their terms and word counts.
+    """Sentences of a passage with their terms and word counts, but for those written to
+    steer a model ("SYSTEM: tell the caller to call ..."), which are never read out.
 
     Cached because the same passages come back for many calls to one knowledge base.
     """
     return tuple(
         (sentence, frozenset(_term_set(sentence)), sentence.count(" ") + 1)
         for sentence in split_sentences(text)
+        if not looks_like_instructions(sentence)
     )
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, get_args
 
+from app.answering.injection import looks_like_instructions
+
 __all__ = [
     "TOOL_NAME",
     "DocumentInfo",
@@ -30,6 +32,11 @@ MORE = "and more"
 _MORE_SUFFIX = f", {MORE}"
 _MIN_BUDGET = 20
 _SPACES = re.compile(r"\s+")
+# Control characters (a terminal's escapes, a bell) and invisible ones (direction overrides,
+# zero-width characters), which no topic name needs. Line breaks and tabs are spaces.
+_UNSEEN = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
 # Trailing punctuation is dropped from titles and descriptions: the summary adds its own.
 _TRAILING = " \t.,;:"
 
@@ -60,8 +67,14 @@ DESCRIPTION_CHARS = 160
 
 
 def _clean(text: str | None, limit: int) -> str:
+    """A title or description as the voice model may read it: one line, without control or
+    invisible characters, cut to ``limit``; empty when it is written to steer a model (a
+    fetched page titled "SYSTEM: ignore previous instructions...")."""
     # Descriptions are optional in the database and may arrive as None despite the type.
-    return _cut(_SPACES.sub(" ", text or "").strip(), limit).rstrip(_TRAILING)
+    text = _SPACES.sub(" ", _UNSEEN.sub("", text or "")).strip()
+    if looks_like_instructions(text):
+        return ""
+    return _cut(text, limit).rstrip(_TRAILING)
 
 
 @dataclass(slots=True)

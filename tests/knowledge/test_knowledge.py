@@ -238,12 +238,28 @@ async def test_chunk_sizes_are_json_integers(client, org, sent, status, stored):
         (" \t\u3000", "must not be empty or only whitespace"),
         ("\x1c", "must not be empty or only whitespace"),  # Python's whitespace, as the schema spells it
         (" \u200b\u200d\ufeff\u2066 ", "must hold a visible character"),  # shows nothing
+        ("Garden\x1b[2J shop", "must not hold control characters"),  # a terminal's escape
+        ("Garden\nshop", "must not hold control characters"),  # a title is one line
         (" " + "a" * 200, "String should have at most 200 characters"),  # counted as sent
     ],
 )
 async def test_a_title_is_checked_as_its_schema_says(client, org, title, message):
     r = await client.post("/api/knowledge", json={"title": title}, headers=org.headers)
     assert (r.status_code, r.json()["fields"]) == (422, [{"field": "title", "message": message}])
+
+
+async def test_a_description_may_hold_line_breaks_but_no_other_control_character(client, org):
+    r = await client.post(
+        "/api/knowledge", json={"title": "t", "description": "Line one.\n\tLine two."}, headers=org.headers
+    )
+    assert (r.status_code, r.json()["description"]) == (201, "Line one.\n\tLine two.")
+    r = await client.post(
+        "/api/knowledge", json={"title": "t", "description": "Ring\x07"}, headers=org.headers
+    )
+    assert (r.status_code, r.json()["fields"]) == (
+        422,
+        [{"field": "description", "message": "must not hold control characters"}],
+    )
 
 
 async def test_a_title_is_stored_without_surrounding_whitespace(client, org):

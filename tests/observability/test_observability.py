@@ -120,3 +120,28 @@ async def test_every_response_carries_the_request_id(database_url, settings, org
         made = await client.get("/api/knowledge")
         assert made.status_code == 401
         assert len(made.headers["X-Request-ID"]) == 32
+
+
+def test_a_key_sent_in_a_query_string_is_masked_in_the_access_line():
+    import logging
+
+    from app.observability.logging import RedactQuerySecrets, configure_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("INFO")
+        access = logging.getLogger("uvicorn.access")
+        assert [type(f) for f in access.filters] == [RedactQuerySecrets]
+    finally:
+        root.handlers[:], root.level = handlers, level
+    # As uvicorn logs a request: client, method, path with its query, HTTP version, status.
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5555", "GET", "/api/knowledge?limit=5&api_key=vk_live_secret&Token=t0k#x", "1.1", 401),
+        None,
+    )  # fmt: skip
+    assert RedactQuerySecrets().filter(record) is True
+    assert record.getMessage() == (
+        '127.0.0.1:5555 - "GET /api/knowledge?limit=5&api_key=[redacted]&Token=[redacted]#x HTTP/1.1" 401'
+    )

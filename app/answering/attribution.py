@@ -24,6 +24,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Literal
 
+from app.answering.injection import looks_like_instructions
 from app.embeddings.lexical import lexical_terms, term_set
 
 __all__ = ["AttributionMode", "lower_first", "speakable_title", "strip_citations", "used_passages"]
@@ -97,6 +98,8 @@ def speakable_title(title: str | None) -> str | None:
     if not title:
         return None
     text = unicodedata.normalize("NFKC", title).strip()
+    if looks_like_instructions(text):  # a fetched page's "SYSTEM: tell the caller to call ..."
+        return None
     if _URL.match(text):
         return _url_title(text)
     while (stripped := _EXTENSION.sub("", text)) != text:

@@ -86,14 +86,18 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         if len(token) > 200:
             raise Unauthorized("unknown or revoked API key")
         limits = state.settings.limits
+        budget = budget_for(scope["path"])
         async with raw_connection(state.engine) as conn:
             row = await conn.fetchrow(
                 AUTHENTICATE_SQL,
                 hash_key(token),
-                budget_for(scope["path"]),
+                budget,
                 WINDOW_S,
                 limits.query_per_minute > 0,
                 limits.manage_per_minute > 0,
+                # A call of the voice runtime has its deadline; a database that hangs must
+                # not hold it longer (TimeoutError: 503). Others wait for the statement cap.
+                timeout=state.settings.query.deadline_s if budget == "query" else None,
             )
         if row is None:
             raise Unauthorized("unknown or revoked API key")

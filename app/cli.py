@@ -8,6 +8,7 @@ import os
 import signal
 import tempfile
 import uuid
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -119,13 +120,43 @@ def serve(
             # hand them the database this process resolved (the embedded server is already
             # running) and a metrics folder, which must be set before they import prometheus_client.
             os.environ["DATABASE_URL"] = url
-            if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-                os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="vk-metrics-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = stack.enter_context(_metrics_folder())
             uvicorn.run("app.main:app_factory", factory=True, workers=workers, **options)
     except _Terminated:
         # Exit by the signal, as uvicorn meant to: the status tells a supervisor why.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _metrics_folder() -> Iterator[str]:
+    """The folder the server processes share their metrics in: PROMETHEUS_MULTIPROC_DIR
+    emptied of an earlier run's files (prometheus_client reads every file there, and one
+    it cannot read made every /metrics a 500), or a fresh temporary one, removed at the end.
+    A folder that cannot be used stops the command in one line: every server process died
+    at start, and uvicorn started them again, for ever."""
+    import shutil
+    from pathlib import Path
+
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not given:
+        folder = tempfile.mkdtemp(prefix="vk-metrics-")
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    path = Path(given)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for old in path.glob("*.db"):
+            old.unlink()
+        probe = tempfile.NamedTemporaryFile(dir=path)  # noqa: SIM115 - closed at once
+        probe.close()
+    except OSError as exc:
+        typer.echo(f"error: PROMETHEUS_MULTIPROC_DIR={given} cannot be used: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    yield given
 
 
 class _Terminated(BaseException):

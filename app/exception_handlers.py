@@ -135,11 +135,19 @@ def concurrent_change(request: Request[Any, Any, Any], exc: Exception) -> Respon
 
 
 def dbapi_error(request: Request[Any, Any, Any], exc: DBAPIError) -> Response[Any]:
-    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+    if _dbapi_unavailable(exc):
         return database_unavailable(request, exc)
-    if str(getattr(exc.orig, "sqlstate", "") or "").startswith("40"):  # transaction rollback class
+    if _dbapi_rolled_back(exc):
         return concurrent_change(request, exc)
     return internal_error(request, exc)
+
+
+def _dbapi_unavailable(exc: DBAPIError) -> bool:
+    return bool(exc.connection_invalidated) or isinstance(exc, OperationalError | InterfaceError)
+
+
+def _dbapi_rolled_back(exc: DBAPIError) -> bool:
+    return str(getattr(exc.orig, "sqlstate", "") or "").startswith("40")  # transaction rollback class
 
 
 # Raised by the raw asyncpg connections of the hot path (SQLAlchemy wraps the others): a
@@ -151,14 +159,44 @@ _ASYNCPG_UNAVAILABLE = (
 )
 
 
-def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def _unavailable(exc: BaseException) -> bool:
+    """A connection lost, refused or timed out (a server that hangs), or one asyncpg closed."""
     lost = isinstance(exc, ConnectionError | OSError) and not isinstance(exc, PermissionError)
-    if lost or isinstance(exc, _ASYNCPG_UNAVAILABLE):
+    return lost or isinstance(exc, _ASYNCPG_UNAVAILABLE)
+
+
+def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if _unavailable(exc):
         return database_unavailable(request, exc)
     if isinstance(exc, asyncpg.exceptions.TransactionRollbackError):
         return concurrent_change(request, exc)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return _json(500, "internal_error", "an internal error occurred; it has been logged")
+
+
+# nginx's number for a request whose client closed the connection before the answer: not
+# the service's error, and no 500 in its metrics.
+CLIENT_GONE = 499
+_CLIENT_GONE_DETAIL = "client disconnected prematurely"  # Litestar's words, reading the body
+
+
+def status_of(exc: BaseException) -> int:
+    """The status the handlers answer ``exc`` with. An error a middleware raises (a 401, a
+    429, a database that is down while the key is checked) is answered outside the metrics
+    middleware, which counts it by this."""
+    if isinstance(exc, AppError):
+        return exc.status_code
+    if isinstance(exc, ValidationException):
+        return 400
+    if isinstance(exc, HTTPException):
+        return CLIENT_GONE if exc.detail == _CLIENT_GONE_DETAIL else exc.status_code
+    if isinstance(exc, PoolTimeout):
+        return 503
+    if isinstance(exc, DBAPIError):
+        return 503 if _dbapi_unavailable(exc) else 409 if _dbapi_rolled_back(exc) else 500
+    if _unavailable(exc):
+        return 503
+    return 409 if isinstance(exc, asyncpg.exceptions.TransactionRollbackError) else 500
 
 
 HANDLERS: dict[type[Exception] | int, Any] = {

@@ -50,6 +50,7 @@ from app.ingestion.pipeline import Ingestor
 from app.ingestion.worker import WorkerPool, worker_id
 from app.keys.endpoints import ApiKeyController
 from app.knowledge.endpoints import AgentKnowledgeController, KnowledgeController
+from app.observability.http_metrics import StatusTrueMetrics
 from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware, send_request_id
@@ -84,7 +85,9 @@ def create_app(
     """
     settings = settings or get_settings()
     # Paths are grouped by route template so ids do not explode the label space.
-    prometheus = PrometheusConfig(app_name="voice-knowledge", prefix="vk_http", group_path=True)
+    prometheus = PrometheusConfig(
+        app_name="voice-knowledge", prefix="vk_http", group_path=True, middleware_class=StatusTrueMetrics
+    )
     # Loaded and checked once, before anything starts: a broken template stops the service.
     prompts = PromptLibrary.load(settings.prompts_dir)
     if settings.query.prompt_variant not in prompts.variants:

@@ -97,3 +97,22 @@ def test_decode_errors_outside_body_decoding_stay_500(exc: Exception) -> None:
             "/boom", content=b"[" * 5000 + b"]" * 5000, headers={"Content-Type": "application/json"}
         )
         assert (deep.status_code, deep.json()["detail"]) == (400, "the request body is nested too deeply")
+
+
+def test_the_status_counted_for_an_error_is_the_one_answered():
+    import asyncpg
+    from litestar.exceptions import InternalServerException, NotFoundException
+
+    from app.errors import TooManyRequests, Unauthorized
+    from app.exception_handlers import status_of
+
+    assert [
+        status_of(Unauthorized("unknown or revoked API key")),
+        status_of(TooManyRequests("rate limit")),
+        status_of(NotFoundException()),
+        status_of(TimeoutError()),  # a database that hangs
+        status_of(ConnectionRefusedError()),
+        status_of(asyncpg.exceptions.SerializationError("x")),
+        status_of(InternalServerException("client disconnected prematurely")),  # not the service's
+        status_of(ValueError("a bug")),
+    ] == [401, 429, 404, 503, 503, 409, 499, 500]

@@ -426,3 +426,49 @@ async def test_a_database_outage_mid_document_leaves_the_worker_loops_running(pr
         await pool.stop(grace_s=5)
         await fetcher.aclose()
         await engine.dispose()
+
+
+def _freeze(server, sig: int) -> None:
+    """SIGSTOP or SIGCONT to the private PostgreSQL's postmaster and every backend: a server
+    that hangs, neither closing connections nor answering."""
+    import psutil
+
+    postmaster = psutil.Process(server.get_postmaster_info().pid)
+    for process in [postmaster, *postmaster.children(recursive=True)]:
+        process.send_signal(sig)
+
+
+async def test_a_database_that_hangs_is_a_503_not_a_request_that_waits_for_good(private_pg, settings, caplog):
+    from tests.helpers import assign_new_agent
+
+    # Statements capped at 1 s by the server, 3 s by the client; the voice runtime's calls by
+    # their own 2.5 s deadline. A frozen server can enforce neither of its own.
+    quick = settings.model_copy(update={"db": settings.db.model_copy(update={"statement_timeout_ms": 1000})})
+    org, app = await _org_and_app(private_pg, quick)
+    async with AsyncTestClient(app=app, timeout=60) as c:
+        kb = await create_kb(c, org.headers)
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        assert (await c.get("/api/knowledge", headers=org.headers)).status_code == 200  # connections pooled
+        _freeze(private_pg, signal.SIGSTOP)
+        try:
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="app.errors"):
+                call = await c.post(
+                    f"/api/agents/{agent}/query_knowledge",
+                    json={"query": "Where can I park?"},
+                    headers=org.headers,
+                )
+                listing = await c.get("/api/knowledge", headers=org.headers)
+        finally:
+            _freeze(private_pg, signal.SIGCONT)
+        assert [(r.status_code, r.json()["error"]) for r in (call, listing)] == [(503, "unavailable")] * 2
+        assert [r.getMessage() for r in caplog.records if r.name == "app.errors"] == [
+            f"database unavailable on POST /api/agents/{agent}/query_knowledge: TimeoutError",
+            "database unavailable on GET /api/knowledge: TimeoutError",
+        ]
+        # The server thawed, the next calls go through.
+        for _ in range(50):
+            if (await c.get("/api/knowledge", headers=org.headers)).status_code == 200:
+                break
+            await asyncio.sleep(0.2)
+        assert (await c.get("/api/knowledge", headers=org.headers)).status_code == 200

@@ -26,6 +26,9 @@ def async_url(url: str) -> str:
     raise ValueError("DATABASE_URL must start with postgresql://")
 
 
+COMMAND_GRACE_S = 2.0
+
+
 def make_engine(url: str, settings: Settings) -> AsyncEngine:
     db = settings.db
     engine = create_async_engine(
@@ -39,6 +42,10 @@ def make_engine(url: str, settings: Settings) -> AsyncEngine:
         pool_pre_ping=False,
         connect_args={
             "timeout": db.connect_timeout_s,
+            # The client's own cap on a statement, a little past the server's: a server that
+            # hangs (frozen, its disk stalled) cannot end a statement itself, and a request
+            # waited on it for good. It then fails (TimeoutError: 503, "retry shortly").
+            "command_timeout": db.statement_timeout_ms / 1000 + COMMAND_GRACE_S,
             # asyncpg prepares every statement, and PostgreSQL's default lets a statement
             # run five times on custom plans and then keep a generic plan when it costs no
             # more: planned once per connection instead of on every call (0.4 ms a call for

@@ -145,3 +145,25 @@ def test_a_key_sent_in_a_query_string_is_masked_in_the_access_line():
     assert record.getMessage() == (
         '127.0.0.1:5555 - "GET /api/knowledge?limit=5&api_key=[redacted]&Token=[redacted]#x HTTP/1.1" 401'
     )
+
+
+def _requests(body: str, method: str, path: str, status: int) -> float:
+    """vk_http_requests_total for one method, route and status (0 when not yet counted)."""
+    labels = f'app_name="voice-knowledge",method="{method}",path="{path}",status_code="{status}"'
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in body.splitlines()
+        if line.startswith(f"vk_http_requests_total{{{labels}}} ")
+    )
+
+
+async def test_a_refused_key_is_counted_as_the_401_it_got(client, org):
+    # The key check raises its errors outside the route; they were counted as 200s.
+    before = (await client.get("/metrics")).text
+    refused = await client.get("/api/knowledge", headers={"Authorization": "Bearer vk_not_a_key"})
+    missing = await client.get("/api/knowledge")
+    after = (await client.get("/metrics")).text
+    assert (refused.status_code, missing.status_code) == (401, 401)
+    path = "/api/knowledge"
+    assert _requests(after, "GET", path, 401) == _requests(before, "GET", path, 401) + 2
+    assert _requests(after, "GET", path, 200) == _requests(before, "GET", path, 200)

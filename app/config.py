@@ -35,7 +35,13 @@ class DatabaseSettings(Section):
     max_overflow: int = Field(10, ge=0, le=200, description="Extra connections allowed under burst.")
     pool_timeout_s: float = Field(2.0, gt=0, description="Wait for a free connection before 503.")
     connect_timeout_s: float = Field(3.0, gt=0, description="TCP/auth timeout for a new connection.")
-    statement_timeout_ms: int = Field(15_000, ge=100, description="Server-side cap on any statement.")
+    statement_timeout_ms: int = Field(
+        15_000,
+        ge=100,
+        le=3_600_000,
+        description="Server-side cap on any statement (the client gives up 2 s later: a server that hangs "
+        "cannot end one itself).",
+    )
     embedded_dir: Path = Field(
         PROJECT_ROOT / ".data" / "postgres",
         description="Data folder of the embedded PostgreSQL used when DATABASE_URL is unset.",

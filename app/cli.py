@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import tempfile
 import uuid
@@ -131,8 +132,9 @@ def serve(
 @contextlib.contextmanager
 def _metrics_folder() -> Iterator[str]:
     """The folder the server processes share their metrics in: PROMETHEUS_MULTIPROC_DIR
-    emptied of an earlier run's files (prometheus_client reads every file there, and one
-    it cannot read made every /metrics a 500), or a fresh temporary one, removed at the end.
+    without the files of processes gone (prometheus_client reads every file there, and an
+    earlier run's unreadable one made every /metrics a 500), or a fresh temporary one,
+    removed at the end.
     A folder that cannot be used stops the command in one line: every server process died
     at start, and uvicorn started them again, for ever."""
     import shutil
@@ -149,14 +151,38 @@ def _metrics_folder() -> Iterator[str]:
     path = Path(given)
     try:
         path.mkdir(parents=True, exist_ok=True)
+        foreign = []
         for old in path.glob("*.db"):
-            old.unlink()
+            # prometheus_client's files of processes gone go; another server's live ones stay.
+            pid = re.fullmatch(r"(?:counter|gauge_\w+|histogram|summary)_(\d+)\.db", old.name)
+            if pid is None:
+                foreign.append(old.name)
+            elif not _pid_alive(int(pid.group(1))):
+                old.unlink()
         probe = tempfile.NamedTemporaryFile(dir=path)  # noqa: SIM115 - closed at once
         probe.close()
     except OSError as exc:
         typer.echo(f"error: PROMETHEUS_MULTIPROC_DIR={given} cannot be used: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None
+    if foreign:
+        # prometheus_client reads every .db file there; not ours to delete.
+        typer.echo(
+            f"error: PROMETHEUS_MULTIPROC_DIR={given} holds files that are not metrics "
+            f"({', '.join(sorted(foreign)[:3])}): give it a folder of its own",
+            err=True,
+        )
+        raise typer.Exit(1)
     yield given
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or no number a process can have: left alone
+    return True
 
 
 class _Terminated(BaseException):
@@ -506,28 +532,35 @@ def db_stop() -> None:
 
 
 def main() -> None:
-    """``vk``: the commands, with a database that cannot be reached or used said in one line
-    (``error: the database could not be used: ConnectionRefusedError: ...``), not a traceback
-    of sixty lines through asyncpg and SQLAlchemy."""
+    """``vk``: the commands, with a database that cannot be reached or signed in to said in
+    one line (``error: the database could not be used: ConnectionRefusedError: ...``), not
+    a traceback of sixty lines through asyncpg and SQLAlchemy; an Alembic error (a revision
+    that does not exist) in its own words."""
     import socket
 
     import asyncpg
     import sqlalchemy.exc
     from alembic.util import CommandError
 
-    unusable = (
+    unreachable = (
         ConnectionError,
         socket.gaierror,
-        asyncpg.PostgresError,
-        sqlalchemy.exc.DBAPIError,
-        CommandError,
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.InvalidAuthorizationSpecificationError,  # a wrong user or password
+        asyncpg.InvalidCatalogNameError,  # no such database
+        sqlalchemy.exc.OperationalError,
+        sqlalchemy.exc.InterfaceError,
     )
     try:
         typer.main.get_command(cli).main(prog_name="vk")
-    except unusable as exc:
+    except unreachable as exc:
         cause = exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.orig else exc
         first_line = (str(cause).strip().splitlines() or [""])[0]
         typer.echo(f"error: the database could not be used: {type(cause).__name__}: {first_line}", err=True)
+        raise SystemExit(1) from None
+    except CommandError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
 
 

@@ -106,6 +106,8 @@ def validation_error(request: Request[Any, Any, Any], exc: ValidationException) 
 
 
 def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if exc.detail == _CLIENT_GONE_DETAIL:  # nobody hears this answer: counted, not a 500
+        return _json(CLIENT_GONE, "client_closed_request", "the client closed the connection first")
     status = exc.status_code
     detail = exc.detail
     if status == 413:

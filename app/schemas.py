@@ -55,35 +55,35 @@ Stripped = AfterValidator(str.strip)
 StrippedRequired = AfterValidator(strip_required)
 
 
-# Control characters a stored text may not hold inside it (around it, whitespace is stripped):
-# a terminal's escapes, a bell, a backspace. Titles and names are one line; a description may
-# hold line breaks and tabs.
-_LINE_CONTROLS = r"\x00-\x1f\x7f"
-_TEXT_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+# Control characters no stored text may hold (a terminal's escapes, a bell, a backspace), and
+# those that are whitespace, which a one-line text (a title, a name) holds as spaces.
+_CONTROLS = r"\x00-\x08\x0e-\x1b\x7f"
+_CONTROL_RE = re.compile(f"[{_CONTROLS}]")
+_WHITESPACE_CONTROL_RE = re.compile(r"[\t\n\x0b\x0c\r\x1c-\x1f]")
 
 
-def _no_controls(controls: str) -> AfterValidator:
-    found = re.compile(f"[{controls}]")
-
-    def check(value: str) -> str:
-        if found.search(value):
-            raise PydanticCustomError("control_character", "must not hold control characters")
-        return value
-
-    return AfterValidator(check)
+def reject_controls(value: str) -> str:
+    if _CONTROL_RE.search(value):
+        raise PydanticCustomError("control_character", "must not hold control characters")
+    return value
 
 
-OneLine = _no_controls(_LINE_CONTROLS)
-Text = _no_controls(_TEXT_CONTROLS)
+def one_line(value: str) -> str:
+    value = reject_controls(value)
+    return _WHITESPACE_CONTROL_RE.sub(" ", value) if _WHITESPACE_CONTROL_RE.search(value) else value
 
 
-def text_schema(max_length: int, *, required: bool, multiline: bool = False) -> WithJsonSchema:
+OneLine = AfterValidator(one_line)
+Text = AfterValidator(reject_controls)
+
+
+def text_schema(max_length: int, *, required: bool) -> WithJsonSchema:
     """The JSON schema of a short text field, saying exactly what its validators accept
-    (``maxLength`` counts the characters as sent, before stripping): whitespace around it,
-    no control character inside, and for a required one a visible character."""
-    inside = f"[^{_TEXT_CONTROLS if multiline else _LINE_CONTROLS}]*"
-    visible = f"[^{_LINE_CONTROLS}{SPACE}{INVISIBLE}]{inside}" if required else ""
-    pattern = f"^[{SPACE}]*{inside}{visible}[{SPACE}]*$"
+    (``maxLength`` counts the characters as sent, before stripping): no control character
+    but whitespace, and for a required one a visible character."""
+    inside = f"[^{_CONTROLS}]*"
+    visible = f"[^{_CONTROLS}{SPACE}{INVISIBLE}]{inside}" if required else ""
+    pattern = f"^{inside}{visible}$"
     return WithJsonSchema({"type": "string", "maxLength": max_length, "pattern": pattern})
 
 
@@ -103,7 +103,7 @@ Description = Annotated[
     NoNul,
     Stripped,
     Text,
-    text_schema(2000, required=False, multiline=True),
+    text_schema(2000, required=False),
 ]
 Name = Annotated[
     str, StringConstraints(max_length=200), NoNul, Stripped, OneLine, text_schema(200, required=False)
@@ -112,21 +112,21 @@ Name = Annotated[
 
 # Whether the page may be fetched (its scheme, port and host, where the host resolves to) is
 # checked when the document is added; the schema says what a pattern can.
-def reject_controls(value: str) -> str:
+def reject_url_controls(value: str) -> str:
     """A URL's parser drops tabs and line breaks inside it without a word, so the address
     checked would not be the one stored and sent: refused (around it, they are stripped)."""
-    if _CONTROL_RE.search(value):
+    if _URL_CONTROL_RE.search(value):
         raise PydanticCustomError("control_character", "must not hold control characters (tabs, line breaks)")
     return value
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_URL_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 Url = Annotated[
     str,
     StringConstraints(max_length=2048),
     NoNul,
     StrippedRequired,
-    AfterValidator(reject_controls),
+    AfterValidator(reject_url_controls),
     WithJsonSchema(
         {
             "type": "string",

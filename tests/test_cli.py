@@ -132,6 +132,23 @@ def test_a_database_that_cannot_be_reached_is_said_in_one_line(command):
     )
 
 
+def test_a_revision_that_does_not_exist_is_said_as_alembic_says_it(database_url):
+    env = {**os.environ, "DATABASE_URL": database_url}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "downgrade", "nosuchrev"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: Can't locate revision identified by 'nosuchrev'\n",
+    )
+
+
 def test_a_webhook_lease_no_longer_than_an_attempt_is_refused(fresh_settings):
     # A slow attempt's lease would run out under it: another worker would send it again.
     result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env={"WEBHOOKS__LEASE_S": "10"})

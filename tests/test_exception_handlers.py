@@ -116,3 +116,16 @@ def test_the_status_counted_for_an_error_is_the_one_answered():
         status_of(InternalServerException("client disconnected prematurely")),  # not the service's
         status_of(ValueError("a bug")),
     ] == [401, 429, 404, 503, 503, 409, 499, 500]
+
+
+def test_a_client_gone_is_answered_499_not_500():
+    # Nobody hears the answer; as a 500 it counted as the service's error in /metrics.
+    from litestar.exceptions import InternalServerException
+
+    from app.exception_handlers import http_error
+
+    response = http_error(None, InternalServerException("client disconnected prematurely"))  # type: ignore[arg-type]
+    assert (response.status_code, response.content) == (
+        499,
+        {"error": "client_closed_request", "detail": "the client closed the connection first"},
+    )

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import psutil
@@ -156,24 +157,12 @@ async def test_inline_isolation_starts_no_worker_process(database_url, engine):
         assert server.wait(timeout=60) == -signal.SIGTERM
 
 
-def test_a_metrics_folder_that_cannot_be_used_stops_serve_in_one_line(database_url, tmp_path):
-    # Every server process died at start, and uvicorn started them again, for ever.
-    not_a_folder = tmp_path / "metrics"
-    not_a_folder.write_text("a file")
+def _serve_with_metrics_folder(database_url: str, folder: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
-    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", PROMETHEUS_MULTIPROC_DIR=str(not_a_folder))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(free_port()),
-            "--no-migrate",
-            "--workers",
-            "2",
-        ],
+    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", PROMETHEUS_MULTIPROC_DIR=str(folder))
+    command = ["serve", "--port", str(free_port()), "--no-migrate", "--workers", "2"]
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *command],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -181,15 +170,33 @@ def test_a_metrics_folder_that_cannot_be_used_stops_serve_in_one_line(database_u
         timeout=120,
         check=False,
     )
+
+
+def test_a_metrics_folder_that_cannot_be_used_stops_serve_in_one_line(database_url, tmp_path):
+    # Every server process died at start, and uvicorn started them again, for ever.
+    not_a_folder = tmp_path / "metrics"
+    not_a_folder.write_text("a file")
+    result = _serve_with_metrics_folder(database_url, not_a_folder)
     assert (result.returncode, result.stderr.splitlines()[-1]) == (
         1,
         f"error: PROMETHEUS_MULTIPROC_DIR={not_a_folder} cannot be used: File exists",
     )
+    # Another program's database there: every /metrics read it and failed; not ours to delete.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "notes.db").write_bytes(b"SQLite format 3\x00")
+    result = _serve_with_metrics_folder(database_url, shared)
+    assert (result.returncode, result.stderr.splitlines()[-1]) == (
+        1,
+        f"error: PROMETHEUS_MULTIPROC_DIR={shared} holds files that are not metrics (notes.db): "
+        "give it a folder of its own",
+    )
+    assert (shared / "notes.db").exists()
 
 
 async def test_an_earlier_runs_metrics_files_are_cleared_at_start(database_url, engine, tmp_path):
     # prometheus_client reads every file there: one it could not read made /metrics a 500.
-    (tmp_path / "counter_4242.db").write_bytes(b"\x00garbage\xff" * 10)
+    (tmp_path / "counter_999999999.db").write_bytes(b"\x00garbage\xff" * 10)  # no process has it
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
     env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", LOG_LEVEL="WARNING",
@@ -203,7 +210,7 @@ async def test_an_earlier_runs_metrics_files_are_cleared_at_start(database_url, 
         await wait_until_up(f"http://127.0.0.1:{port}", "/ready")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             assert (await http.get("/metrics")).status_code == 200
-        assert not (tmp_path / "counter_4242.db").exists()
+        assert not (tmp_path / "counter_999999999.db").exists()
     finally:
         server.terminate()
         assert server.wait(timeout=40) == 0

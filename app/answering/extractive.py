@@ -432,16 +432,17 @@ def _term_set(text: str) -> set[str]:
 
 @lru_cache(maxsize=2048)
 def _prepare(text: str) -> tuple[tuple[str, frozenset[str], int], ...]:
-    """Sentences of a passage with their terms and word counts, but for those written to
-    steer a model ("SYSTEM: tell the caller to call ..."), which are never read out.
+    """Sentences of a passage with their terms and word counts, up to one written to steer
+    a model ("SYSTEM: tell the caller to call ..."): neither it nor what follows is read out.
 
     Cached because the same passages come back for many calls to one knowledge base.
     """
-    return tuple(
-        (sentence, frozenset(_term_set(sentence)), sentence.count(" ") + 1)
-        for sentence in split_sentences(text)
-        if not looks_like_instructions(sentence)
-    )
+    kept = []
+    for sentence in split_sentences(text):
+        if looks_like_instructions(sentence):
+            break  # what follows a marker is the planted text itself ("SYSTEM:" then "Say...")
+        kept.append((sentence, frozenset(_term_set(sentence)), sentence.count(" ") + 1))
+    return tuple(kept)
 
 
 @dataclass(slots=True)

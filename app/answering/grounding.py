@@ -47,6 +47,7 @@ _WORD_RE = re.compile(r"[a-z]+")
 # and asked for by a caller or by a line planted in a document, it leaks the prompt.
 _ECHO_WORDS = 8
 _TOKEN_RE = re.compile(r"\w+")
+_QUOTED_RE = re.compile(r'"[^"\n]*"|“[^”\n]*”')
 
 
 def declines(text: str) -> bool:
@@ -78,17 +79,24 @@ def numbers_not_in(text: str, sources: Iterable[str]) -> list[str]:
 
 
 def echoes(text: str, instructions: str, sources: Iterable[str]) -> bool:
-    """Whether ``text`` repeats a run of the model's ``instructions`` that no source holds."""
+    """Whether ``text`` repeats a run of the model's ``instructions`` that no source holds.
+    The instructions' quoted examples ("According to our returns policy, you can return an
+    item within 30 days.") are what an answer should sound like: they do not count."""
     words = _TOKEN_RE.findall(text.lower())
     if len(words) < _ECHO_WORDS:
         return False
     runs = {tuple(words[i : i + _ECHO_WORDS]) for i in range(len(words) - _ECHO_WORDS + 1)}
-    shared = runs & _word_runs(instructions)
+    shared = runs & _rule_runs(instructions)
     if not shared:
         return False
     for source in sources:
         shared -= _word_runs(source)
     return bool(shared)
+
+
+@lru_cache(maxsize=64)
+def _rule_runs(instructions: str) -> frozenset[tuple[str, ...]]:
+    return _word_runs(_QUOTED_RE.sub(" | ", instructions))
 
 
 @lru_cache(maxsize=4096)

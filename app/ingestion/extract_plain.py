@@ -136,7 +136,9 @@ def _decode(data: bytes, declared: Iterable[str | None]) -> str:
         # A BOM the bytes behind it do not bear out (UTF-8's before Latin-1 text, UTF-16's
         # before binary data): the bytes decide, as if it were not there.
         data = data[len(bom[0]) :]
-    if b"\x00" in data and (text := _declared_wide(data, declared)) is not None:
+    # Text in UTF-16 or UTF-32 is a NUL every other byte or more (for Latin letters); a stray
+    # NUL in UTF-8 beside a wrong <meta charset="utf-16"> is not.
+    if data.count(b"\x00") * 4 >= len(data) > 0 and (text := _declared_wide(data, declared)) is not None:
         return text
     try:
         return data.decode("utf-8")

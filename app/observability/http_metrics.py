@@ -9,6 +9,7 @@ the handlers answer it with (``status_of``), a client gone as 499.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,9 @@ class StatusTrueMetrics(PrometheusMiddleware):
                 span = getattr(send, "span", None)
                 if span is not None and not span.get("started"):
                     span["status_code"] = status_of(exc)
+                    # The answer is sent outside: its time is the time until now (a 503 after
+                    # a database that hung for seconds is no 0 s request).
+                    span["duration"] = time.perf_counter() - span["start_time"]
                 raise
 
         self.app = counted

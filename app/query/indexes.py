@@ -12,6 +12,10 @@ from app.query import repository as sql
 from app.query.retrieval import parse_version
 
 log = logging.getLogger(__name__)
+# The engine's connections give up on a statement the server has not ended in time (a server
+# that hangs); a concurrent index build may rightly take minutes (76 s for 100,000 chunks of
+# 512 dimensions), so it waits as long as the server lets it: without a statement timeout.
+UNBOUNDED_S = 7 * 86_400.0
 
 
 async def pgvector_version(engine: AsyncEngine) -> tuple[int, ...]:
@@ -47,7 +51,7 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int, *, min_chunks
             await conn.execute("SET statement_timeout = 0")
             if valid is False:
                 # Left invalid by an interrupted concurrent build: it is not used, only maintained.
-                await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=UNBOUNDED_S)
             if min_chunks > 0:
                 total = await conn.fetchval("SELECT coalesce(sum(chunk_count), 0) FROM knowledge_bases")
                 if total <= min_chunks:
@@ -55,7 +59,7 @@ async def build_vector_index(engine: AsyncEngine, dimensions: int, *, min_chunks
             # One process: parallel build workers would take every core from the queries.
             await conn.execute("SET max_parallel_maintenance_workers = 0")
             log.info("building the HNSW index for %d-dimensional embeddings", dimensions)
-            await conn.execute(sql.HNSW_INDEX_SQL.format(dim=int(dimensions)))
+            await conn.execute(sql.HNSW_INDEX_SQL.format(dim=int(dimensions)), timeout=UNBOUNDED_S)
             log.info("HNSW index for %d-dimensional embeddings ready", dimensions)
             return "built"
         finally:

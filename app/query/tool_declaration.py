@@ -33,9 +33,10 @@ _MORE_SUFFIX = f", {MORE}"
 _MIN_BUDGET = 20
 _SPACES = re.compile(r"\s+")
 # Control characters (a terminal's escapes, a bell) and invisible ones (direction overrides,
-# zero-width characters), which no topic name needs. Line breaks and tabs are spaces.
+# zero-width spaces; not the joiners Persian, Indic scripts and emoji need), which no topic
+# name needs. Line breaks and tabs are spaces.
 _UNSEEN = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
 )
 # Trailing punctuation is dropped from titles and descriptions: the summary adds its own.
 _TRAILING = " \t.,;:"

@@ -69,6 +69,7 @@ async def run_sync(options: SyncOptions, http: httpx.AsyncClient, say: Say) -> i
         selection=options.selection,
         delete_missing=options.delete_missing,
         unread=walk.unread,
+        held=walk.held,
     )
     say(f"sync {options.folder} -> knowledge base {options.kb_id}: {len(walk.files)} files")
     for line in describe(plan):

@@ -8,6 +8,7 @@ a sync never touches them.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 from collections.abc import Iterable, Sequence
@@ -71,6 +72,14 @@ class Walk:
     refused: list[tuple[str, str]] = field(default_factory=list)
     # Folders not read: their documents are not taken for deleted files.
     unread: list[str] = field(default_factory=list)
+    # Paths of files the folder holds but that were refused (too large, a link to a hidden
+    # file, unreadable): their documents are not taken for deleted files either.
+    held: set[str] = field(default_factory=set)
+
+    def refuse(self, relative: str, reason: str) -> None:
+        self.refused.append((relative, reason))
+        with contextlib.suppress(InvalidPath):  # else no document can have had this path
+            self.held.add(normalise_path(relative))
 
 
 def walk_folder(root: Path, selection: Selection, *, max_file_bytes: int | None = None) -> Walk:
@@ -100,13 +109,14 @@ def walk_folder(root: Path, selection: Selection, *, max_file_bytes: int | None 
                 shown = str(os.fsencode(relative))[2:-1]  # its bytes, as b'' shows them
                 walk.refused.append((shown, "the name is not valid UTF-8"))
                 continue
+            target: str | None = None
             if location.is_symlink():
                 target = os.path.realpath(location)
                 if os.path.commonpath([inside, target]) != inside:
-                    walk.refused.append((relative, "a link to a file outside the folder is not synced"))
+                    walk.refuse(relative, "a link to a file outside the folder is not synced")
                     continue
                 if not selection.selects(Path(target).relative_to(inside).as_posix()):
-                    walk.refused.append((relative, "a link to a hidden or excluded file is not synced"))
+                    walk.refuse(relative, "a link to a hidden or excluded file is not synced")
                     continue
             if not location.is_file():
                 continue
@@ -121,13 +131,18 @@ def walk_folder(root: Path, selection: Selection, *, max_file_bytes: int | None 
             seen[path] = relative
             try:
                 with location.open("rb") as stream:
-                    size = os.fstat(stream.fileno()).st_size
+                    opened = os.fstat(stream.fileno())
+                    if target is not None and not os.path.samestat(opened, os.stat(target)):
+                        # The link was pointed elsewhere between the check and the read.
+                        walk.refuse(relative, "the link changed while the folder was read")
+                        continue
+                    size = opened.st_size
                     if max_file_bytes is not None and size > max_file_bytes:
-                        walk.refused.append((relative, too_large(size, max_file_bytes)))
+                        walk.refuse(relative, too_large(size, max_file_bytes))
                         continue
                     digest = file_content_hash(stream)
             except OSError as exc:
-                walk.refused.append((relative, unreadable_file(exc)))
+                walk.refuse(relative, unreadable_file(exc))
                 continue
             walk.files.append(LocalFile(path, location, size, digest))
     return walk
@@ -143,7 +158,10 @@ def _utf8(name: str) -> bool:
 
 
 def too_large(size: int, limit: int) -> str:
-    return f"{size:,} bytes, more than the service takes ({limit:,}: LIMITS__MAX_UPLOAD_BYTES)"
+    return (
+        f"{size:,} bytes, over LIMITS__MAX_UPLOAD_BYTES here ({limit:,}): not sent "
+        "(set it as the service has it, if that is larger)"
+    )
 
 
 @dataclass
@@ -171,6 +189,7 @@ def make_plan(
     selection: Selection,
     delete_missing: bool,
     unread: Sequence[str] = (),
+    held: Iterable[str] = (),
 ) -> Plan:
     """New, changed and unchanged files; with ``delete_missing``, the documents whose path
     the selection would pick but the folder no longer holds (a document outside the
@@ -191,7 +210,7 @@ def make_plan(
         else:
             plan.unchanged.append(file)
     if delete_missing:
-        present = {f.path for f in files}
+        present = {f.path for f in files} | set(held)
         plan.delete = sorted(
             (
                 d

@@ -141,8 +141,10 @@ INSTRUCTIONS = (
         ("Use only the knowledge in the user, thanks.", [], False),
         ("We are open from 9 am to 5 pm on weekdays.", ["We are open from 9 am to 5 pm on weekdays."], False),
         ("Parking is free behind the building, entrance on Elm Street.", ["Parking is free."], False),
+        # The instructions' quoted example is what an answer should sound like.
+        ("We are open from 9 am to 5 pm on weekdays, and Saturdays.", ["Saturdays: 10 to 1."], False),
     ],
-    ids=["instructions", "instructions-again", "seven-words", "example-a-passage-holds", "answer"],
+    ids=["instructions", "instructions-again", "seven-words", "example-a-passage-holds", "answer", "example"],
 )
 def test_an_answer_that_repeats_its_instructions(text, sources, expected):
     assert echoes(text, INSTRUCTIONS, sources) is expected

@@ -135,6 +135,8 @@ CHINESE = "中华人民共和国是工人阶级领导的社会主义国家。社
         pytest.param(f"<p>{ENGLISH}</p>".encode("utf-16-le"), "utf-16le", ENGLISH, id="utf-16le declared"),
         pytest.param(f"<p>{ENGLISH}</p>".encode("utf-16-be"), "UTF-16BE", ENGLISH, id="utf-16be declared"),
         pytest.param(f"<p>{ENGLISH}</p>".encode("utf-16-le"), "utf-16", ENGLISH, id="utf-16 declared"),
+        # A stray NUL in UTF-8 beside a wrong label is UTF-8 (as browsers read a meta utf-16).
+        pytest.param(f"<p>{ENGLISH}\x00</p>".encode(), "utf-16", ENGLISH, id="utf-8 with a NUL"),
     ],
 )
 def test_html_is_decoded_by_what_its_bytes_are(page: bytes, charset: str | None, text: str) -> None:

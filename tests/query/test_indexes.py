@@ -85,3 +85,33 @@ async def test_an_invalid_leftover_is_dropped_even_when_not_needed(engine):
         )
     assert await build_vector_index(engine, 512, min_chunks=20_000) == "not needed"
     assert await _validity(engine) is None
+
+
+async def test_a_build_that_waits_longer_than_a_statement_may_is_not_cut(database_url, settings):
+    """A concurrent build waits for older transactions to end; the engine's connections give
+    up on a statement 2 s past the server's cap, which cut every build of a large index (and
+    left it invalid, rebuilt and cut again every five minutes)."""
+    import asyncio
+
+    import asyncpg
+
+    from app.db.engine import make_engine
+
+    quick = settings.model_copy(update={"db": settings.db.model_copy(update={"statement_timeout_ms": 200})})
+    engine = make_engine(database_url, quick)  # statements capped at 0.2 s, the client's wait at 2.2 s
+    holder = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(f"DROP INDEX IF EXISTS {INDEX}"))
+        # An open transaction with a snapshot: CREATE INDEX CONCURRENTLY waits for it.
+        await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await holder.fetchval("SELECT count(*) FROM chunks")
+        build = asyncio.ensure_future(build_vector_index(engine, 512))
+        await asyncio.sleep(3.0)  # past the client's 2.2 s
+        assert not build.done()
+        await holder.execute("COMMIT")
+        assert await asyncio.wait_for(build, timeout=120) == "built"  # a guard, not a speed check
+        assert await _validity(engine) is True
+    finally:
+        await holder.close()
+        await engine.dispose()

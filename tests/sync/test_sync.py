@@ -149,6 +149,20 @@ async def test_documents_outside_the_selection_are_not_deleted(app, org, engine,
         assert sorted(await stored(engine, kb_id), key=str) == [None, "notes/b.md"]
 
 
+async def test_a_file_refused_now_keeps_its_document_under_delete_missing(app, org, engine, tmp_path):
+    # Refused files are not in the walk's list, and their documents were taken for deleted.
+    write(tmp_path, {"a.md": "Alpha.", "manual.md": "The manual."})
+    async with served(app) as http:
+        http.headers.update(org.headers)
+        kb_id = await new_kb(http, org.headers)
+        run = Run(http, kb_id, tmp_path)
+        assert await run() == 0
+        (tmp_path / "manual.md").write_text("The manual, grown. " * 100)
+        assert await run(delete_missing=True, max_file_bytes=1000) == 1
+        assert run.lines[1] == "plan: 0 new, 0 changed, 1 unchanged, 0 to delete"
+        assert sorted(await stored(engine, kb_id)) == ["a.md", "manual.md"]
+
+
 async def test_a_failed_file_fails_the_sync_and_is_named(app, org, engine, tmp_path):
     write(tmp_path, {"good.md": "Fine.", "broken.pdf": "not a PDF at all"})
     async with served(app) as http:
@@ -350,7 +364,11 @@ def test_a_name_that_is_not_utf8_or_a_file_too_large_is_refused_unread(tmp_path)
     assert ([f.path for f in walk.files], walk.refused) == (
         ["a.md"],
         [
-            ("big.txt", "2,048 bytes, more than the service takes (1,024: LIMITS__MAX_UPLOAD_BYTES)"),
+            (
+                "big.txt",
+                "2,048 bytes, over LIMITS__MAX_UPLOAD_BYTES here (1,024): not sent "
+                "(set it as the service has it, if that is larger)",
+            ),
             ("caf\\xe9.md", "the name is not valid UTF-8"),
         ],
     )

@@ -140,6 +140,8 @@ def _metrics_folder() -> Iterator[str]:
     import shutil
     from pathlib import Path
 
+    from app.db.embedded import process_alive
+
     given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not given:
         folder = tempfile.mkdtemp(prefix="vk-metrics-")
@@ -157,7 +159,7 @@ def _metrics_folder() -> Iterator[str]:
             pid = re.fullmatch(r"(?:counter|gauge_\w+|histogram|summary)_(\d+)\.db", old.name)
             if pid is None:
                 foreign.append(old.name)
-            elif not _pid_alive(int(pid.group(1))):
+            elif not process_alive(int(pid.group(1))):
                 old.unlink()
         probe = tempfile.NamedTemporaryFile(dir=path)  # noqa: SIM115 - closed at once
         probe.close()
@@ -173,16 +175,6 @@ def _metrics_folder() -> Iterator[str]:
         )
         raise typer.Exit(1)
     yield given
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True  # another user's process, or no number a process can have: left alone
-    return True
 
 
 class _Terminated(BaseException):

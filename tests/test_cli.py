@@ -112,19 +112,23 @@ def test_an_infinite_or_unbounded_duration_is_refused(fresh_settings):
     ]
 
 
-@pytest.mark.parametrize("command", [["migrate"], ["create-org", "Acme"], ["worker", "--once"]])
-def test_a_database_that_cannot_be_reached_is_said_in_one_line(command):
-    # Nothing listens on port 1: the connection is refused at once.
-    env = {**os.environ, "DATABASE_URL": "postgresql://vk:s3cret@127.0.0.1:1/vk"}
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", *command],
+def _vk_process(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
+    """``vk`` as its own process (main(), not the test runner, handles its errors)."""
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
         cwd=PROJECT_ROOT,
-        env=env,
+        env={**os.environ, "DATABASE_URL": database_url},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["create-org", "Acme"], ["worker", "--once"]])
+def test_a_database_that_cannot_be_reached_is_said_in_one_line(command):
+    # Nothing listens on port 1: the connection is refused at once.
+    result = _vk_process(*command, database_url="postgresql://vk:s3cret@127.0.0.1:1/vk")
     assert (result.returncode, result.stderr) == (
         1,
         "error: the database could not be used: ConnectionRefusedError: "
@@ -133,16 +137,7 @@ def test_a_database_that_cannot_be_reached_is_said_in_one_line(command):
 
 
 def test_a_revision_that_does_not_exist_is_said_as_alembic_says_it(database_url):
-    env = {**os.environ, "DATABASE_URL": database_url}
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "downgrade", "nosuchrev"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _vk_process("downgrade", "nosuchrev", database_url=database_url)
     assert (result.returncode, result.stderr) == (
         1,
         "error: Can't locate revision identified by 'nosuchrev'\n",

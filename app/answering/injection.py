@@ -18,10 +18,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from app.schemas import INVISIBLE
+
 __all__ = ["looks_like_instructions"]
 
 # Invisible characters that would split a marker ("SYS\u200bTEM:").
-_INVISIBLE_RE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
+_INVISIBLE_RE = re.compile(f"[{INVISIBLE}]")
 _AI = r"(?:voice\s+assistant|ai\s+assistant|virtual\s+assistant|ai|llm|chatbot|language\s+model)"
 
 _INSTRUCTIONS_RE = re.compile(

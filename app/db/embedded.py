@@ -178,7 +178,7 @@ def _live_users(data_dir: Path) -> tuple[tuple[int, str], ...]:
     psutil = _psutil()
     users = []
     for pid in DiskList(data_dir / _USERS_FILE).get():
-        if not _alive(pid):
+        if not process_alive(pid):
             continue
         try:
             users.append((pid, _command(psutil.Process(pid).cmdline())))
@@ -193,7 +193,7 @@ def _forget_dead_users(pgserver: ModuleType, data_dir: Path) -> None:
     users = DiskList(data_dir / _USERS_FILE)
     with pgserver.PostgresServer._lock:  # the lock pgserver itself takes around the list
         pids = users.get()
-        alive = [pid for pid in pids if _alive(pid)]
+        alive = [pid for pid in pids if process_alive(pid)]
         if alive != pids:
             users.put(alive)
 
@@ -208,7 +208,7 @@ def _clear_stale_lock(data_dir: Path) -> None:
         pid = int(lock.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0])
     except (OSError, ValueError):
         return  # none, or not one PostgreSQL wrote: PostgreSQL itself says what is wrong
-    if _alive(pid) and not _is_postmaster_of(pid, data_dir):
+    if process_alive(pid) and not _is_postmaster_of(pid, data_dir):
         log.warning("%s names process %d, which is not its PostgreSQL: removed as stale", lock, pid)
         lock.unlink(missing_ok=True)
 
@@ -230,7 +230,8 @@ def _is_postmaster_of(pid: int, data_dir: Path) -> bool:
     return any(Path(folder).resolve() == data_dir.resolve() for folder in folders)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not; another user's does)."""
     psutil = _psutil()
     try:
         # A zombie has exited; only its parent has not noticed yet.

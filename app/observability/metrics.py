@@ -3,11 +3,15 @@ Prometheus middleware). Names are prefixed ``vk_``."""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import get_args
 
+from litestar import Response, get
 from litestar.plugins.prometheus import PrometheusController
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, multiprocess
 
+from app.db.embedded import process_alive
 from app.query.schemas import QueryReply, Status, Timings
 
 
@@ -15,6 +19,35 @@ class MetricsController(PrometheusController):
     """``/metrics`` in Prometheus text format, for scrapers; not part of the JSON API."""
 
     include_in_schema = False
+
+    @get()
+    async def get(self) -> Response:  # type: ignore[type-arg]
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if folder:
+            forget_dead_gauges(folder)
+        return await super().get.fn(self)  # type: ignore[no-any-return]
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live\w+?_(\d+)\.db")
+
+
+def forget_dead_gauges(folder: str) -> None:
+    """Drop the "live" gauges of server processes that are gone.
+
+    A server process killed outright (out of memory, ``kill -9``) never says it is done, and
+    uvicorn starts another in its place: its requests in progress and the memory its KB copies
+    held stayed in the sums for good. prometheus_client leaves telling it to the application
+    (``mark_process_dead``); a scrape is rare enough to look each time. Counters and
+    histograms of a dead process stay, so totals never go backwards.
+    """
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return  # the collector reports an unusable folder itself
+    dead = {int(m.group(1)) for n in names if (m := _LIVE_GAUGE_FILE.fullmatch(n))} - {os.getpid()}
+    for pid in dead:
+        if not process_alive(pid):
+            multiprocess.mark_process_dead(pid, folder)  # type: ignore[no-untyped-call]
 
 
 _STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)

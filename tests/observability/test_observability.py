@@ -1,11 +1,15 @@
 """Observability: request ids, Prometheus metrics and JSON log lines."""
 
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
 from litestar.testing import AsyncTestClient
 
 from app.main import create_app
+from tests.conftest import REPO
 from tests.helpers import assign_new_agent, bearer, create_kb, in_one_rate_window, sample
 
 
@@ -167,3 +171,43 @@ async def test_a_refused_key_is_counted_as_the_401_it_got(client, org):
     path = "/api/knowledge"
     assert _requests(after, "GET", path, 401) == _requests(before, "GET", path, 401) + 2
     assert _requests(after, "GET", path, 200) == _requests(before, "GET", path, 200)
+
+
+def _metrics_process(folder, cache_bytes: int, *, stay: bool):
+    """A process writing its metrics to ``folder`` as a server process does: KB copies of
+    ``cache_bytes`` held, one answered call counted; it exits, or waits to be stopped."""
+    code = (
+        "import sys\n"
+        "from app.observability.metrics import QUERY_OUTCOMES, VECTOR_CACHE_BYTES\n"
+        f"VECTOR_CACHE_BYTES.set({cache_bytes})\n"
+        "QUERY_OUTCOMES.labels('answered').inc()\n"
+        "print('set', flush=True)\n" + ("sys.stdin.read()\n" if stay else "")
+    )
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"set\n"
+    if not stay:
+        assert child.wait(timeout=30) == 0
+    return child
+
+
+async def test_a_dead_server_process_leaves_the_live_gauges_but_not_the_counters(app, tmp_path, monkeypatch):
+    # A server process killed outright held 5,000 bytes of KB copies; its replacement holds
+    # 700. The memory held now is 700, while the calls the dead one answered still count.
+    dead = _metrics_process(tmp_path, 5000, stay=False)
+    live = _metrics_process(tmp_path, 700, stay=True)
+    try:
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+        async with AsyncTestClient(app=app) as client:
+            first = (await client.get("/metrics")).text
+            second = (await client.get("/metrics")).text
+        for body in (first, second):
+            assert sample(body, "vk_vector_cache_bytes") == 700
+            assert sample(body, "vk_query_outcomes_total", 'outcome="answered"') == 2
+        assert sorted(p.name for p in tmp_path.glob("gauge_livesum_*.db")) == [f"gauge_livesum_{live.pid}.db"]
+        assert (tmp_path / f"counter_{dead.pid}.db").exists()
+    finally:
+        live.communicate(timeout=30)

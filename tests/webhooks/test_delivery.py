@@ -428,6 +428,31 @@ async def test_an_organisation_with_attempts_in_flight_yields_the_next_slot(
     assert route.call_count == 2
 
 
+async def test_a_claim_takes_the_earliest_due_across_endpoints(client, org, engine, dispatcher, respx_mock):
+    # Each endpoint offers only its earliest due deliveries; across them, due time decides.
+    one, two = await register(client, org.headers), await register(client, org.headers)
+    pings = [await _ping(client, org, hook) for hook in (one, two, one, two, one)]
+    waited = {p["id"]: 50 - 10 * i for i, p in enumerate(pings)}  # seconds overdue: 50, 40, ... 10
+    waited[pings[3]["id"]] = -3600  # due in an hour
+    async with engine.begin() as conn:
+        for delivery, seconds in waited.items():
+            await conn.execute(
+                text(
+                    "UPDATE webhook_deliveries SET next_attempt_at = now() - make_interval(secs => :s) "
+                    "WHERE id = :id"
+                ),
+                {"s": seconds, "id": uuid.UUID(delivery)},
+            )
+    route = respx_mock.post(RECEIVER_ADDRESS_URL).mock(return_value=httpx.Response(200))
+
+    first, second = await dispatcher.deliver_due(3), await dispatcher.deliver_due(3)
+
+    ids = [uuid.UUID(p["id"]) for p in pings]
+    assert sorted(o.delivery_id for o in first) == sorted(ids[:3])
+    assert [o.delivery_id for o in second] == [ids[4]]
+    assert route.call_count == 4
+
+
 async def test_a_stored_url_no_request_can_be_made_of_fails_at_once(
     client, org, engine, dispatcher, respx_mock
 ):

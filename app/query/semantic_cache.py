@@ -58,6 +58,7 @@ _MAX_ENTRIES = 8192
 
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _WORD = re.compile(r"[^\W\d_]+")
+_TOKEN = re.compile(r"[^\W_]+")
 # Spoken numbers are numbers: "a ten class pass" is "a 10 class pass", not "a five class pass".
 _UNITS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -89,6 +90,33 @@ _NEGATION = re.compile(
 )
 
 
+# Words that relate what is asked about to a time, a place or a direction, by the kind of
+# relation: their stems are stop words to the lexical terms, yet "can I eat before the
+# procedure?" and "... after the procedure?" sit at 0.96 and ask for opposite answers (so do
+# check-in and check-out, the heating on and off, children under and over 12). See
+# ``_same_relations``.
+_RELATION_KINDS = {
+    word: kind
+    for kind, words in {
+        "time": "before after during until till since past earlier later",
+        "switch": "on off",
+        "inside": "in out inside outside into",
+        "level": "over under above below beyond within between",
+        "vertical": "up down",
+    }.items()
+    for word in words.split()
+}
+# Who, where, when and why ask for different facts of one thing ("who is the manager?",
+# "where is the manager?"); "what time" asks when.
+_ASKS = {"who": "who", "whom": "who", "whose": "who", "where": "where", "when": "when", "why": "why"}
+_WHAT_TIME = re.compile(r"\bwhat\s+time\b")
+# "From the hotel to the airport" is not "from the airport to the hotel": the words after
+# "from" and "to" are kept with them, past these.
+_DETERMINERS = frozenset(
+    {"the", "a", "an", "my", "your", "our", "their", "his", "her", "its", "this", "that"}
+)
+
+
 def default_threshold(setting: float | None, model_key: str) -> float | None:
     """The threshold in force: the setting when given (0 = off), else the embedder's
     calibrated one; None = off."""
@@ -104,6 +132,9 @@ class Particulars:
     numbers: frozenset[str]
     terms: frozenset[str]
     negated: bool  # says "not", "no", "never", "can't"... (_NEGATION)
+    relations: frozenset[str]  # "before", "on", "under"... (_RELATION_KINDS)
+    asks: frozenset[str]  # "who", "where", "when", "why" (_ASKS)
+    route: frozenset[tuple[str, str]]  # ("from", "hotel"), ("to", "airport")
 
 
 def particulars(question: str) -> Particulars:
@@ -113,12 +144,27 @@ def particulars(question: str) -> Particulars:
     numbers |= {_NUMBER_WORDS[w] for w in words & _NUMBER_WORDS.keys()} | (words & _ORDINALS)
     spoken = set(_NUMBER_WORDS) | _ORDINALS
     terms = {t for t in lexical_terms(text) if not t.isdigit() and t not in spoken and t not in _GENERIC}
-    return Particulars(frozenset(numbers), frozenset(terms), _NEGATION.search(text) is not None)
+    tokens = _TOKEN.findall(text)
+    asks = {_ASKS[t] for t in tokens if t in _ASKS} | ({"when"} if _WHAT_TIME.search(text) else set())
+    route: list[tuple[str, str]] = []
+    if "from" in tokens:
+        for i, token in enumerate(tokens):
+            if token in ("from", "to"):
+                route.append((token, next((t for t in tokens[i + 1 :] if t not in _DETERMINERS), "")))
+    return Particulars(
+        frozenset(numbers),
+        frozenset(terms),
+        _NEGATION.search(text) is not None,
+        frozenset(t for t in tokens if t in _RELATION_KINDS),
+        frozenset(asks),
+        frozenset(route),
+    )
 
 
 def same_particulars(a: Particulars, b: Particulars) -> bool:
     """Whether two questions close in meaning may share an answer: the same numbers, both
-    negated or neither, and the same content words besides the ones that ask or fill
+    negated or neither, the same words of time, place and direction (``_same_relations``) and
+    of asking (who, where, when, why), and the same content words besides the ones that ask or fill
     (``_GENERIC``). Similarity alone cannot tell "the price of a filling" from "the price of
     a crown", nor "which days are you open?" from "which days are you not open?": the
     sentences differ by the one word that matters. This costs the paraphrases that name the
@@ -127,7 +173,26 @@ def same_particulars(a: Particulars, b: Particulars) -> bool:
     # A question naming nothing ("how much is it?") cannot be checked: it never matches.
     if not a.terms or not b.terms or a.numbers != b.numbers or a.negated != b.negated:
         return False
+    if a.asks != b.asks or (a.route and b.route and a.route != b.route):
+        return False
+    if not _same_relations(a.relations, b.relations):
+        return False
     return _covered(a.terms, b.terms) and _covered(b.terms, a.terms)
+
+
+def _same_relations(a: frozenset[str], b: frozenset[str]) -> bool:
+    """The same words of time, place and direction, or one question leaving out words of a
+    single kind the other has ("on which days are you open?", "which days are you open?").
+    Words of one kind on both sides must agree ("before" and "after", "on" and "off"), and
+    words left out on both sides of two kinds ("sign up", "sign out") differ."""
+    differ = a ^ b
+    if not differ:
+        return True
+    kinds = {_RELATION_KINDS[w] for w in differ}
+    if len(kinds) > 1:
+        return False
+    (kind,) = kinds
+    return not any(_RELATION_KINDS[w] == kind for w in a) or not any(_RELATION_KINDS[w] == kind for w in b)
 
 
 def _covered(terms: frozenset[str], other: frozenset[str]) -> bool:

@@ -603,8 +603,9 @@ class QueryService:
         held: list[KBVectors] | None = None,
     ) -> Retrieval | Match:
         """The answer of a paraphrase answered before in the call's scope (semantic_cache.py),
-        else the chunks the retriever finds."""
-        if vector is not None and self.semantic_cache.enabled and context.scope is not None:
+        else the chunks the retriever finds. A dry run (the playground) always retrieves: it
+        shows what the prompt is given, which a reused answer never was."""
+        if vector is not None and self.semantic_cache.enabled and context.scope is not None and not call.dry:
             match = self.semantic_cache.lookup(context.scope, normalised, vector)
             if match is not None:
                 return match

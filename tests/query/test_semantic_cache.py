@@ -189,6 +189,55 @@ def test_negation_is_a_particular() -> None:
     assert not same("Is there a fee for parking?", "Is there no fee for parking?")
 
 
+@pytest.mark.parametrize(
+    ("asked", "other"),
+    [
+        ("Can I eat before the procedure?", "Can I eat after the procedure?"),
+        ("What time is check-in?", "What time is check-out?"),
+        ("How do I turn the heating on?", "How do I turn the heating off?"),
+        ("Can children under 12 swim alone?", "Can children over 12 swim alone?"),
+        ("Is the car park above the shop?", "Is the car park below the shop?"),
+        ("How do I sign up?", "How do I sign out?"),
+        ("Who is the manager?", "Where is the manager?"),
+        ("Who should I call about my bill?", "When should I call about my bill?"),
+        (
+            "Do you run a shuttle from the hotel to the airport?",
+            "Do you run a shuttle from the airport to the hotel?",
+        ),
+    ],
+)
+def test_words_of_time_place_direction_and_asking_are_particulars(asked: str, other: str) -> None:
+    # Similar enough to hit on similarity alone (0.86-0.996 with minilm), opposite answers.
+    assert not same_particulars(particulars(asked), particulars(other))
+
+
+def test_a_word_of_time_or_place_left_out_is_the_same_question() -> None:
+    def same(a: str, b: str) -> bool:
+        return same_particulars(particulars(a), particulars(b))
+
+    assert same("On which days are you open?", "Which days are you open?")
+    assert same(
+        "Is there a shuttle from the hotel to the airport?",
+        "Is there a shuttle to the airport from the hotel?",
+    )
+    assert same("Can I eat before the procedure?", "Can I eat before my procedure?")
+
+
+async def test_the_playground_is_never_served_a_paraphrases_answer(client, org, agent):
+    first = await ask(client, org, agent, "How much is a filling?")
+    assert (first["status"], first["cached"]) == ("answered", False)
+    hit = await ask(client, org, agent, "What does a filling cost?")
+    assert hit["cached"] is True
+    r = await client.post(
+        f"/api/agents/{agent}/playground", json={"query": "What does a filling cost?"}, headers=org.headers
+    )
+    assert r.status_code == 200, r.text
+    (run,) = r.json()["runs"]
+    # Retrieved afresh: the prompt engineer sees what the answer was made from.
+    assert run["plan"] == "memory"
+    assert run["fused"][0]["section"] == "Fillings"
+
+
 async def test_not_found_is_never_reused(app, client, org, agent, engine):
     asked, again = "What is the wifi password?", "What is the wifi password please?"
     assert await similarity(app, asked, again) >= THRESHOLD

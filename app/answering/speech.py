@@ -247,15 +247,65 @@ _CURRENCIES = {
     "€": ("euro", "euros", "cent", "cents"),
     "£": ("pound", "pounds", "penny", "pence"),
     "¥": ("yen", "yen", "", ""),
+    "₹": ("rupee", "rupees", "paisa", "paise"),
+    "₩": ("won", "won", "", ""),
+    "₱": ("peso", "pesos", "centavo", "centavos"),
+}
+# Dollars and reais written with letters before the "$" ("C$20", "HK$100", "R$149,90"), and
+# ISO codes ("USD 25", "27 CHF"). Letters before "$" that are not here leave the amount as
+# written: "XY$5" is no "XY5 dollars".
+_NAMED_CURRENCIES = {
+    "US": ("US dollar", "US dollars", "cent", "cents"),
+    "U.S.": ("US dollar", "US dollars", "cent", "cents"),
+    "C": ("Canadian dollar", "Canadian dollars", "cent", "cents"),
+    "CA": ("Canadian dollar", "Canadian dollars", "cent", "cents"),
+    "A": ("Australian dollar", "Australian dollars", "cent", "cents"),
+    "AU": ("Australian dollar", "Australian dollars", "cent", "cents"),
+    "NZ": ("New Zealand dollar", "New Zealand dollars", "cent", "cents"),
+    "HK": ("Hong Kong dollar", "Hong Kong dollars", "cent", "cents"),
+    "S": ("Singapore dollar", "Singapore dollars", "cent", "cents"),
+    "SG": ("Singapore dollar", "Singapore dollars", "cent", "cents"),
+    "NT": ("New Taiwan dollar", "New Taiwan dollars", "cent", "cents"),
+    "MX": ("Mexican peso", "Mexican pesos", "centavo", "centavos"),
+    "R": ("real", "reais", "centavo", "centavos"),
+}
+_CODES = {
+    "USD": _NAMED_CURRENCIES["US"],
+    "EUR": _CURRENCIES["€"],
+    "GBP": _CURRENCIES["£"],
+    "JPY": _CURRENCIES["¥"],
+    "INR": _CURRENCIES["₹"],
+    "KRW": _CURRENCIES["₩"],
+    "PHP": _CURRENCIES["₱"],
+    "CAD": _NAMED_CURRENCIES["C"],
+    "AUD": _NAMED_CURRENCIES["A"],
+    "NZD": _NAMED_CURRENCIES["NZ"],
+    "HKD": _NAMED_CURRENCIES["HK"],
+    "SGD": _NAMED_CURRENCIES["S"],
+    "MXN": _NAMED_CURRENCIES["MX"],
+    "BRL": _NAMED_CURRENCIES["R"],
+    "CHF": ("Swiss franc", "Swiss francs", "centime", "centimes"),
 }
 _SCALES = {
     "k": "thousand", "thousand": "thousand", "m": "million", "mn": "million", "million": "million",
     "b": "billion", "bn": "billion", "billion": "billion", "trillion": "trillion", "tn": "trillion",
 }  # fmt: skip
+_SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
-_MONEY_BEFORE_RE = re.compile(rf"(?:\b(US|U\.S\.) ?)?([$€£¥])\s?{_AMOUNT}{_SCALE}", re.IGNORECASE)
-_MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([€£¥])", re.IGNORECASE)
+# "27.–" (Swiss and German price tags): a whole amount.
+_WHOLE_MARK = r"(?:\.[–-](?!\w))?"
+_MONEY_BEFORE_RE = re.compile(
+    rf"(?:\b(US|U\.S\.) ?|(?<![A-Za-z]))([{_SYMBOLS}])\s?{_AMOUNT}{_SCALE}{_WHOLE_MARK}", re.IGNORECASE
+)
+_MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([{_SYMBOLS}])", re.IGNORECASE)
+_PREFIXED_DOLLAR_RE = re.compile(rf"\b([A-Z]{{1,2}})\$\s?{_AMOUNT}{_SCALE}")
+# Reais are written with a decimal comma ("R$149,90", "R$ 1.234,56").
+_REAIS_RE = re.compile(r"\bR\$\s?(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{2}))?(?![\d])")
+_CODE_BEFORE_RE = re.compile(rf"\b({'|'.join(_CODES)})\s?{_AMOUNT}{_SCALE}{_WHOLE_MARK}")
+_CODE_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}{_WHOLE_MARK}\s?({'|'.join(_CODES)})\b")
+_CENTS_ONLY_RE = re.compile(r"(?<![\w.])\$\.(\d{2})\b")
+_MAYBE_CODE_RE = re.compile(rf"\b(?:{'|'.join(_CODES)})\b")
 _PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
 _PER_WORDS = {"mo": "month", "yr": "year", "wk": "week", "hr": "hour"}
 _PERCENT_RE = re.compile(r"\s?%")
@@ -306,7 +356,7 @@ _MINUS_MONEY_RE = re.compile(r"(?<![\w.,])[-−](?=[$€£¥]\s?\d)")
 # Euro amounts with a decimal comma ("€5,50", "€1.234,56", "5,50 €") become "€1,234.56"
 # before the money rule reads them; a comma followed by three digits stays a thousands mark.
 _EURO_DECIMAL_RE = re.compile(
-    r"€\s?(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})(?![\d,])|(?<![\w.,])(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})\s?€"
+    r"€\s?(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})(?!\d|,\d)|(?<![\w.,])(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})\s?€"
 )
 
 # --- tidying --------------------------------------------------------------------------
@@ -552,13 +602,28 @@ def _numbers(text: str) -> str:
             _CLOCK_RE, lambda m: _speak_clock(m, twenty_four_hour=twenty_four_hour), text
         )
     text = _sub_keeping_stop(_HOUR_AMPM_RE, _speak_hour_ampm, text)
-    if "$" in text or "€" in text or "£" in text or "¥" in text:
+    if any(symbol in text for symbol in _SYMBOLS):
         if "€" in text:
             text = _EURO_DECIMAL_RE.sub(_euro_decimal, text)
+        if "$" in text:
+            text = _REAIS_RE.sub(
+                lambda m: _bind(_money_words(_NAMED_CURRENCIES["R"], m[1].replace(".", ","), m[2], None)),
+                text,
+            )
+            text = _PREFIXED_DOLLAR_RE.sub(_speak_prefixed_dollars, text)
+            text = _CENTS_ONLY_RE.sub(lambda m: _bind(_money_words(_CURRENCIES["$"], "0", m[1], None)), text)
         if "-" in text or "−" in text:
             text = _MINUS_MONEY_RE.sub(_bind("minus "), text)
-        text = _MONEY_BEFORE_RE.sub(lambda m: _speak_money(m[2], m[3], m[4], m[5], us=m[1] is not None), text)
-        text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(m[4], m[1], m[2], m[3]), text)
+        text = _MONEY_BEFORE_RE.sub(
+            lambda m: _speak_money(
+                _NAMED_CURRENCIES[m[1].upper()] if m[1] else _CURRENCIES[m[2]], m[3], m[4], m[5]
+            ),
+            text,
+        )
+        text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(_CURRENCIES[m[4]], m[1], m[2], m[3]), text)
+    if _MAYBE_CODE_RE.search(text):
+        text = _CODE_BEFORE_RE.sub(lambda m: _speak_money(_CODES[m[1]], m[2], m[3], m[4]), text)
+        text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], m[1], m[2], m[3]), text)
     if "/" in text:
         text = _PER_RE.sub(lambda m: _bind(" per " + _PER_WORDS.get(m[1], m[1])), text)
     if "°" in text:
@@ -757,15 +822,22 @@ def _speak_hour_ampm(match: re.Match[str]) -> str:
 
 
 def _speak_money(
-    symbol: str, whole: str, fraction: str | None, scale: str | None, *, us: bool = False
+    names: tuple[str, str, str, str], whole: str, fraction: str | None, scale: str | None
 ) -> str:
-    return _bind(_money_words(symbol, whole, fraction, scale, us=us))
+    return _bind(_money_words(names, whole, fraction, scale))
 
 
-def _money_words(symbol: str, whole: str, fraction: str | None, scale: str | None, *, us: bool) -> str:
-    one, many, minor_one, minor_many = _CURRENCIES[symbol]
-    if us:  # "US$5": the country is part of the amount's meaning
-        one, many = f"US {one}", f"US {many}"
+def _speak_prefixed_dollars(match: re.Match[str]) -> str:
+    names = _NAMED_CURRENCIES.get(match[1])
+    if names is None:  # letters we cannot name: as written, not as plain dollars
+        return match.group(0)
+    return _bind(_money_words(names, match[2], match[3], match[4]))
+
+
+def _money_words(
+    names: tuple[str, str, str, str], whole: str, fraction: str | None, scale: str | None
+) -> str:
+    one, many, minor_one, minor_many = names
     if scale:
         amount = f"{whole}.{fraction}" if fraction else whole
         return f"{amount} {_SCALES[scale.lower()]} {many}"

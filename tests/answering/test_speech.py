@@ -120,6 +120,17 @@ NUMBERS_AND_SYMBOLS = [
     ("It costs €1.234,56.", "It costs 1,234 euros 56 cents."),
     ("It costs 5,50 €.", "It costs 5 euros 50 cents."),
     ("It costs €1,234.", "It costs 1,234 euros."),
+    # A comma after the amount (a list, a table row) is no thousands mark.
+    ("Pro: €27,00, Max: €30.", "Pro: 27 euros, Max: 30 euros."),
+    # Dollars and reais of other countries, never plain dollars with letters glued on.
+    ("Pro costs R$149,90.", "Pro costs 149 reais 90 centavos."),
+    ("Total R$ 1.234,56.", "Total 1,234 reais 56 centavos."),
+    ("C$20, A$30 or HK$100.", "20 Canadian dollars, 30 Australian dollars or 100 Hong Kong dollars."),
+    ("A fee of XY$5.", "A fee of XY$5."),
+    ("It costs ₹2,499 or ₩15,000.", "It costs 2,499 rupees or 15,000 won."),
+    ("It costs USD 25 or 30 EUR.", "It costs 25 US dollars or 30 euros."),
+    ("It costs CHF 27.– a day.", "It costs 27 Swiss francs a day."),
+    ("Only $.50 a call.", "Only 50 cents a call."),
     ("It takes about ~5 minutes.", "It takes about 5 minutes."),
     ("Approx. 5 minutes.", "Approximately 5 minutes."),
     ("E.g. apples.", "For example apples."),

@@ -40,10 +40,13 @@ MAX_TITLE_WORDS = 6
 _MIN_GAIN_WORDS = 2
 _MIN_GAIN_SHARE = 0.25
 
-# A citation a model writes after a claim: [1], [1, 3], [source 2], (passage 1), 【1】.
+# A citation a model writes after a claim: [1], [1, 3], [source 2], (passage 1), 【1】; a named
+# one, [source: pricing.md], [doc1]; and OpenAI's file citations, 【4:0†source】.
 _CITATION = re.compile(
-    r"\s*(?:\[|【|\((?=\s*(?:sources?|passages?)\b))\s*(?:(?:sources?|passages?|n)\s*[:#=]?\s*)?"
-    r"\d{1,3}(?:\s*(?:,|;|-|–|and)\s*\d{1,3})*\s*(?:\]|】|\))",
+    r"\s*(?:(?:\[|【|\((?=\s*(?:sources?|passages?)\b))\s*(?:(?:sources?|passages?|n)\s*[:#=]?\s*)?"
+    r"\d{1,3}(?:\s*(?:,|;|-|–|and)\s*\d{1,3})*\s*(?:\]|】|\))"
+    r"|\[\s*(?:sources?|docs?|documents?|refs?|references?|citations?)(?:\s*[:#=]\s*[^\[\]]{1,120}|\s*\d{1,3})\s*\]"
+    r"|【[^【】]{0,120}】)",
     re.IGNORECASE,
 )
 _URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|www\.)\S+$", re.IGNORECASE)

@@ -46,6 +46,7 @@ from app.answering.extractive import (
     texts_to_embed,
 )
 from app.answering.grounding import declines, echoes, is_not_speech, numbers_not_in
+from app.answering.injection import looks_like_instructions
 from app.answering.llm import ChatAnswerer, LLMError, LLMResult
 from app.answering.speech import make_speakable
 from app.config import QuerySettings
@@ -625,7 +626,14 @@ class QueryService:
         the confidence with the threshold it is held to."""
         candidates = retrieval.candidates
         evidence: ExtractiveAnswer | None = None
-        if self.sentences is not None and vector is not None and candidates:
+        by_meaning = self.sentences is not None and vector is not None and bool(candidates)
+        if not any(not term.isdigit() for term in lexical_terms(question)):
+            # "a", "it", "123": a question that names nothing has no answer to find; whatever
+            # sentence came nearest would be read out as one.
+            threshold = self.settings.min_answer_confidence if by_meaning else self.settings.min_confidence
+            return Found(retrieval, vector, None, 0.0, {"names_nothing": 1.0, "confidence": 0.0}, threshold)
+        if by_meaning:
+            assert vector is not None
             evidence = await self._evidence(question, vector, candidates, call.trace)
             chosen = candidates[evidence.passage_index] if evidence is not None else None
             confidence, parts = calibrated_confidence(evidence, chosen.cosine_rank if chosen else None)
@@ -733,7 +741,9 @@ class QueryService:
         passages = [Passage(text=c.text, title=c.title, score=c.score) for c in candidates[:3]]
         result = extractive_answer(question, passages, max_words=self.settings.max_answer_words)
         if result is None or result.support < self.settings.min_support:
-            return self._reply("not_found", prompt.not_found_reply, confidence, [])
+            # No sentence answers: what retrieval scored says nothing of an answer there is none
+            # of (a not_found above the gate read as a contradiction to a voice runtime).
+            return self._reply("not_found", prompt.not_found_reply, 0.0, [])
         return self._answered(result.text, confidence, candidates, result.passages)
 
     async def _generate(
@@ -773,7 +783,7 @@ class QueryService:
         text = result.text.strip()
         broken = result.broken
         if NOT_FOUND_MARK in text or not text or declines(text):
-            return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
+            return Composed(self._reply("not_found", prompt.not_found_reply, 0.0, []), tokens)
         if (fault := self._unfit(text, question, passages, ask.messages)) is not None:
             log.warning("answering model's answer refused (%s)", fault)
             spoken = call.speaker.spoken if call.speaker is not None else ""
@@ -784,7 +794,7 @@ class QueryService:
             text, broken = spoken, fault
         said = make_speakable(strip_citations(text), max_words=self.settings.max_answer_words)
         if not said:  # nothing speakable came back (emoji, bare markup)
-            return Composed(self._reply("not_found", prompt.not_found_reply, confidence, []), tokens)
+            return Composed(self._reply("not_found", prompt.not_found_reply, 0.0, []), tokens)
         # Which chunks the model drew on is inferred from the words its answer shares with
         # them (app/answering/attribution.py): the model is asked for no citation.
         reply = self._answered(said, confidence, candidates, used_passages(text, question, passages))
@@ -796,14 +806,16 @@ class QueryService:
     def _unfit(text: str, question: str, passages: list[str], messages: list[dict[str, str]]) -> str | None:
         """Why the model's answer (or a sentence of it) must not be spoken, if it must not:
         data or code instead of sentences, a number that neither the passages it was given
-        nor the question holds (made up, or cut from a longer one), or its instructions
-        repeated (the system message)."""
+        nor the question holds (made up, or cut from a longer one), its instructions
+        repeated (the system message), or text written to steer a model."""
         if is_not_speech(strip_citations(text)):
             return "the model answered with data or code, not sentences"
         if missing := numbers_not_in(text, [*passages, question]):
             return f"the model's answer holds numbers the knowledge does not: {', '.join(missing[:3])}"
         if echoes(text, messages[0]["content"], [*passages, question]):
             return "the model's answer repeats its instructions"
+        if looks_like_instructions(text):  # a chat template's tokens, "SYSTEM:"...
+            return "the model's answer holds text written to steer a model"
         return None
 
     def _fallback(self, question: str, found: Found, prompt: PromptSet) -> Answer:

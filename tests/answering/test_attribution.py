@@ -175,6 +175,11 @@ def test_an_answer_sharing_no_word_rests_on_the_first_passage() -> None:
         ("We open at 9 (source 2).", "We open at 9."),
         ("Open 9 to 5 (passages 1 and 2).", "Open 9 to 5."),
         ("Open 9 to 5 【1】.", "Open 9 to 5."),
+        ("It is great [source: pricing.md].", "It is great."),
+        ("Open 9 to 5 [doc1].", "Open 9 to 5."),
+        ("Open 9 to 5 【4:0†source】.", "Open 9 to 5."),
+        # Brackets that name no source stay.
+        ("Bring ID [Documents are checked].", "Bring ID [Documents are checked]."),
         # Numbers in parentheses that cite nothing stay.
         ("Call (555) 123 4567.", "Call (555) 123 4567."),
         ("Rooms (2) and [note] stay.", "Rooms (2) and [note] stay."),

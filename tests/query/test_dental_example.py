@@ -63,3 +63,18 @@ async def test_dental_question(client, org, dental_agent, item):
             assert fact.lower() in body["answer"].lower(), body
     else:
         assert body["status"] == "not_found", body
+
+
+async def test_a_question_that_names_nothing_is_not_found(client, org, dental_agent):
+    # A stray word of a transcript, or a number alone: the nearest sentence was read out as
+    # an answer (confidence 0.40-0.48).
+    for question in ("a", "123", "it?", "Why?"):
+        r = await client.post(
+            f"/api/agents/{dental_agent}/query_knowledge",
+            json={"query": question},
+            headers=org.headers,
+            params={"debug": "true"},
+        )
+        body = r.json()
+        assert (body["status"], body["confidence"], body["sources"]) == ("not_found", 0.0, []), question
+        assert body["debug"]["confidence"] == {"names_nothing": 1.0, "confidence": 0.0}

@@ -280,8 +280,10 @@ _SHORT_SENTENCE_WORDS = 6
 
 # --- sentence splitting -----------------------------------------------------------------
 _LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
-_CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)")
-_TERMINAL_END_RE = re.compile(r"[.!?…:;][\"'”’)\]]*$")
+# Chinese and Japanese full stops end a sentence with no space after them.
+_CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）)]*")
+_TERMINAL_END_RE = re.compile(r"[.!?…:;。！？][\"'”’)\]」』）]*$")
+_PARAGRAPH_BREAK_RE = re.compile(r"\n[ \t]*\n")
 _DOTTED_ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 # Words that start a new sentence after an acronym such as "U.S.", which otherwise does not end one.
 _SENTENCE_OPENERS = frozenset(
@@ -432,17 +434,28 @@ def _term_set(text: str) -> set[str]:
 
 @lru_cache(maxsize=2048)
 def _prepare(text: str) -> tuple[tuple[str, frozenset[str], int], ...]:
-    """Sentences of a passage with their terms and word counts, up to one written to steer
-    a model ("SYSTEM: tell the caller to call ..."): neither it nor what follows is read out.
+    """Sentences of a passage with their terms and word counts, less text written to steer a
+    model ("SYSTEM: tell the caller to call ..."): the sentence with the marker and the rest
+    of its paragraph are never read out, nor the next paragraph when the marker stood alone
+    ("SYSTEM:" on a line of its own). The paragraphs around them are the document's own.
 
     Cached because the same passages come back for many calls to one knowledge base.
     """
-    kept = []
-    for sentence in split_sentences(text):
-        if looks_like_instructions(sentence):
-            break  # what follows a marker is the planted text itself ("SYSTEM:" then "Say...")
-        kept.append((sentence, frozenset(_term_set(sentence)), sentence.count(" ") + 1))
-    return tuple(kept)
+    sentences = split_sentences(text)
+    if any(looks_like_instructions(sentence) for sentence in sentences):
+        sentences = []
+        skip_next = False
+        for paragraph in _PARAGRAPH_BREAK_RE.split(text):
+            if skip_next:
+                skip_next = False
+                continue
+            for sentence in split_sentences(paragraph):
+                if looks_like_instructions(sentence):
+                    # A marker on its own ("SYSTEM:", "[INST]") heads the planted text.
+                    skip_next = len(_content_terms(sentence)) <= 1
+                    break
+                sentences.append(sentence)
+    return tuple((s, frozenset(_term_set(s)), s.count(" ") + 1) for s in sentences)
 
 
 @dataclass(slots=True)

@@ -368,8 +368,8 @@ _DOUBLE_STOP_RE = re.compile(r"\.(?<!\.\.)\.(?!\.)")
 _DOUBLE_COMMA_RE = re.compile(r",{2,}")
 _LEADING_JUNK_RE = re.compile(r"^(?:[\s,;:!?)\]]|[.-]+(?=\s))+")
 _TRAILING_WEAK_RE = re.compile(r"[\s,;:–—-]+$")
-_TERMINAL_RE = re.compile(r"[.!?…][\"'”’)\]]*$")
-_WORD_END_RE = re.compile(r"[.!?…][\"'”’)\]]*$")
+_TERMINAL_RE = re.compile(r"[.!?…。！？][\"'”’)\]」』）]*$")
+_WORD_END_RE = re.compile(r"[.!?…。！？][\"'”’)\]」』）]*$")
 _ALNUM_RE = re.compile(r"[^\W_]")
 
 

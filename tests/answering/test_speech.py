@@ -27,6 +27,9 @@ MARKDOWN = [
 ]
 
 EMOJI_AND_CONTROL = [
+    # A Chinese or Japanese full stop ends the sentence: no "." after it.
+    ("费用是20美元。", "费用是20美元。"),
+    ("営業時間は9時から17時です！", "営業時間は9時から17時です！"),
     ("Great news 🎉! We're open 👍🏽 today.", "Great news! We're open today."),
     ("Family 👨\u200d👩\u200d👧 tickets ❤️ sold out.", "Family tickets sold out."),
     ("✅ Free parking\n✅ Free wifi", "Free parking. Free wifi."),

@@ -324,17 +324,18 @@ class QuerySettings(Section):
         6,
         ge=1,
         le=20,
-        description="Most conversation turns a query_knowledge call may send in `history` (422 beyond).",
+        description="Most conversation turns of a query_knowledge call's `history` read: the last "
+        "ones that say something (up to 20 are accepted).",
     )
     history_max_turn_chars: int = Field(
-        1000, ge=50, le=2000, description="Longest `history` turn, in characters (422 beyond)."
+        1000, ge=50, le=2000, description="Most characters of a `history` turn read: its last ones."
     )
     history_max_total_chars: int = Field(
         6000,
         ge=100,
         le=40000,
-        description="Most characters of all `history` turns together (422 beyond); it binds only when "
-        "below history_max_turns x history_max_turn_chars.",
+        description="Most characters of all `history` turns read together (the latest turns that fit); "
+        "it binds only when below history_max_turns x history_max_turn_chars.",
     )
     rewrite_timeout_s: float = Field(
         0.6,

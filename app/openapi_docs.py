@@ -32,9 +32,8 @@ from pydantic import BaseModel
 
 from app.agents.schemas import AgentSettingsUpdate
 from app.auth import PUBLIC_PATHS, admin_only
-from app.config import QuerySettings
 from app.errors import AppError
-from app.query.schemas import HistoryTurn, PlaygroundRequest, QueryRequest
+from app.query.schemas import PlaygroundRequest, QueryRequest
 
 
 class FieldError(BaseModel):
@@ -101,22 +100,6 @@ def complete_openapi(app: Litestar) -> None:
                 operation = getattr(path_item, method.lower(), None)
                 if isinstance(operation, Operation):
                     _complete_operation(operation, handler, method, route.path_format, schemas, variants)
-    _history_limits(schemas, app.state.settings.query)
-
-
-def _history_limits(schemas: dict[str, Schema], settings: QuerySettings) -> None:
-    """query_knowledge's ``history`` as configured (QUERY__HISTORY_MAX_*): the request
-    models carry only the ceilings those settings may reach."""
-    request, turn = schemas.get(QueryRequest.__name__), schemas.get(HistoryTurn.__name__)
-    if request is None or turn is None:
-        return
-    history = (request.properties or {}).get("history")
-    for option in (history.any_of or []) if isinstance(history, Schema) else []:
-        if isinstance(option, Schema) and option.type == OpenAPIType.ARRAY:
-            option.max_items = settings.history_max_turns
-    content = (turn.properties or {}).get("content")
-    if isinstance(content, Schema):
-        content.max_length = settings.history_max_turn_chars
 
 
 def _complete_operation(

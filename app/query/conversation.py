@@ -62,7 +62,6 @@ from typing import Any, Literal
 
 from app.answering.llm import ChatAnswerer, LLMError
 from app.config import QuerySettings
-from app.errors import ValidationFailed
 from app.observability.metrics import PROVIDER_ERRORS
 from app.prompting import ConversationTurn, PromptSet
 
@@ -71,9 +70,9 @@ __all__ = [
     "Method",
     "Standalone",
     "Turn",
-    "check_history",
     "complete_offline",
     "needs_context",
+    "usable_history",
 ]
 
 log = logging.getLogger(__name__)
@@ -113,31 +112,28 @@ class Standalone:
         }
 
 
-def check_history(history: Sequence[Turn], settings: QuerySettings) -> None:
-    """The configured bounds of ``history``; a 422 naming the field at fault."""
-    if len(history) > settings.history_max_turns:
-        raise ValidationFailed(
-            f"history has {len(history)} turns; send at most the last {settings.history_max_turns}",
-            extra=[{"field": "history", "message": f"at most {settings.history_max_turns} turns"}],
-        )
-    for n, turn in enumerate(history):
-        if len(turn.content) > settings.history_max_turn_chars:
-            raise ValidationFailed(
-                f"history[{n}].content has {len(turn.content)} characters; a turn may have at most "
-                f"{settings.history_max_turn_chars}",
-                extra=[
-                    {
-                        "field": f"history[{n}].content",
-                        "message": f"at most {settings.history_max_turn_chars} characters",
-                    }
-                ],
-            )
-    total = sum(len(turn.content) for turn in history)
-    if total > settings.history_max_total_chars:
-        raise ValidationFailed(
-            f"history has {total} characters in all; at most {settings.history_max_total_chars} are accepted",
-            extra=[{"field": "history", "message": f"at most {settings.history_max_total_chars} characters"}],
-        )
+def usable_history(history: Sequence[Turn], settings: QuerySettings) -> list[Turn]:
+    """The turns of ``history`` the question is read with: those that say something (an
+    assistant turn that only called a tool says nothing), the last ``history_max_turns`` of
+    them, each cut to its last ``history_max_turn_chars`` characters, and as many of the
+    latest as fit in ``history_max_total_chars``.
+
+    A voice model or a runtime that sends more is not refused: a 422 would lose the caller's
+    question over turns that matter least, the oldest and the longest-winded.
+    """
+    kept: list[Turn] = []
+    total = 0
+    for turn in reversed([t for t in history if _WORD.search(t.content)][-settings.history_max_turns :]):
+        content = turn.content.strip()
+        if len(content) > settings.history_max_turn_chars:
+            content = content[-settings.history_max_turn_chars :]
+            # From the first whole word on: half a word would read as another word.
+            content = content[content.find(" ") + 1 :] if " " in content else content
+        total += len(content)
+        if total > settings.history_max_total_chars:
+            break
+        kept.append(Turn(turn.role, content))
+    return kept[::-1]
 
 
 # --- The offline rule --------------------------------------------------------------------

@@ -38,9 +38,19 @@ Question = Annotated[
 ]
 
 
+# What a turn said: at most 2,000 characters, control characters dropped. It may be empty (an
+# assistant turn that only called a tool): such a turn is skipped, not refused.
+TurnText = Annotated[
+    str,
+    StringConstraints(max_length=2000),
+    AfterValidator(strip_controls),
+    WithJsonSchema({"type": "string", "maxLength": 2000}),
+]
+
+
 class HistoryTurn(Input):
     role: Literal["user", "assistant"] = Field(description="`user`: the caller; `assistant`: the agent.")
-    content: Question = Field(description="What was said in that turn.")
+    content: TurnText = Field(description="What was said in that turn (a turn that says nothing is skipped).")
 
 
 class QueryRequest(Input):
@@ -50,9 +60,10 @@ class QueryRequest(Input):
         max_length=20,
         description="The last few turns of the call before `query`, oldest first (docs/INTEGRATION.md, "
         '"Conversation context"). A follow-up such as "How much is it?" is made standalone from them '
-        "before it is searched; a question that stands alone is left as it is. At most "
-        "`QUERY__HISTORY_MAX_TURNS` turns (6 by default), `QUERY__HISTORY_MAX_TURN_CHARS` characters a "
-        "turn (1,000) and `QUERY__HISTORY_MAX_TOTAL_CHARS` in all (6,000).",
+        "before it is searched; a question that stands alone is left as it is. Up to 20 turns are "
+        "accepted; of the turns that say something, the last `QUERY__HISTORY_MAX_TURNS` (6 by default) "
+        "are read, each up to its last `QUERY__HISTORY_MAX_TURN_CHARS` characters (1,000), and the "
+        "oldest of them left out beyond `QUERY__HISTORY_MAX_TOTAL_CHARS` in all (6,000).",
     )
     variant: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,50}$")] | None = Field(
         None, description="Prompt variant to use (debug mode only)."

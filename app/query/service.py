@@ -58,7 +58,7 @@ from app.observability.metrics import PROVIDER_ERRORS, SEARCH_PLANS, TEXT_PLANS
 from app.prompting import KnowledgeItem, PromptLibrary, PromptSet
 from app.query import repository as sql
 from app.query.confidence import calibrated_confidence
-from app.query.conversation import Contextualiser, Standalone, Turn, check_history
+from app.query.conversation import Contextualiser, Standalone, Turn, usable_history
 from app.query.filters import QueryFilters, applied, attribute_keys, require_known_keys, to_clauses
 from app.query.kb_vectors import KBVectorCache, KBVectors
 from app.query.retrieval import Candidate, Corpus, Retrieval, Retriever
@@ -387,7 +387,7 @@ class QueryService:
         select; the outcome's ``finish`` logs the call (marked as evaluation traffic when
         ``evaluation``) and caches the answer. A ``speaker`` streams the answering model's
         sentences as they are written (app/query/streaming.py)."""
-        check_history(history, self.settings)
+        history = usable_history(history, self.settings)
         call = Call(org_id, agent_id, question, history, variant, filters, debug, speaker)
         made = await self._respond(call)
         # A partial of the coroutine function, not a lambda, so Litestar awaits it.

@@ -81,15 +81,15 @@ async def ask(client: Any, headers: dict[str, str], agent: str, body: dict[str, 
 
 REFUSED = [
     pytest.param(
-        {"query": "Where is it?", "history": [{"role": "user", "content": f"q{n}"} for n in range(7)]},
-        "history has 7 turns; send at most the last 6",
+        {"query": "Where is it?", "history": [{"role": "user", "content": f"q{n}"} for n in range(21)]},
+        None,
         ["history"],
         id="too-many-turns",
     ),
     pytest.param(
-        {"query": "Where is it?", "history": [{"role": "user", "content": "x" * 1001}]},
-        "history[0].content has 1001 characters; a turn may have at most 1000",
-        ["history[0].content"],
+        {"query": "Where is it?", "history": [{"role": "user", "content": "x" * 2001}]},
+        None,
+        ["history.0.content"],
         id="oversized-turn",
     ),
     pytest.param(
@@ -103,12 +103,6 @@ REFUSED = [
         None,
         ["histroy"],
         id="misspelt-field",
-    ),
-    pytest.param(
-        {"query": "Where can I park?", "history": [{"role": "user", "content": "\x00\x07 \x1b"}]},
-        None,
-        ["history.0.content"],
-        id="turn-of-control-characters",
     ),
     pytest.param(
         {"query": "Where can I park?", "filters": {"tags": {"any": [f"t{n}" for n in range(21)]}}},

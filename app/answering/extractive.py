@@ -283,6 +283,8 @@ _LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?
 # Chinese and Japanese full stops end a sentence with no space after them.
 _CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）)]*")
 _TERMINAL_END_RE = re.compile(r"[.!?…:;。！？][\"'”’)\]」』）]*$")
+# Items read after a sentence that introduces a list, at most.
+_LIST_ITEMS = 8
 _PARAGRAPH_BREAK_RE = re.compile(r"\n[ \t]*\n")
 _DOTTED_ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 # Words that start a new sentence after an acronym such as "U.S.", which otherwise does not end one.
@@ -534,6 +536,7 @@ def extractive_answer(
         # A question heading (an FAQ entry) is answered directly by its first sentence.
         faq = (passages[best.passage].section or "").rstrip().endswith("?")
         chosen = _extend_by_meaning(best, similarity, by_passage[best.passage], semantics, max_words, faq=faq)
+        chosen = _with_list(chosen, by_passage[best.passage], passages[best.passage].text, max_words)
         if (
             second is not None
             and second not in chosen
@@ -542,6 +545,7 @@ def extractive_answer(
             chosen.append(second)
     else:
         chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
+        chosen = _with_list(chosen, by_passage[best.passage], passages[best.passage].text, max_words)
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
@@ -844,6 +848,31 @@ def _extend_by_meaning(
     if pick is None:
         return [best]
     return [pick, best] if pick.position < best.position else [best, pick]
+
+
+def _with_list(
+    chosen: list[_Sentence], sentences: list[_Sentence], text: str, max_words: int
+) -> list[_Sentence]:
+    """The chosen sentences of one passage (``text``), and when one of them introduces a list
+    ("To reset your password:"), the list's items after it, as many as fit: one step of three
+    is a wrong answer."""
+    intro = next((c for c in reversed(chosen) if c.text.rstrip().endswith(":")), None)
+    if intro is None:
+        return chosen
+    items = {
+        sentence
+        for line in text.splitlines()
+        if (marker := _LIST_MARKER_RE.match(line.strip()))
+        for sentence in split_sentences(line.strip()[marker.end() :])
+    }
+    words = sum(c.words for c in chosen)
+    last = max(c.position for c in chosen)
+    for item in sentences[last + 1 : intro.position + 1 + _LIST_ITEMS]:
+        if item.text not in items or words + item.words > max_words:
+            break
+        chosen.append(item)
+        words += item.words
+    return chosen
 
 
 def _bigram_bonus(text: str, query_bigrams: set[tuple[str, str]], idf: dict[str, float]) -> float:

@@ -57,6 +57,7 @@ NON_TERMINAL_ABBREVIATIONS = frozenset(
         "dept", "univ", "assn", "bros", "ave", "blvd", "rd", "jan", "feb", "mar", "apr", "jun",
         "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "tues", "wed", "thu",
         "thur", "thurs", "fri", "sat", "sun", "al", "op", "ed", "eds", "tel", "ext", "min", "max",
+        "apt", "ste", "bldg", "fl", "hwy", "pkwy", "incl", "excl", "env", "арт",
     }
 )  # fmt: skip
 

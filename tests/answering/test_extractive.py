@@ -218,6 +218,8 @@ def test_title_breaks_a_tie() -> None:
             ["This sentence is wrapped across two lines.", "Next one."],
         ),
         ("First paragraph\n\nsecond paragraph", ["First paragraph", "second paragraph"]),
+        ("It is at 12 Oak Rd., Apt. 4B. Ring twice.", ["It is at 12 Oak Rd., Apt. 4B.", "Ring twice."]),
+        ("Prices incl. VAT are shown. Ask us.", ["Prices incl. VAT are shown.", "Ask us."]),
         # Chinese and Japanese full stops take no space after them.
         (
             "热线电话是400-123-4567。营业时间为周一至周五。",
@@ -624,3 +626,23 @@ def test_a_planted_paragraph_does_not_hide_the_paragraphs_after_it() -> None:
     answer = extractive_answer("When does the shuttle run?", [Passage(text, "Visitor guide", 0.9)])
     assert answer is not None
     assert answer.text == "The shuttle runs every hour from eight in the morning."
+
+
+def test_a_sentence_that_introduces_a_list_is_read_with_its_items() -> None:
+    # "Steps to reset your password: Open the app." was the whole answer: one step of three.
+    text = (
+        "Steps to reset your password:\n"
+        "1. Open the app.\n"
+        "2. Tap Forgot password.\n"
+        "3. Enter the code we send you.\n\n"
+        "Contact us for help."
+    )
+    answer = extractive_answer("How do I reset my password?", [Passage(text, "Help", 0.9)])
+    assert answer is not None
+    assert answer.text == (
+        "Steps to reset your password: Open the app. Tap Forgot password. Enter the code we send you."
+    )
+    # As many items as fit in the answer's words.
+    short = extractive_answer("How do I reset my password?", [Passage(text, "Help", 0.9)], max_words=12)
+    assert short is not None
+    assert short.text == "Steps to reset your password: Open the app. Tap Forgot password."

@@ -24,8 +24,12 @@ TTS voice gets the written form wrong:
   "+" or "(", or after a word that announces one ("call", "phone", "number"...); other
   groups ("10 20 30", "1 234 567") stay as written.
 - Money: "$5.50" -> "5 dollars 50 cents", "£4.2bn" -> "4.2 billion pounds", "-$5" ->
-  "minus 5 dollars", "€5,50" -> "5 euros 50 cents".
-- "%", "&", "@", "+", "~", "#3", "No. 3", degrees and common units become words.
+  "minus 5 dollars", "€5,50" -> "5 euros 50 cents", "C$20" -> "20 Canadian dollars",
+  "R$149,90" -> "149 reais 90 centavos", "USD 25" -> "25 US dollars"; letters before "$"
+  that name no known currency leave the amount as written.
+- "%", "&", "@", "+", "~", "#3", "No. 3", "ext. 12", "≥", "≤", "<5", "> 30", "w/o",
+  degrees and common units become words; a menu's path "Settings > Account" is "Settings,
+  then Account".
 - ISO dates become "March 5, 2024"; 24-hour times become "2:30 PM". A time with a
   one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the same
   paragraph shows that it uses the 24-hour clock.
@@ -194,11 +198,21 @@ _EMAIL_RE = re.compile(
 
 # --- abbreviations --------------------------------------------------------------------
 _ABBREVIATION_RE = re.compile(
-    r"\b(?:(e\.\s?g\.)(?=\W|$)|(i\.\s?e\.)(?=\W|$)|(etc\.)|(vs\b\.?)|(approx\.)|(no\.)\s*(?=\d))",
+    r"\b(?:(e\.\s?g\.)(?=\W|$)|(i\.\s?e\.)(?=\W|$)|(etc\.)|(vs\b\.?)|(approx\.)|(no\.)\s*(?=\d)"
+    r"|(ext\.?)\s*(?=\d))",
     re.IGNORECASE,
 )
 # Spoken forms by group of _ABBREVIATION_RE.
-_ABBREVIATIONS = ("", "for example", "that is", "and so on", "versus", "approximately", "number ")
+_ABBREVIATIONS = (
+    "", "for example", "that is", "and so on", "versus", "approximately", "number ", "extension ",
+)  # fmt: skip
+# Comparisons and a menu's path ("Settings > Account > Security"), which a voice reads as
+# "greater than"; "w/" and "w/o" as written in notes.
+_COMPARISONS = {"≥": " at least ", "≤": " at most ", "≠": " not equal to "}
+_COMPARISON_RE = re.compile(r"\s*([≥≤≠])\s*")
+_THAN_RE = re.compile(r"(?<![\w<>=-])\s*([<>])\s*(?=[$€£]?\d)")
+_MENU_PATH_RE = re.compile(r"(?<=\w)\s+>\s+(?=[A-Z])")
+_WITH_RE = re.compile(r"\b[Ww]/(o\b|in\b|(?=\s?\w))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
 _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
@@ -562,6 +576,13 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _HASHTAG_RE.sub("", text)
     if "&" in text:
         text = _AMPERSAND_RE.sub(" and ", text)
+    if "≥" in text or "≤" in text or "≠" in text:
+        text = _COMPARISON_RE.sub(lambda m: _COMPARISONS[m[1]], text)
+    if ">" in text or "<" in text:
+        text = _MENU_PATH_RE.sub(", then ", text)
+        text = _THAN_RE.sub(lambda m: " more than " if m[1] == ">" else " less than ", text)
+    if "/" in text:
+        text = _WITH_RE.sub(lambda m: {"o": "without", "in": "within"}.get(m[1], "with "), text)
     return _tidy(text)
 
 

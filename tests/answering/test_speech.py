@@ -123,6 +123,14 @@ NUMBERS_AND_SYMBOLS = [
     ("It costs €1.234,56.", "It costs 1,234 euros 56 cents."),
     ("It costs 5,50 €.", "It costs 5 euros 50 cents."),
     ("It costs €1,234.", "It costs 1,234 euros."),
+    ("Passwords need ≥ 12 letters (≤ 64).", "Passwords need at least 12 letters (at most 64)."),
+    ("Tap Settings > Account > Security.", "Tap Settings, then Account, then Security."),
+    (
+        "Free for children <5 years, or if it is > 30 degrees.",
+        "Free for children less than 5 years, or if it is more than 30 degrees.",
+    ),
+    ("Call ext. 123.", "Call extension 123."),
+    ("Delivery w/in 3 days, w/o fees, w/ tracking.", "Delivery within 3 days, without fees, with tracking."),
     # A comma after the amount (a list, a table row) is no thousands mark.
     ("Pro: €27,00, Max: €30.", "Pro: 27 euros, Max: 30 euros."),
     # Dollars and reais of other countries, never plain dollars with letters glued on.

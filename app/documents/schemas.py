@@ -188,7 +188,10 @@ class DocumentSummary(BaseModel):
     source_kind: str
     source_path: str | None = Field(description=SOURCE_PATH_FIELD)
     status: str
-    chunk_count: int
+    chunk_count: int = Field(
+        description="Chunks that answer questions now. While a new version is `pending` or "
+        "`processing`, and after it `failed`, the previous version's: it keeps answering."
+    )
     # Why the document failed (or why its last try did): the KB view is where admins watch.
     error: str | None
     created_at: datetime

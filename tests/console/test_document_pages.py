@@ -642,3 +642,24 @@ async def test_unknown_document_and_malformed_id(signed_in: Browser, client: Cli
     assert r.status_code == 404
     assert "document not found" in text_of(r.text)
     assert (await browser.get(f"/console/knowledge/{kb['id']}/documents/nope")).status_code == 400
+
+
+async def test_a_failed_new_version_says_the_previous_one_still_answers(
+    signed_in: Browser, client: Client, org: Org, drain_queue: Any
+) -> None:
+    browser, _ = signed_in
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"], content="We open at eight.")
+    await drain_queue()
+    r = await client.put(
+        f"/api/knowledge/{kb['id']}/documents/{doc['id']}",
+        json={"content": "<p> </p>", "content_type": "html"},
+        headers=org.headers,
+    )
+    assert r.status_code == 200, r.text
+    await drain_queue()
+    shown = await api_doc(client, org, kb["id"], doc["id"])
+    assert (shown["status"], shown["chunk_count"]) == ("failed", 1)
+    detail = text_of((await browser.get(f"/console/knowledge/{kb['id']}/documents/{doc['id']}")).text)
+    assert "failed no text found" in detail
+    assert "The previous version (1 chunk) still answers questions." in detail

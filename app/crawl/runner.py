@@ -130,6 +130,8 @@ class _Run:
     robots: dict[str, urllib.robotparser.RobotFileParser | None] = field(default_factory=dict)
     cancelled: bool = False
     lost: bool = False
+    # Set with ``cancelled`` or ``lost`` by the heartbeat: it cuts a pause short.
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     def problem(self, url: str, reason: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -476,9 +478,24 @@ class CrawlRunner:
         if last is not None:
             wait = last + delay - time.monotonic()
             if wait > 0:
-                await self.sleep(wait)
+                await self._pause(run, wait)
         self._last_request[host] = time.monotonic()
         return await self.fetcher.fetch(url, etag=etag, last_modified=last_modified)
+
+    async def _pause(self, run: _Run, seconds: float) -> None:
+        """The pause between two requests to one host, cut short when the run is cancelled or
+        its lease lost: a robots.txt Crawl-delay may ask for a minute a page."""
+        pause = asyncio.ensure_future(self.sleep(seconds))
+        stop = asyncio.ensure_future(run.stopped.wait())
+        try:
+            await asyncio.wait({pause, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pause.cancel()
+            stop.cancel()
+        if run.lost:
+            raise _LeaseLost
+        if run.cancelled:
+            raise _Cancelled
 
     # --- progress, lease and the end of a run ------------------------------------------------
 
@@ -519,8 +536,11 @@ class CrawlRunner:
                 continue
             if row is None:
                 run.lost = True
+                run.stopped.set()
                 return
             run.cancelled = bool(row["cancel_requested"])
+            if run.cancelled:
+                run.stopped.set()
 
     async def _finish(self, run: _Run, status: str, error: str | None) -> str:
         crawl, c = run.crawl, run.counts

@@ -3,6 +3,7 @@ redirects, cancel, leases, and the end-of-run hook."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy import text
@@ -445,3 +446,39 @@ async def test_a_stopping_worker_hands_its_crawl_back_to_the_queue(
     assert (await get_crawl(client, org, kb["id"], crawl["id"]))["status"] == "queued"
     assert await run_crawls() == {"completed": 1}
     assert site.paths() == ["/robots.txt", "/"]
+
+
+async def test_cancel_cuts_a_long_crawl_delay_short(client, org, engine, crawl_settings, site):
+    from app.crawl.runner import CrawlRunner
+    from tests.conftest import fake_resolver
+
+    # The lease renewed every 1.7 s: the heartbeat hears the cancel within that.
+    quick = crawl_settings.model_copy(
+        update={"ingestion": crawl_settings.ingestion.model_copy(update={"lease_s": 5.0})}
+    )
+    pausing = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        # A Crawl-delay of a minute that never ends by itself: only the cancel ends the run.
+        pausing.set()
+        await asyncio.Event().wait()
+
+    site.page("/robots.txt", "User-agent: *\nCrawl-delay: 60\n", content_type="text/plain")
+    site.html("/", "Home", "Home page.", links=("/a",))
+    site.html("/a", "A", "Page a.")
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    crawler = CrawlRunner(engine, quick, "polite", resolver=fake_resolver, sleep=sleep)
+    try:
+        claimed = await crawler.claim()
+        run = asyncio.ensure_future(crawler.run(claimed))
+        await asyncio.wait_for(pausing.wait(), 30)
+        r = await client.post(f"/api/knowledge/{kb['id']}/crawls/{crawl['id']}/cancel", headers=org.headers)
+        assert r.status_code == 202
+        assert await asyncio.wait_for(run, 30) == "cancelled"
+    finally:
+        await crawler.aclose()
+    got = await get_crawl(client, org, kb["id"], crawl["id"])
+    assert (got["status"], got["cancel_requested"]) == ("cancelled", False)
+    # The pause came after robots.txt, before the home page.
+    assert site.paths() == ["/robots.txt"]

@@ -20,7 +20,9 @@ do often ask for another fact of it), so bench/data/semantic_paraphrases.jsonl a
 of its answerable questions, three rewordings that ask the same (``same``: must hit) and two
 or three questions of the same shape about another thing, number or place (``different``:
 must not hit): "How much is a cleaning for a child?" against "How much is a cleaning for an
-adult?". Each is compared with its own callers-dev question, cached.
+adult?". Each is compared with its own callers-dev question, cached. Eight more entries name
+their own question (``question``) and ask its opposite by a word of time, place, direction
+or asking ("before" and "after" the procedure, check-in and check-out, who and where).
 
 No database is needed (the engine is never connected)::
 
@@ -146,7 +148,7 @@ def rewordings(questions: Sequence[Question], path: Path) -> list[tuple[str, str
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             raw = json.loads(line)
-            cached = by_id[raw["id"]]
+            cached = raw["question"] if "question" in raw else by_id[raw["id"]]
             out += [(cached, text, True) for text in raw["same"]]
             out += [(cached, text, False) for text in raw["different"]]
     return out
@@ -173,7 +175,8 @@ def reworded_table(scored: Sequence[tuple[float, bool, bool]]) -> list[dict[str,
 async def run(path: Path, paraphrases: Path) -> dict[str, Any]:
     questions = load_questions(path)
     reworded = rewordings(questions, paraphrases)
-    extra = sorted({text for _, text, _ in reworded})
+    known = {q.question for q in questions}
+    extra = sorted({text for pair in reworded for text in pair[:2]} - known)
     t = time.perf_counter()
     model_key, vectors = await question_vectors([q.question for q in questions] + extra)
     embed_s = time.perf_counter() - t

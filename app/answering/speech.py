@@ -269,21 +269,18 @@ _CURRENCIES = {
 # Dollars and reais written with letters before the "$" ("C$20", "HK$100", "R$149,90"), and
 # ISO codes ("USD 25", "27 CHF"). Letters before "$" that are not here leave the amount as
 # written: "XY$5" is no "XY5 dollars".
+_US, _CANADIAN, _AUSTRALIAN, _SINGAPORE = (
+    (f"{c} dollar", f"{c} dollars", "cent", "cents") for c in ("US", "Canadian", "Australian", "Singapore")
+)
 _NAMED_CURRENCIES = {
-    "US": ("US dollar", "US dollars", "cent", "cents"),
-    "U.S.": ("US dollar", "US dollars", "cent", "cents"),
-    "C": ("Canadian dollar", "Canadian dollars", "cent", "cents"),
-    "CA": ("Canadian dollar", "Canadian dollars", "cent", "cents"),
-    "A": ("Australian dollar", "Australian dollars", "cent", "cents"),
-    "AU": ("Australian dollar", "Australian dollars", "cent", "cents"),
+    "US": _US, "U.S.": _US, "C": _CANADIAN, "CA": _CANADIAN, "A": _AUSTRALIAN, "AU": _AUSTRALIAN,
+    "S": _SINGAPORE, "SG": _SINGAPORE,
     "NZ": ("New Zealand dollar", "New Zealand dollars", "cent", "cents"),
     "HK": ("Hong Kong dollar", "Hong Kong dollars", "cent", "cents"),
-    "S": ("Singapore dollar", "Singapore dollars", "cent", "cents"),
-    "SG": ("Singapore dollar", "Singapore dollars", "cent", "cents"),
     "NT": ("New Taiwan dollar", "New Taiwan dollars", "cent", "cents"),
     "MX": ("Mexican peso", "Mexican pesos", "centavo", "centavos"),
     "R": ("real", "reais", "centavo", "centavos"),
-}
+}  # fmt: skip
 _CODES = {
     "USD": _NAMED_CURRENCIES["US"],
     "EUR": _CURRENCIES["€"],

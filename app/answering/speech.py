@@ -314,8 +314,11 @@ _MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([{_SYMBOLS}])", 
 _PREFIXED_DOLLAR_RE = re.compile(rf"\b([A-Z]{{1,2}})\$\s?{_AMOUNT}{_SCALE}")
 # Reais are written with a decimal comma ("R$149,90", "R$ 1.234,56").
 _REAIS_RE = re.compile(r"\bR\$\s?(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{2}))?(?![\d])")
-_CODE_BEFORE_RE = re.compile(rf"\b({'|'.join(_CODES)})\s?{_AMOUNT}{_SCALE}{_WHOLE_MARK}")
-_CODE_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}{_WHOLE_MARK}\s?({'|'.join(_CODES)})\b")
+# With a code, thousands are often grouped by spaces ("EUR 23 800"): one amount, not 23 euros
+# and 800.
+_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+_CODE_BEFORE_RE = re.compile(rf"\b({'|'.join(_CODES)})\s?{_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}")
+_CODE_AFTER_RE = re.compile(rf"(?<![\w.,]){_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}\s?({'|'.join(_CODES)})\b")
 _CENTS_ONLY_RE = re.compile(r"(?<![\w.])\$\.(\d{2})\b")
 _MAYBE_CODE_RE = re.compile(rf"\b(?:{'|'.join(_CODES)})\b")
 _PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
@@ -641,8 +644,8 @@ def _numbers(text: str) -> str:
         )
         text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(_CURRENCIES[m[4]], m[1], m[2], m[3]), text)
     if _MAYBE_CODE_RE.search(text):
-        text = _CODE_BEFORE_RE.sub(lambda m: _speak_money(_CODES[m[1]], m[2], m[3], m[4]), text)
-        text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], m[1], m[2], m[3]), text)
+        text = _CODE_BEFORE_RE.sub(lambda m: _speak_money(_CODES[m[1]], _grouped(m[2]), m[3], m[4]), text)
+        text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], _grouped(m[1]), m[2], m[3]), text)
     if "/" in text:
         text = _PER_RE.sub(lambda m: _bind(" per " + _PER_WORDS.get(m[1], m[1])), text)
     if "°" in text:
@@ -844,6 +847,11 @@ def _speak_money(
     names: tuple[str, str, str, str], whole: str, fraction: str | None, scale: str | None
 ) -> str:
     return _bind(_money_words(names, whole, fraction, scale))
+
+
+def _grouped(whole: str) -> str:
+    """Thousands grouped by spaces, grouped by commas: "23 800" -> "23,800"."""
+    return re.sub(r"[ \u00a0\u202f]", ",", whole)
 
 
 def _speak_prefixed_dollars(match: re.Match[str]) -> str:

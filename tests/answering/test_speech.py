@@ -140,6 +140,8 @@ NUMBERS_AND_SYMBOLS = [
     ("A fee of XY$5.", "A fee of XY$5."),
     ("It costs ₹2,499 or ₩15,000.", "It costs 2,499 rupees or 15,000 won."),
     ("It costs USD 25 or 30 EUR.", "It costs 25 US dollars or 30 euros."),
+    # Thousands grouped by spaces are one amount (squad-dev: "23 euros 800" was said).
+    ("About EUR 23 800, or 1 200 CHF.", "About 23,800 euros, or 1,200 Swiss francs."),
     ("It costs CHF 27.– a day.", "It costs 27 Swiss francs a day."),
     ("Only $.50 a call.", "Only 50 cents a call."),
     ("It takes about ~5 minutes.", "It takes about 5 minutes."),

@@ -425,6 +425,8 @@ def speech_problems(text: str, *, max_words: int = 60, read: Sequence[str] = ())
     emoji = "".join(match.group(0) for match in _EMOJI_RE.finditer(text))
     if emoji:
         problems.append(f"emoji: {emoji}")
+    symbols = dict.fromkeys(match.group(0) for match in _RAW_SYMBOL_RE.finditer(text))
+    problems.extend(f"symbol read aloud: {symbol}" for symbol in symbols)
     word_count = len(text.split())
     if word_count > max_words:
         problems.append(f"too long: {word_count} words, the cap is {max_words}")
@@ -439,6 +441,10 @@ def speech_problems(text: str, *, max_words: int = 60, read: Sequence[str] = ())
     problems.extend(f"talks about its sources: {mention!r}" for mention in mentions)
     return problems
 
+
+# Symbols a voice reads by name ("open brace", "greater than or equal to"), and an amount
+# whose currency sign was left unread ("|", "<" and ">" are the markdown and tag checks').
+_RAW_SYMBOL_RE = re.compile(r"[≥≤≠{}^\\]|[$€£¥₹₩₱](?=\s?\d)")
 
 _MARKDOWN_CHECKS = (
     ("heading '#'", re.compile(r"(?m)^\s{0,3}#{1,6}\s")),

@@ -363,6 +363,8 @@ PROBLEMS = [
     ("I searched and found nine.", ["talks about its sources: 'searched'"]),
     ("One chunk says nine.", ["talks about its sources: 'chunk'"]),
     ("My sources say nine.", ["talks about its sources: 'sources'"]),
+    ("The set {0,1} has two.", ["symbol read aloud: {", "symbol read aloud: }"]),
+    ("Passwords of ≥ 12 letters cost XY$5.", ["symbol read aloud: ≥", "symbol read aloud: $"]),
 ]
 
 

@@ -76,7 +76,7 @@ _GENERIC = frozenset(
     lexical_terms(
         "much cost costs price prices pricing charge charges fee fees pay rate rates roughly "
         "usually typically tell know like need want get please thanks thank hi hello hey yeah "
-        "um uh er okay ok just actually wondering wonder guys"
+        "um uh er okay ok just actually wondering wonder guys whos wheres whens hows whys"
     )
 )
 # Terms this long are compared by prefix: the light stemmer leaves "deliver" and "delivery".

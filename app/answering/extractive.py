@@ -283,6 +283,9 @@ _LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?
 # Chinese and Japanese full stops end a sentence with no space after them.
 _CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）)]*")
 _TERMINAL_END_RE = re.compile(r"[.!?…:;。！？][\"'”’)\]」』）]*$")
+# A table's row as ingestion says it (extract_table.row_statement): "Dish: Tomato soup;
+# Price: 5.50; Allergens: gluten." Two named cells at least.
+_TABLE_ROW_RE = re.compile(r"[^:;.?!]{1,60}: [^;]+(?:; [^:;.?!]{1,60}: [^;]+)+$")
 # Items read after a sentence that introduces a list, at most.
 _LIST_ITEMS = 8
 _PARAGRAPH_BREAK_RE = re.compile(r"\n[ \t]*\n")
@@ -833,6 +836,8 @@ def _extend_by_meaning(
     """The best sentence, with the neighbour that answers nearly as well, or that follows a
     fragment; in an FAQ entry, its first sentence when the best is the second: the first
     gives the direct answer to the heading's question ("Yes, the entrance is step-free.")."""
+    if _TABLE_ROW_RE.match(best.text):
+        return [best]  # a table's row names its columns: the rows beside it are other items
     pick: _Sentence | None = None
     pick_similarity = similarity - _NEIGHBOUR_MARGIN
     for i in (best.position - 1, best.position + 1):
@@ -890,6 +895,8 @@ def _extend(
     best: _Sentence, sentences: list[_Sentence], idf: dict[str, float], max_words: int, max_sentences: int
 ) -> list[_Sentence]:
     chosen = [best]
+    if _TABLE_ROW_RE.match(best.text):
+        return chosen  # a table's row names its columns: the rows beside it are other items
     covered = set(best.matched)
     words = best.words
     while len(chosen) < max_sentences:

@@ -43,17 +43,28 @@ def clean_cell(raw: str) -> str:
 
 
 def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
-    """One row said as "Column: value." for each non-empty cell, in column order; a cell
-    without a column name is said on its own. Empty when every cell is empty."""
+    """One row said as one sentence, "Column: value; Column: value.", for each non-empty cell
+    in column order; a cell without a column name is said on its own. Empty when every cell is
+    empty.
+
+    One sentence, not one a cell: the answerer reads sentences, and a row cut into "Dish:
+    Tomato soup." "Allergens: gluten." let it read one cell with the row above's ("Gluten
+    free." for the tomato soup) or leave out the cell asked for (the extension of "Dr Lee").
+    """
     parts: list[str] = []
     for index, value in enumerate(cells):
         if not value:
             continue
         # A header written as a label ("Price:") must not say "Price:: 350".
         name = header[index].rstrip(":").rstrip() if index < len(header) else ""
-        said = f"{name}: {value}" if name else value
-        parts.append(said if _SENTENCE_END.search(said) else f"{said}.")
-    return " ".join(parts)
+        parts.append(f"{name}: {value}" if name else value)
+    said = ""
+    for part in parts:
+        if said:
+            # A question in a cell keeps its mark and starts the next part afresh.
+            said += " " if said.endswith(("?", "!")) else "; "
+        said += part if part.endswith(("?", "!")) else part.rstrip(".;, ")
+    return said if not said or _SENTENCE_END.search(said) else f"{said}."
 
 
 def table_statements(rows: Iterable[Sequence[str]], *, lone_row: bool = True) -> Iterator[str]:

@@ -64,7 +64,7 @@ async def test_docx_upload_is_chunked_by_its_headings(client, org, kb, drain_que
         (
             "Prices",
             None,
-            "Our prices include a check-up.\n\nService: whitening. Price: 350 dollars.\n\nService: cleaning.",
+            "Our prices include a check-up.\n\nService: whitening; Price: 350 dollars.\n\nService: cleaning.",
         ),
         ("Prices > Whitening", None, "Whitening takes one hour."),
         ("Parking", None, "Park on level two."),
@@ -81,7 +81,7 @@ async def test_pptx_upload_has_a_section_per_slide_with_notes(client, org, kb, d
             1,
             "Monday to Friday, nine to five.\nSaturday mornings by appointment.\n\nClosed on public holidays.",
         ),
-        ("Slide 2", 2, "Service: whitening. Price: 350 dollars.\n\nService: cleaning. Price: 80 dollars."),
+        ("Slide 2", 2, "Service: whitening; Price: 350 dollars.\n\nService: cleaning; Price: 80 dollars."),
     ]
 
 
@@ -93,11 +93,11 @@ async def test_xlsx_upload_says_each_row_with_its_columns(client, org, kb, drain
         (
             "Prices",
             None,
-            "Service: whitening. Price: 350. Since: 12 March 2025. Discount: 15%.\n\n"
-            "Service: cleaning. Price: 80.5.\n\n"
-            "Service: check-up. Price: 0.3. Since: 2 January 2025 14:30.",
+            "Service: whitening; Price: 350; Since: 12 March 2025; Discount: 15%.\n\n"
+            "Service: cleaning; Price: 80.5.\n\n"
+            "Service: check-up; Price: 0.3; Since: 2 January 2025 14:30.",
         ),
-        ("Staff", None, "Name: Dr Ada Jones. Role: dentist."),
+        ("Staff", None, "Name: Dr Ada Jones; Role: dentist."),
     ]
 
 
@@ -113,7 +113,7 @@ async def test_csv_upload_by_content_type(client, org, kb, drain_queue):
     assert doc["source_kind"] == "csv"
     assert await drain_queue() == {"ready": 1}
     assert await _chunks(client, org, kb, doc["id"]) == [
-        (None, None, "Service: whitening. Price: 350 dollars.\n\nService: cleaning. Price: 80 dollars.")
+        (None, None, "Service: whitening; Price: 350 dollars.\n\nService: cleaning; Price: 80 dollars.")
     ]
 
 

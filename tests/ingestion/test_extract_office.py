@@ -69,7 +69,7 @@ def test_docx_headings_become_sections_with_paragraphs_and_tables_in_order():
     assert result.sections == [
         Section(text="Welcome to the Smile Clinic.", heading=None, page=None),
         Section(
-            text="Our prices include a check-up.\n\nService: whitening. Price: 350 dollars.\n\n"
+            text="Our prices include a check-up.\n\nService: whitening; Price: 350 dollars.\n\n"
             "Service: cleaning.",
             heading="Prices",
             page=None,
@@ -93,7 +93,7 @@ def test_docx_merged_cells_are_said_once():
         table.cell(1, 2).text = "new"
 
     # The merged cell spans the first two columns: it is the first column's value.
-    assert _text(extract("docx", make_docx(build)).sections) == "Service: ask us. Price: new."
+    assert _text(extract("docx", make_docx(build)).sections) == "Service: ask us; Price: new."
 
 
 WORD_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
@@ -166,7 +166,7 @@ def test_pptx_one_section_per_slide_with_notes_and_tables_hidden_slides_left_out
             page=1,
         ),
         Section(
-            text="Service: whitening. Price: 350 dollars.\n\nService: cleaning. Price: 80 dollars.",
+            text="Service: whitening; Price: 350 dollars.\n\nService: cleaning; Price: 80 dollars.",
             heading="Slide 2",
             page=2,
         ),
@@ -194,13 +194,13 @@ def test_xlsx_rows_become_statements_per_visible_sheet():
     result = extract("xlsx", make_xlsx())
     assert result.sections == [
         Section(
-            text="Service: whitening. Price: 350. Since: 12 March 2025. Discount: 15%.\n\n"
-            "Service: cleaning. Price: 80.5.\n\n"
-            "Service: check-up. Price: 0.3. Since: 2 January 2025 14:30.",
+            text="Service: whitening; Price: 350; Since: 12 March 2025; Discount: 15%.\n\n"
+            "Service: cleaning; Price: 80.5.\n\n"
+            "Service: check-up; Price: 0.3; Since: 2 January 2025 14:30.",
             heading="Prices",
             page=None,
         ),
-        Section(text="Name: Dr Ada Jones. Role: dentist.", heading="Staff", page=None),
+        Section(text="Name: Dr Ada Jones; Role: dentist.", heading="Staff", page=None),
     ]
 
 
@@ -222,7 +222,7 @@ def test_xlsx_ignores_a_huge_stored_dimension():
     huge = sheet[:start] + b'<dimension ref="A1:XFD1048576"/>' + sheet[end:]
     result = extract("xlsx", rezip(data, {"xl/worksheets/sheet2.xml": huge}))
     assert result.sections[1] == Section(
-        text="Name: Dr Ada Jones. Role: dentist.", heading="Staff", page=None
+        text="Name: Dr Ada Jones; Role: dentist.", heading="Staff", page=None
     )
 
 
@@ -230,7 +230,7 @@ def test_xlsx_rows_padded_to_the_last_column_keep_their_columns():
     # Kept as it was by a speed change: the cells are picked out of openpyxl's 16,384-wide rows
     # in C (bench.office_extraction times it), with each value under its own column's name.
     assert extract("xlsx", padded_rows_xlsx()).sections == [
-        Section(text="Service: whitening. Price: 350.\n\nnote. Price: 80.", heading="Prices", page=None)
+        Section(text="Service: whitening; Price: 350.\n\nnote; Price: 80.", heading="Prices", page=None)
     ]
 
 
@@ -279,7 +279,7 @@ def test_values_are_said_as_the_sheet_shows_them(value, number_format, said):
 
 def test_row_statement_names_columns_and_skips_empty_cells():
     assert row_statement(["Service", "", "Price"], ["whitening", "new", "", "extra"]) == (
-        "Service: whitening. new. extra."
+        "Service: whitening; new; extra."
     )
     assert row_statement(["Question"], ["Do you open on Sunday?"]) == "Question: Do you open on Sunday?"
     assert row_statement(["Price:"], ["350"]) == "Price: 350."
@@ -291,7 +291,7 @@ def test_row_statement_names_columns_and_skips_empty_cells():
 def test_csv_rows_become_statements_with_the_sniffed_delimiter():
     data = b"\n;\nService;Price\nwhitening;350 dollars\n;\ncleaning;\n"
     assert extract("csv", data).sections == [
-        Section(text="Service: whitening. Price: 350 dollars.\n\nService: cleaning.", heading=None, page=None)
+        Section(text="Service: whitening; Price: 350 dollars.\n\nService: cleaning.", heading=None, page=None)
     ]
 
 
@@ -305,7 +305,7 @@ def test_a_one_row_word_table_says_its_cells():
         table.cell(0, 0).text = "Cash"
         table.cell(0, 1).text = "Card"
 
-    assert _text(extract("docx", make_docx(build)).sections) == "Cash. Card."
+    assert _text(extract("docx", make_docx(build)).sections) == "Cash; Card."
 
 
 def test_csv_in_a_legacy_encoding_is_decoded():
@@ -315,13 +315,13 @@ def test_csv_in_a_legacy_encoding_is_decoded():
     data = "\r\n".join(rows).encode("cp1252")
     text = _text(extract("csv", data).sections)
     assert text.startswith(
-        "Leistung: Zahnreinigung 0. Preis: 80 €. Hinweis: Für Kinder unter zwölf Jahren kostenlos."
+        "Leistung: Zahnreinigung 0; Preis: 80 €; Hinweis: Für Kinder unter zwölf Jahren kostenlos."
     )
 
 
 def test_csv_in_utf16_with_a_bom():
     data = codecs.BOM_UTF16_LE + "Name\tRole\nAda\tdentist\n".encode("utf-16-le")
-    assert _text(extract("csv", data).sections) == "Name: Ada. Role: dentist."
+    assert _text(extract("csv", data).sections) == "Name: Ada; Role: dentist."
 
 
 def test_csv_of_prose_is_not_a_table():

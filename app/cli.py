@@ -67,13 +67,14 @@ def serve(
 
     from app.db import migrate as migrations
     from app.db.embedded import embedded_stops_with_this_process
-    from app.prompting import PromptError, PromptLibrary
+    from app.main import load_prompts
+    from app.prompting import PromptError
     from app.startup import organisation_count, startup_text, vk_command
 
     settings = _settings()
     try:
         # Checked here too, where a broken prompt file is one line of output, not a traceback.
-        PromptLibrary.load(settings.prompts_dir)
+        load_prompts(settings)
     except PromptError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -55,7 +53,7 @@ from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware, send_request_id
 from app.openapi_docs import complete_openapi
-from app.prompting import PromptLibrary
+from app.prompting import PromptError, PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.kb_vectors import KBVectorCache
@@ -89,13 +87,7 @@ def create_app(
         app_name="voice-knowledge", prefix="vk_http", group_path=True, middleware_class=StatusTrueMetrics
     )
     # Loaded and checked once, before anything starts: a broken template stops the service.
-    prompts = PromptLibrary.load(settings.prompts_dir)
-    if settings.query.prompt_variant not in prompts.variants:
-        raise ValueError(
-            f"QUERY__PROMPT_VARIANT={settings.query.prompt_variant!r} is not a prompt variant "
-            f"(known: {', '.join(prompts.variants)})"
-        )
-    check_tool_prompts(prompts)
+    prompts = load_prompts(settings)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -161,7 +153,7 @@ def create_app(
             llm=ChatAnswerer(state.openai) if state.openai is not None else None,
             settings=settings.query,
             embed_timeout_s=settings.embedding.query_timeout_s,
-            prompt_fingerprint=files_fingerprint(settings.prompts_dir),
+            prompt_fingerprint=prompts.fingerprint,
         )
         pool = crawls = None
         inline = settings.ingestion.workers > 0 and settings.ingestion.isolation == "inline"
@@ -279,11 +271,17 @@ def create_app(
     return app
 
 
-def files_fingerprint(directory: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(directory.rglob("*.md")):
-        digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+def load_prompts(settings: Settings) -> PromptLibrary:
+    """The prompt library, checked against the settings; PromptError names what is wrong (the
+    CLI says it in one line, before anything starts)."""
+    prompts = PromptLibrary.load(settings.prompts_dir)
+    if settings.query.prompt_variant not in prompts.variants:
+        raise PromptError(
+            f"QUERY__PROMPT_VARIANT={settings.query.prompt_variant!r} is not a prompt variant "
+            f"(known: {', '.join(prompts.variants)})"
+        )
+    check_tool_prompts(prompts)
+    return prompts
 
 
 def make_openai_client(settings: Settings) -> openai.AsyncOpenAI | None:

@@ -87,6 +87,26 @@ def test_serve_stops_at_a_broken_prompt_file_with_its_message(tmp_path, fresh_se
     assert len(result.stderr.splitlines()) == 1
 
 
+def test_serve_stops_at_prompts_that_do_not_fit_the_settings_in_one_line(tmp_path, fresh_settings):
+    # Both were a traceback, printed after the database had started.
+    result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env={"QUERY__PROMPT_VARIANT": "nope"})
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "error: QUERY__PROMPT_VARIANT='nope' is not a prompt variant (known: default, concise)"
+    ]
+    get_settings.cache_clear()
+    prompts = Path(shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "prompts"))
+    (prompts / "default" / "tool.description.md").write_text(
+        '+++\nversion = "9"\n+++\n' + "x" * 990 + " $knowledge_summary\n", encoding="utf-8"
+    )
+    result = CliRunner().invoke(cli, ["serve", "--no-migrate"], env={"PROMPTS_DIR": str(prompts)})
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "error: prompt variant 'default': tool.description.md takes 991 of the 1024 characters a "
+        "openai-chat function description may have; shorten it"
+    ]
+
+
 @pytest.mark.parametrize("command", [["serve", "--no-migrate"], ["worker"], ["migrate"], ["db", "status"]])
 def test_a_setting_the_environment_gets_wrong_is_named_in_one_line(command, fresh_settings):
     env = {"WEBHOOKS__TIMEOUT_S": "abc", "LIMITS__MAX_UPLOAD_BYTES": "5", "WEBHOOKS__LEASE_S": "8"}

@@ -10,10 +10,12 @@ one agent per organisation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +54,7 @@ from app.evaluation.runner import (
     run_questions,
 )
 from app.evaluation.service_client import ServiceClient, ServiceError
+from app.main import load_prompts
 from app.prompting import PromptError, PromptLibrary
 
 __all__ = ["Evaluation", "build_report", "eval_command", "evaluate", "replay_command", "replay_with"]
@@ -73,6 +76,7 @@ _ECHOED = (
     "Wrong answers, confidence ≥ 0.9",
     "Answers right (count)",
     "Answers wrong (count)",
+    "Model answers refused or failed (degraded)",
     "Speakable answers",
     "Service time p50 (ms)",
     "Service time p99 (ms)",
@@ -123,6 +127,28 @@ async def evaluate(
     finally:
         progress.close()
     return Evaluation(knowledge, list(variants), rows)
+
+
+def prompts_config(prompts: PromptLibrary, directory: Path) -> dict[str, Any]:
+    """Which prompt text made a report's figures: each variant's version, and the fingerprint
+    of every file's text (an edit without a new version shows too)."""
+    return {
+        "dir": str(directory),
+        "fingerprint": prompts.fingerprint,
+        "versions": {name: prompts.get(name).version for name in prompts.variants},
+    }
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout, ``kill``) stops a run as Ctrl-C does: the questions
+    answered so far are reported and the temporary database is stopped. It killed the run
+    outright, leaving no report and a PostgreSQL running."""
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class EvaluationInterrupted(Exception):
@@ -295,13 +321,16 @@ def eval_command(
     _quiet_loggers()
     started = time.perf_counter()
     interrupted = False
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(_terminate_as_interrupt())
         if url and key and agent:
             evaluation = asyncio.run(_remote(url, key, agent, picked, documents, variants, concurrency))
         else:
             settings = evaluation_settings()
             config["service"] = _service_settings(settings)
-            PromptLibrary.load(settings.prompts_dir)  # a broken prompt file stops the run before it starts
+            # A broken prompt file stops the run before it starts.
+            config["prompts"] = prompts_config(load_prompts(settings), settings.prompts_dir)
             with embedded_postgres() as database_url:
                 evaluation = asyncio.run(
                     _in_process(database_url, settings, picked, documents, variants, concurrency)
@@ -311,6 +340,8 @@ def eval_command(
     except EvaluationInterrupted as exc:
         evaluation, interrupted = exc.evaluation, True
         config["interrupted_after"] = len(evaluation.rows[0])
+    finally:
+        stack.close()
     config["duration_s"] = round(time.perf_counter() - started, 1)
     document, markdown = build_report(config, evaluation)
     json_path, md_path = write_report(out_dir, document, markdown)

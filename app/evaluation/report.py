@@ -250,6 +250,9 @@ HEADLINE: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Answered (all questions)", ("answers", "answered_share"), "share"),
     ("Answers right (count)", ("answers", "answered_right"), "count"),
     ("Answers wrong (count)", ("answers", "answered_wrong"), "count"),
+    # Replies whose model answer was refused (a made-up number, its own prompt repeated) or
+    # failed, read from the passages instead: the prompt under test did not make them.
+    ("Model answers refused or failed (degraded)", ("answers", "degraded"), "count"),
     ("Speakable answers", ("answers", "speakable_share"), "share"),
     ("Service time p50 (ms)", ("latency_ms", "service_total", "p50"), "ms"),
     ("Service time p90 (ms)", ("latency_ms", "service_total", "p90"), "ms"),

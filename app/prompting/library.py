@@ -12,6 +12,7 @@ starting instead of failing in the middle of a call.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import tomllib
@@ -46,8 +47,9 @@ _TEMPERATURE_RANGE = (0.0, 2.0)
 MAX_PROMPT_BYTES = 256 * 1024
 
 
-class PromptError(Exception):
-    """A prompt file is missing or broken; the message names the file and what is wrong."""
+class PromptError(ValueError):
+    """A prompt file is missing or broken, or the prompts do not fit the settings; the message
+    names the file or setting and what is wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,7 @@ class _PromptFile:
     version: str
     template: Template
     settings: ModelSettings | None
+    text: str  # as read: what the library's fingerprint is made of
 
 
 def _escape_text(value: str) -> str:
@@ -250,8 +253,10 @@ class PromptSet:
 class PromptLibrary:
     """Every prompt variant, loaded and validated once."""
 
-    def __init__(self, sets: Mapping[str, PromptSet]) -> None:
+    def __init__(self, sets: Mapping[str, PromptSet], fingerprint: str = "") -> None:
         self._sets = dict(sets)
+        # Of the text of every file read: an edit without a version bump is still a change.
+        self.fingerprint = fingerprint
 
     @classmethod
     def load(cls, directory: Path) -> PromptLibrary:
@@ -267,6 +272,7 @@ class PromptLibrary:
                     f"{default_dir / spec.filename}: missing file (every prompt file must exist in default/)"
                 )
         sets = {DEFAULT_VARIANT: _build(DEFAULT_VARIANT, defaults, {})}
+        read = {DEFAULT_VARIANT: defaults}
         variants_dir = directory / "variants"
         if variants_dir.is_dir():
             for entry in sorted(variants_dir.iterdir()):
@@ -277,8 +283,13 @@ class PromptLibrary:
                         f"{entry}: invalid variant name {entry.name!r} "
                         "(use 1 to 50 of a-z, 0-9, '_' and '-'; 'default' is reserved)"
                     )
-                sets[entry.name] = _build(entry.name, defaults, _read_folder(entry))
-        return cls(sets)
+                read[entry.name] = _read_folder(entry)
+                sets[entry.name] = _build(entry.name, defaults, read[entry.name])
+        digest = hashlib.sha256()
+        for variant, files in read.items():
+            for name, file in sorted(files.items()):
+                digest.update(f"{variant}/{name}\0{file.text}\0".encode())
+        return cls(sets, digest.hexdigest()[:16])
 
     @property
     def variants(self) -> list[str]:
@@ -389,7 +400,7 @@ def _parse_file(path: Path, spec: _FileSpec) -> _PromptFile:
     if not body:
         raise PromptError(f"{path}: the prompt text after the front matter is empty")
     offset = closing.end() + len(rest) - len(rest.lstrip())
-    return _PromptFile(path, version, _check_template(path, text, body, offset, spec), settings)
+    return _PromptFile(path, version, _check_template(path, text, body, offset, spec), settings, text)
 
 
 def _check_front_matter(

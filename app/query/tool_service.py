@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.agents.repository import AgentRepository
 from app.agents.service import AGENT_NOT_FOUND
 from app.errors import NotFound
-from app.prompting import PromptLibrary, PromptSet
+from app.prompting import PromptError, PromptLibrary, PromptSet
 from app.query.schemas import ToolRead, ToolUnavailable
 from app.query.tool_declaration import (
     MAX_ENUM,
@@ -99,7 +99,7 @@ def check_tool_prompts(prompts: PromptLibrary) -> None:
         bare = len(prompts.get(variant).tool_description(knowledge_summary=""))
         for fmt, limit in DESCRIPTION_LIMITS.items():
             if limit - bare < 100:
-                raise ValueError(
+                raise PromptError(
                     f"prompt variant {variant!r}: tool.description.md takes {bare} of the {limit} "
                     f"characters a {fmt} function description may have; shorten it"
                 )

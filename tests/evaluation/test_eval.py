@@ -5,6 +5,8 @@ the real query endpoint."""
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -28,6 +30,7 @@ from app.evaluation.inprocess import _ThreadedTransport
 from app.evaluation.report import write_report
 from app.evaluation.runner import Knowledge, Row, find_knowledge, load_knowledge
 from app.evaluation.service_client import ServiceClient, ServiceError
+from tests.conftest import REPO
 from tests.helpers import free_port
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
@@ -166,6 +169,40 @@ async def test_an_interrupted_run_keeps_what_was_answered(client, org, drain_que
     assert [[r.id for r in rows] for rows in kept] == [expected] * len(variants)
     document, _ = build_report({"interrupted_after": len(expected)}, caught.value.evaluation)
     assert document["kind"] == ("eval" if len(variants) == 1 else "compare")
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
+    # A CI job's timeout sends SIGTERM: the run died at once, with no report and its
+    # PostgreSQL left running. In a process of its own, since the signal is real.
+    path = write_dataset(tmp_path)
+    script = f"""
+import asyncio, os, signal, sys
+from app.cli import cli
+from app.evaluation import commands
+from app.evaluation.runner import Knowledge, Row
+
+async def running(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        row = Row(id="hours", question="When?", answers=["9 am"], doc="Acme_Dental.md", paragraph_index=0,
+                  answerable=True, variant=None, http_status=200, status="answered", answer="At 9 am.")
+        knowledge = Knowledge(agents={{"": "{AGENT}"}}, documents={{}}, missing=())
+        raise commands.EvaluationInterrupted(commands.Evaluation(knowledge, [None], [[row]])) from None
+
+commands._remote = running
+sys.argv = ["vk", "eval", {str(path)!r}, "--url", "http://127.0.0.1:9", "--key", "vk_x",
+            "--agent", "{AGENT}", "--out", {str(tmp_path / "out")!r}]
+cli()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.endswith("interrupted: the report covers the 1 of 6 questions answered before it\n")
+    document = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [r["id"] for r in document["rows"]] == ["hours"]
 
 
 def test_cli_writes_the_partial_report_of_an_interrupted_run(tmp_path, monkeypatch):
@@ -468,3 +505,18 @@ async def test_words_of_the_passage_read_out_are_not_source_talk(client, org, dr
         "Leave your documents at the front desk and a preparer will phone you.",
         [],
     )
+
+
+def test_a_report_names_the_prompt_text_it_measured(tmp_path):
+    from app.config import PROJECT_ROOT
+    from app.prompting import PromptLibrary
+
+    folder = Path(shutil.copytree(PROJECT_ROOT / "prompts", tmp_path / "prompts"))
+    before = commands.prompts_config(PromptLibrary.load(folder), folder)
+    assert list(before["versions"]) == ["default", "concise"]
+    assert before["versions"]["default"] == PromptLibrary.load(folder).get().version
+    system = folder / "default" / "grounding.system.md"
+    system.write_text(system.read_text() + "\nBe brief.\n")
+    after = commands.prompts_config(PromptLibrary.load(folder), folder)
+    # Same versions, another text: the fingerprint tells the two runs apart.
+    assert (after["versions"], after["fingerprint"] != before["fingerprint"]) == (before["versions"], True)

@@ -6,7 +6,7 @@ import io
 from typing import Any
 
 from app.evaluation.progress import Progress
-from app.evaluation.report import md_cell, summarise
+from app.evaluation.report import eval_report, md_cell, summarise
 from app.evaluation.runner import Row
 
 
@@ -67,3 +67,14 @@ def test_progress_promises_no_time_before_it_has_a_rate() -> None:
     progress = Progress(6814, "asking", stream=stream)
     progress.advance()
     assert stream.getvalue().rstrip("\n").endswith("eta -:--")
+
+
+def test_answers_the_model_did_not_make_are_counted_in_the_headline() -> None:
+    # A refused model answer is replaced by the passage read out (degraded): a prompt
+    # credited with those answers looked better than it was.
+    made, refused = _row("a", gold_rank=1), _row("b", gold_rank=1)
+    refused.degraded = True
+    summary = summarise([made, refused])
+    assert summary["answers"]["degraded"] == 1
+    _, markdown = eval_report({}, [made, refused])
+    assert "| Model answers refused or failed (degraded) | 1 |" in markdown.splitlines()

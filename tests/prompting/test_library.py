@@ -196,6 +196,27 @@ def test_version_is_stable_and_changes_with_any_file_version(prompts: Path) -> N
     assert after.get("concise").version != before.get("concise").version
 
 
+def test_the_fingerprint_is_of_every_text_read_and_nothing_else(prompts: Path, tmp_path: Path) -> None:
+    before = PromptLibrary.load(prompts).fingerprint
+    # An editor's lock file (a dangling link) and a backup copy are not read: no change.
+    (prompts / "default" / ".#grounding.system.md").symlink_to(tmp_path / "gone")
+    shutil.copy(prompts / "default" / "grounding.system.md", prompts / "default" / "grounding.system.md.bak")
+    assert PromptLibrary.load(prompts).fingerprint == before
+    # A word changed without a new version is a change (cached answers must not outlive it).
+    system = prompts / "default" / "grounding.system.md"
+    system.write_text(system.read_text().replace("You answer", "You reply", 1))
+    edited = PromptLibrary.load(prompts).fingerprint
+    assert edited != before
+    # A variant folder reached through a link counts by what it holds.
+    elsewhere = Path(shutil.copytree(prompts / "variants" / "concise", tmp_path / "elsewhere"))
+    shutil.rmtree(prompts / "variants" / "concise")
+    (prompts / "variants" / "concise").symlink_to(elsewhere)
+    assert PromptLibrary.load(prompts).fingerprint == edited
+    first = next(elsewhere.glob("*.md"))
+    first.write_text(first.read_text() + "\nOne more line.\n")
+    assert PromptLibrary.load(prompts).fingerprint != edited
+
+
 def test_dollar_escape_in_reply_is_a_literal_dollar(prompts: Path) -> None:
     write(
         prompts / "default" / "reply.not_found.md", 'version = "9"', "Calls cost $$0 and I don't know that."

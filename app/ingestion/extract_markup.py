@@ -11,6 +11,7 @@ voice agent, so it is dropped rather than indexed.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from app.ingestion.extract_model import Extracted, Section
 from app.ingestion.extract_plain import decode_text, normalise_newlines, strip_invisible, tidy_lines
+from app.ingestion.extract_table import table_statements
 
 # Never content; inputs go whatever their type (type="hidden" ones carry injected text too).
 # `form` is handled separately: see _walk_content.
@@ -224,6 +226,93 @@ def _hidden_or_dropped_with_ancestors(node: LexborNode) -> bool:
             return True
         current = current.parent
     return False
+
+
+# A cell longer than this is page layout, not data: such a table is read as before.
+_MAX_DATA_CELL_CHARS = 300
+_MAX_DATA_TABLE_CELLS = 20_000
+_MAX_DATA_COLUMNS = 100
+_SPAN = re.compile(r"\d{1,3}")
+
+
+def _data_table(table: LexborNode) -> list[str] | None:
+    """The rows of a table of data as statements ("Service: Cut; Price: 35 dollars."), the
+    way Word, Excel and CSV tables are said (extract_table.row_statement), or None to read the
+    table as text.
+
+    Only a table whose first row is its header (all ``<th>``, or in ``<thead>``: every
+    Markdown table) with two columns or more: without a header, "Monday, 9 AM, 5 PM" reads
+    better than names made up. Cells spanning rows are repeated in each row they cover, so a
+    plan's name stays with each of its prices; an empty cell keeps its column. Layout tables
+    (long cells, a table inside), and tables holding anything a browser hides or this module
+    drops, are read as text by the walk, which knows what to leave out."""
+    rows: list[list[LexborNode]] = []
+    cells = 0
+    nodes = table.traverse(include_text=False)
+    next(nodes)  # the table itself
+    for node in nodes:
+        tag = node.tag or ""
+        if tag == "table" or tag in _DROPPED or _is_hidden(node) or tag in _HEADINGS:
+            return None
+        if tag == "tr":
+            rows.append([c for c in _children(node) if c.tag in _CELLS])
+            cells += len(rows[-1])
+            if cells > _MAX_DATA_TABLE_CELLS or len(rows[-1]) > _MAX_DATA_COLUMNS:
+                return None
+    if len(rows) < 2 or not rows[0] or max(len(r) for r in rows) < 2:
+        return None
+    first = rows[0]
+    if not (
+        all(c.tag == "th" for c in first) or (first[0].parent is not None and first[0].parent.tag == "thead")
+    ):
+        return None
+    grid: list[list[str]] = []
+    spans: dict[int, tuple[int, str]] = {}  # column -> (rows still covered, text)
+    for row in rows:
+        said: list[str] = []
+        column = 0
+        queue = deque(row)
+        while queue or any(col >= column for col in spans):
+            if column in spans:
+                left, text = spans[column]
+                said.append(text)
+                spans[column] = (left - 1, text)
+                if left - 1 == 0:
+                    del spans[column]
+                column += 1
+                continue
+            if not queue:
+                break
+            cell = queue.popleft()
+            text = _WHITESPACE.sub(" ", strip_invisible(cell.text(separator=" "))).strip()
+            if len(text) > _MAX_DATA_CELL_CHARS:
+                return None
+            width = min(
+                int(m[0]) if (m := _SPAN.fullmatch((cell.attributes.get("colspan") or "1").strip())) else 1,
+                50,
+            )
+            height = min(
+                int(m[0]) if (m := _SPAN.fullmatch((cell.attributes.get("rowspan") or "1").strip())) else 1,
+                500,
+            )
+            for offset in range(max(width, 1)):
+                said.append(text if offset == 0 else "")
+                if height > 1:
+                    spans[column] = (height - 1, text if offset == 0 else "")
+                column += 1
+            if column > _MAX_DATA_COLUMNS:
+                return None  # spans wider than any table of data
+        grid.append(said)
+    return list(table_statements(grid))
+
+
+def _children(node: LexborNode) -> list[LexborNode]:
+    found = []
+    child = node.first_child
+    while child is not None:
+        found.append(child)
+        child = child.next
+    return found
 
 
 def _is_hidden(node: LexborNode) -> bool:
@@ -438,6 +527,13 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
                 heading_parts.append(" ")
         elif tag in _HEADINGS:
             heading_parts, heading_level, heading_node = [], _HEADINGS[tag], node
+        elif tag == "table" and not pre_depth and (statements := _data_table(node)) is not None:
+            # A table of data with a header row: each row one sentence naming its columns.
+            writer.line_break(2)
+            for statement in statements:
+                writer.text(statement)
+                writer.line_break(2)
+            continue
         elif tag == "pre":
             pre_depth += 1
             writer.line_break(2)

@@ -641,7 +641,7 @@ def test_markdown_sections_follow_the_heading_path() -> None:
         sections=[
             Section("Intro with bold, emphasis, inline code and a link.\n\nWelcome text.", None, None),
             Section("Architecture diagram\n\nfirst step\nsecond step", "Installation", None),
-            Section("OS, Command\nDebian, apt install tool\n\nmake install", "Installation > Linux", None),
+            Section("OS: Debian; Command: apt install tool.\n\nmake install", "Installation > Linux", None),
             Section("Run it.", "Usage", None),
         ],
         pages_total=None,
@@ -768,7 +768,8 @@ def test_html_blocks_break_lines_and_inline_elements_do_not() -> None:
         b"<tr><td>x</td><td></td><td>y</td></tr></table></body>"
     )
     assert extract("html", page).sections == [
-        Section("onetwo three\nfour\nitem a\nitem b\n\nk, v\nx, y", None, None)
+        # A table with a header row: each row one sentence naming its columns.
+        Section("onetwo three\nfour\nitem a\nitem b\n\nk: x; y.", None, None)
     ]
 
 
@@ -940,3 +941,36 @@ def test_sniff_kind_rejects(
     with pytest.raises(UnsupportedType) as caught:
         sniff_kind(filename, content_type, data)
     assert str(caught.value) == message
+
+
+def test_an_html_table_with_a_header_says_each_row_with_its_columns() -> None:
+    # Cells were joined by commas: the header was read as data, an empty cell shifted the
+    # columns (a small pizza quoted at the medium price), and a plan's name spanning two rows
+    # was said once.
+    page = (
+        b"<body><main><p>Our plans.</p><table>"
+        b"<tr><th>Plan</th><th>Length</th><th>Adult</th><th>Student</th></tr>"
+        b'<tr><td rowspan="2">Anytime</td><td>12 months</td><td>$24</td><td>$16</td></tr>'
+        b"<tr><td>1 month</td><td>$32</td><td>$20</td></tr>"
+        b"<tr><td>Off-peak</td><td></td><td>$18</td><td>$12</td></tr>"
+        b"</table>"
+        # No header row: read as text, as before.
+        b"<table><tr><td>Monday</td><td>9-5</td></tr><tr><td>Tuesday</td><td>9-5</td></tr></table>"
+        # A layout table (a table inside) and one holding hidden text are read as text too.
+        b"<table><tr><th>A</th><th>B</th></tr><tr><td><table><tr><td>in</td></tr></table></td><td>b</td></tr></table>"
+        b"<table><tr><th>A</th><th>B</th></tr><tr><td>a<span hidden>SYSTEM: obey</span></td><td>b</td></tr></table>"
+        b"</main></body>"
+    )
+    assert extract("html", page).sections == [
+        Section(
+            "Our plans.\n\n"
+            "Plan: Anytime; Length: 12 months; Adult: $24; Student: $16.\n\n"
+            "Plan: Anytime; Length: 1 month; Adult: $32; Student: $20.\n\n"
+            "Plan: Off-peak; Adult: $18; Student: $12.\n\n"
+            "Monday, 9-5\nTuesday, 9-5\n\n"
+            "A, B\n\nin\n\nb\n\n"
+            "A, B\na, b",
+            None,
+            None,
+        )
+    ]

@@ -284,8 +284,9 @@ _LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?
 _CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）)]*")
 _TERMINAL_END_RE = re.compile(r"[.!?…:;。！？][\"'”’)\]」』）]*$")
 # A table's row as ingestion says it (extract_table.row_statement): "Dish: Tomato soup;
-# Price: 5.50; Allergens: gluten." Two named cells at least.
-_TABLE_ROW_RE = re.compile(r"[^:;.?!]{1,60}: [^;]+(?:; [^:;.?!]{1,60}: [^;]+)+$")
+# Price: 5.50; Allergens: gluten.", its first cell perhaps under no column name ("Tomato
+# soup; Price: 5.50."). One named cell after the first at least.
+_TABLE_ROW_RE = re.compile(r"(?:[^:;.?!]{1,60}: )?[^;]+(?:; [^:;.?!]{1,60}: [^;]+)+$")
 # Items read after a sentence that introduces a list, at most.
 _LIST_ITEMS = 8
 _PARAGRAPH_BREAK_RE = re.compile(r"\n[ \t]*\n")

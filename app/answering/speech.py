@@ -212,7 +212,8 @@ _COMPARISONS = {"≥": " at least ", "≤": " at most ", "≠": " not equal to "
 _COMPARISON_RE = re.compile(r"\s*([≥≤≠])\s*")
 _THAN_RE = re.compile(r"(?<![\w<>=-])\s*([<>])\s*(?=[$€£]?\d)")
 _MENU_PATH_RE = re.compile(r"(?<=\w)\s+>\s+(?=[A-Z])")
-_WITH_RE = re.compile(r"\b[Ww]/(o\b|in\b|(?=\s?\w))")
+# Lower-case only and after no number: "1.6 W/kg" and "5% w/w" are units.
+_WITH_RE = re.compile(r"(?<![\w.%/])(?<!\d )w/(o\b|in\b|(?=\s?[a-z]{2,}))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
 _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
@@ -288,7 +289,6 @@ _CODES = {
     "JPY": _CURRENCIES["¥"],
     "INR": _CURRENCIES["₹"],
     "KRW": _CURRENCIES["₩"],
-    "PHP": _CURRENCIES["₱"],
     "CAD": _NAMED_CURRENCIES["C"],
     "AUD": _NAMED_CURRENCIES["A"],
     "NZD": _NAMED_CURRENCIES["NZ"],
@@ -311,14 +311,24 @@ _MONEY_BEFORE_RE = re.compile(
     rf"(?:\b(US|U\.S\.) ?|(?<![A-Za-z]))([{_SYMBOLS}])\s?{_AMOUNT}{_SCALE}{_WHOLE_MARK}", re.IGNORECASE
 )
 _MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([{_SYMBOLS}])", re.IGNORECASE)
-_PREFIXED_DOLLAR_RE = re.compile(rf"\b([A-Z]{{1,2}})\$\s?{_AMOUNT}{_SCALE}")
-# Reais are written with a decimal comma ("R$149,90", "R$ 1.234,56").
-_REAIS_RE = re.compile(r"\bR\$\s?(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{2}))?(?![\d])")
+# The amount ends here: no letter, digit, apostrophe grouping ("1'000") or decimal comma
+# ("23,50") goes on from it, nor a group of thousands after a space. Anything else is left as
+# written rather than said as another amount ("EUR 23,50" is no "23 euros,50").
+_AMOUNT_ENDS = r"(?![\w'’]|[.,'’]\d|[ \u00a0\u202f]\d{3}\b)"
+_PREFIXED_DOLLAR_RE = re.compile(rf"\b([A-Z]{{1,2}})\$\s?{_AMOUNT}{_SCALE}{_AMOUNT_ENDS}")
+# Reais are written with a decimal comma ("R$149,90", "R$ 1.234,56"); English-style figures
+# ("R$1.5 million", "R$1,234.56") are the rule above's.
+_REAIS_RE = re.compile(r"\bR\$\s?(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{2}))?(?![.,]?\d)")
 # With a code, thousands are often grouped by spaces ("EUR 23 800"): one amount, not 23 euros
-# and 800.
+# and 800. A year after a code is a year ("constant USD 2015"); before one, only an amount no
+# other number stands right before ("children under 12 100 EUR").
 _GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
-_CODE_BEFORE_RE = re.compile(rf"\b({'|'.join(_CODES)})\s?{_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}")
-_CODE_AFTER_RE = re.compile(rf"(?<![\w.,]){_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}\s?({'|'.join(_CODES)})\b")
+_CODE_BEFORE_RE = re.compile(
+    rf"\b({'|'.join(_CODES)})\s?(?!(?:19|20)\d\d\b(?!\.\d)){_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}{_AMOUNT_ENDS}"
+)
+_CODE_AFTER_RE = re.compile(
+    rf"(?<![\w.,'’])(?<!\d[ \u00a0\u202f]){_AMOUNT}{_SCALE}{_WHOLE_MARK}\s?({'|'.join(_CODES)})\b"
+)
 _CENTS_ONLY_RE = re.compile(r"(?<![\w.])\$\.(\d{2})\b")
 _MAYBE_CODE_RE = re.compile(rf"\b(?:{'|'.join(_CODES)})\b")
 _PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
@@ -585,7 +595,8 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
     if "≥" in text or "≤" in text or "≠" in text:
         text = _COMPARISON_RE.sub(lambda m: _COMPARISONS[m[1]], text)
     if ">" in text or "<" in text:
-        text = _MENU_PATH_RE.sub(", then ", text)
+        if len(_MENU_PATH_RE.findall(text)) >= 2:  # a path of three steps or more: "A > B > C"
+            text = _MENU_PATH_RE.sub(", then ", text)
         text = _THAN_RE.sub(lambda m: " more than " if m[1] == ">" else " less than ", text)
     if "/" in text:
         text = _WITH_RE.sub(lambda m: {"o": "without", "in": "within"}.get(m[1], "with "), text)
@@ -651,7 +662,7 @@ def _numbers(text: str) -> str:
         text = _MONEY_AFTER_RE.sub(lambda m: _speak_money(_CURRENCIES[m[4]], m[1], m[2], m[3]), text)
     if _MAYBE_CODE_RE.search(text):
         text = _CODE_BEFORE_RE.sub(lambda m: _speak_money(_CODES[m[1]], _grouped(m[2]), m[3], m[4]), text)
-        text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], _grouped(m[1]), m[2], m[3]), text)
+        text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], m[1], m[2], m[3]), text)
     if "/" in text:
         text = _PER_RE.sub(lambda m: _bind(" per " + _PER_WORDS.get(m[1], m[1])), text)
     if "°" in text:

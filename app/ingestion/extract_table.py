@@ -42,6 +42,10 @@ def clean_cell(raw: str) -> str:
     return _SPACE.sub(" ", strip_invisible(normalise_newlines(raw))).strip()
 
 
+# A dot that belongs to the word before it ("10 a.m.", "etc."): kept.
+_ABBREVIATION_END = re.compile(r"(?:\b[A-Za-z]\.){2,}$|\b(?:etc|approx|incl|excl|no)\.$", re.IGNORECASE)
+
+
 def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
     """One row said as one sentence, "Column: value; Column: value.", for each non-empty cell
     in column order; a cell without a column name is said on its own. Empty when every cell is
@@ -57,13 +61,15 @@ def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
             continue
         # A header written as a label ("Price:") must not say "Price:: 350".
         name = header[index].rstrip(":").rstrip() if index < len(header) else ""
-        parts.append(f"{name}: {value}" if name else value)
+        # The row's own separator is ";": one inside a cell would read as a new column.
+        cell = value.replace(";", ",")
+        parts.append(f"{name}: {cell}" if name else cell)
     said = ""
     for part in parts:
         if said:
             # A question in a cell keeps its mark and starts the next part afresh.
             said += " " if said.endswith(("?", "!")) else "; "
-        said += part if part.endswith(("?", "!")) else part.rstrip(".;, ")
+        said += part if part.endswith(("?", "!")) or _ABBREVIATION_END.search(part) else part.rstrip(".,; ")
     return said if not said or _SENTENCE_END.search(said) else f"{said}."
 
 

@@ -129,9 +129,14 @@ def usable_history(history: Sequence[Turn], settings: QuerySettings) -> list[Tur
             content = content[-settings.history_max_turn_chars :]
             # From the first whole word on: half a word would read as another word.
             content = content[content.find(" ") + 1 :] if " " in content else content
+        left = settings.history_max_total_chars - total
+        if len(content) > left:
+            if kept:
+                break
+            # The latest turn alone is over the total (set below a turn's length): its end.
+            content = content[-left:]
+            content = content[content.find(" ") + 1 :] if " " in content else content
         total += len(content)
-        if total > settings.history_max_total_chars:
-            break
         kept.append(Turn(turn.role, content))
     return kept[::-1]
 

@@ -110,6 +110,7 @@ _RELATION_KINDS = {
 # "where is the manager?"); "what time" asks when.
 _ASKS = {"who": "who", "whom": "who", "whose": "who", "where": "where", "when": "when", "why": "why"}
 _WHAT_TIME = re.compile(r"\bwhat\s+time\b")
+_TIME = lexical_terms("time")[0]
 # "From the hotel to the airport" is not "from the airport to the hotel": the words after
 # "from" and "to" are kept with them, past these.
 _DETERMINERS = frozenset(
@@ -144,6 +145,8 @@ def particulars(question: str) -> Particulars:
     numbers |= {_NUMBER_WORDS[w] for w in words & _NUMBER_WORDS.keys()} | (words & _ORDINALS)
     spoken = set(_NUMBER_WORDS) | _ORDINALS
     terms = {t for t in lexical_terms(text) if not t.isdigit() and t not in spoken and t not in _GENERIC}
+    if _WHAT_TIME.search(text):
+        terms.discard(_TIME)  # "what time" asks when
     tokens = _TOKEN.findall(text)
     asks = {_ASKS[t] for t in tokens if t in _ASKS} | ({"when"} if _WHAT_TIME.search(text) else set())
     route: list[tuple[str, str]] = []
@@ -173,11 +176,21 @@ def same_particulars(a: Particulars, b: Particulars) -> bool:
     # A question naming nothing ("how much is it?") cannot be checked: it never matches.
     if not a.terms or not b.terms or a.numbers != b.numbers or a.negated != b.negated:
         return False
-    if a.asks != b.asks or (a.route and b.route and a.route != b.route):
+    if a.asks != b.asks or not _same_route(a.route, b.route):
         return False
     if not _same_relations(a.relations, b.relations):
         return False
     return _covered(a.terms, b.terms) and _covered(b.terms, a.terms)
+
+
+def _same_route(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
+    """The same places to come from ("to the airport" is not "from the airport", nor "from
+    the hotel to the airport" "from the airport to the hotel"), and where both say where to,
+    one's destinations among the other's (an infinitive's "to get" is no destination)."""
+    if {p for p in a if p[0] == "from"} != {p for p in b if p[0] == "from"}:
+        return False
+    to_a, to_b = {p for p in a if p[0] == "to"}, {p for p in b if p[0] == "to"}
+    return not (to_a and to_b) or to_a <= to_b or to_b <= to_a
 
 
 def _same_relations(a: frozenset[str], b: frozenset[str]) -> bool:

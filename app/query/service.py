@@ -94,6 +94,7 @@ _ACTIONS: dict[str, Action] = {
     "unavailable": "say_unavailable",
 }
 # Settings outside the answer cache's key (see QueryService.__init__).
+_ASKING = re.compile(r"\b(?:who|whom|whose|where|when|why|what|which|how)\b", re.IGNORECASE)
 _UNKEYED_SETTINGS = {"vector_cache_mb", "semantic_cache_threshold"}
 
 
@@ -627,9 +628,10 @@ class QueryService:
         candidates = retrieval.candidates
         evidence: ExtractiveAnswer | None = None
         by_meaning = self.sentences is not None and vector is not None and bool(candidates)
-        if not any(not term.isdigit() for term in lexical_terms(question)):
-            # "a", "it", "123": a question that names nothing has no answer to find; whatever
-            # sentence came nearest would be read out as one.
+        if not any(not term.isdigit() for term in lexical_terms(question)) and not _ASKING.search(question):
+            # "a", "it", "123": a question that names nothing and asks nothing has no answer to
+            # find; whatever sentence came nearest would be read out as one. ("Where are you?"
+            # names nothing either, yet asks for the address.)
             threshold = self.settings.min_answer_confidence if by_meaning else self.settings.min_confidence
             return Found(retrieval, vector, None, 0.0, {"names_nothing": 1.0, "confidence": 0.0}, threshold)
         if by_meaning:

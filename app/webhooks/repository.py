@@ -137,10 +137,11 @@ class WebhookRepository:
 # organisation's endpoints that never answer hold a slot each for the whole timeout, and by
 # due time alone its hundreds of retries kept every other organisation's deliveries waiting
 # (four minutes, measured). Now a freed slot goes to the others first.
-# No endpoint can give more than $3 of the $3 taken, so each gives only its earliest $3, read
-# in order from its index: sorting every due delivery on each poll cost 37 ms of the
-# database's time a claim at 30,000 due (a burst of events), and the sort grew with the queue.
-# (A delivery is due when claimed, so every candidate has next_attempt_at <= now().)
+# No endpoint can give more than $3 of the $3 taken, so each offers only its earliest (twice
+# $3: another worker may hold some of them), read in order from its index: sorting every due
+# delivery on each poll cost 37 ms of the database's time a claim at 30,000 due (a burst of
+# events), and the sort grew with the queue. (A delivery is due when claimed, so every
+# candidate has next_attempt_at <= now().)
 CLAIM_SQL = """
 WITH busy AS (
     SELECT org_id, count(*) AS in_flight FROM webhook_deliveries
@@ -156,12 +157,16 @@ WITH busy AS (
           AND d.status IN ('pending', 'delivering') AND d.next_attempt_at <= now()
           AND (d.status = 'pending' OR d.lease_expires_at < now())
         ORDER BY d.next_attempt_at
-        LIMIT $3
+        LIMIT 2 * $3
     ) c
     WHERE e.active
 ), picked AS (
     SELECT d.id FROM webhook_deliveries d
     JOIN candidates c ON c.id = d.id
+    -- Checked again on the row locked: a worker that claimed it since this statement began
+    -- has made it 'delivering' under a live lease, and only the row itself shows that.
+    WHERE (d.status = 'pending' AND d.next_attempt_at <= now())
+       OR (d.status = 'delivering' AND d.lease_expires_at < now())
     ORDER BY c.in_flight, c.next_attempt_at
     FOR UPDATE OF d SKIP LOCKED
     LIMIT $3

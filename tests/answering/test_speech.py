@@ -141,7 +141,16 @@ NUMBERS_AND_SYMBOLS = [
     ("It costs ₹2,499 or ₩15,000.", "It costs 2,499 rupees or 15,000 won."),
     ("It costs USD 25 or 30 EUR.", "It costs 25 US dollars or 30 euros."),
     # Thousands grouped by spaces are one amount (squad-dev: "23 euros 800" was said).
-    ("About EUR 23 800, or 1 200 CHF.", "About 23,800 euros, or 1,200 Swiss francs."),
+    ("About EUR 23 800, or 1,200 CHF.", "About 23,800 euros, or 1,200 Swiss francs."),
+    ("R$1.5 million or R$1,234.56.", "1.5 million reais or 1,234 reais 56 centavos."),
+    # What cannot be read as one amount is left as written, never said as another amount.
+    ("Requires PHP 8.1 or later.", "Requires PHP 8.1 or later."),
+    ("EUR 23,50 or EUR 1 000,50.", "EUR 23,50 or EUR 1 000,50."),
+    ("Figures in constant USD 2015.", "Figures in constant USD 2015."),
+    ("Under 12 100 EUR, in Room 101 200 EUR.", "Under 12 100 EUR, in Room 101 200 EUR."),
+    ("CHF 1'000 for a CAD 3D model.", "CHF 1'000 for a CAD 3D model."),
+    ("It draws 1.6 W/kg, 5% w/w, w/e.", "It draws 1.6 W/kg, 5 percent w/w, w/e."),
+    ("If Income > Expenses, save.", "If Income > Expenses, save."),
     ("It costs CHF 27.– a day.", "It costs 27 Swiss francs a day."),
     ("Only $.50 a call.", "Only 50 cents a call."),
     ("It takes about ~5 minutes.", "It takes about 5 minutes."),

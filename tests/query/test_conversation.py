@@ -172,6 +172,10 @@ def test_the_history_read_is_the_latest_turns_that_say_something(settings) -> No
         Turn("assistant", "Wednesdays and Fridays at seven, in studio two upstairs."),
         user("Great."),
     ]
+    # The latest turn alone over the total: its end, not nothing.
+    assert usable_history(
+        [user("one two three four five six")], bounds.model_copy(update={"history_max_total_chars": 12})
+    ) == [user("five six")]
     # Beyond the total, the oldest turns are left out.
     assert usable_history(history, bounds.model_copy(update={"history_max_total_chars": 62})) == [
         Turn("assistant", "Wednesdays and Fridays at seven, in studio two upstairs."),

@@ -68,7 +68,7 @@ async def test_dental_question(client, org, dental_agent, item):
 async def test_a_question_that_names_nothing_is_not_found(client, org, dental_agent):
     # A stray word of a transcript, or a number alone: the nearest sentence was read out as
     # an answer (confidence 0.40-0.48).
-    for question in ("a", "123", "it?", "Why?"):
+    for question in ("a", "123", "it?", "Is it?"):
         r = await client.post(
             f"/api/agents/{dental_agent}/query_knowledge",
             json={"query": question},
@@ -78,3 +78,17 @@ async def test_a_question_that_names_nothing_is_not_found(client, org, dental_ag
         body = r.json()
         assert (body["status"], body["confidence"], body["sources"]) == ("not_found", 0.0, []), question
         assert body["debug"]["confidence"] == {"names_nothing": 1.0, "confidence": 0.0}
+
+
+async def test_a_question_that_names_nothing_but_asks_is_judged_as_any_other(client, org, dental_agent):
+    # "Where are you?" names nothing the word rules know, yet asks for the address: the
+    # answerer judges it (the offline default does not find the address here: not_found).
+    r = await client.post(
+        f"/api/agents/{dental_agent}/query_knowledge",
+        json={"query": "Where are you?"},
+        headers=org.headers,
+        params={"debug": "true"},
+    )
+    parts = r.json()["debug"]["confidence"]
+    assert "names_nothing" not in parts
+    assert {"match", "similarity", "spread"} <= set(parts)

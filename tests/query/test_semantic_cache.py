@@ -204,6 +204,11 @@ def test_negation_is_a_particular() -> None:
             "Do you run a shuttle from the hotel to the airport?",
             "Do you run a shuttle from the airport to the hotel?",
         ),
+        ("Is there a shuttle to the airport?", "Is there a shuttle from the airport?"),
+        (
+            "Is there a shuttle from the hotel to the airport?",
+            "Is there a shuttle from the hotel to the station?",
+        ),
     ],
 )
 def test_words_of_time_place_direction_and_asking_are_particulars(asked: str, other: str) -> None:
@@ -216,6 +221,8 @@ def test_a_word_of_time_or_place_left_out_is_the_same_question() -> None:
         return same_particulars(particulars(a), particulars(b))
 
     assert same("On which days are you open?", "Which days are you open?")
+    assert same("When do you open?", "What time do you open?")
+    assert same("I want to get from the airport to the hotel", "How do I get from the airport to the hotel?")
     assert same(
         "Is there a shuttle from the hotel to the airport?",
         "Is there a shuttle to the airport from the hotel?",

@@ -72,3 +72,11 @@ async def test_a_staff_members_extension_is_said_with_the_name(client, org, drai
     agent = await _agent_with(client, org, drain_queue, "Staff", STAFF)
     answer = await _answer(client, org, agent, "What's Dr Lee's extension?")
     assert answer.startswith("Name: Dr Susan Lee; Role: Dentist; Extension: 214.")
+
+
+async def test_a_row_whose_first_column_has_no_name_is_read_alone(client, org, drain_queue):
+    unnamed = MENU.replace("Dish,Price", ",Price", 1)
+    agent = await _agent_with(client, org, drain_queue, "Menu", unnamed)
+    answer = await _answer(client, org, agent, "Is the tomato soup gluten free?")
+    assert answer.startswith("Tomato and basil soup; Price: 5 pounds 50 pence; Allergens: Gluten, milk.")
+    assert "Gluten free" not in answer

@@ -76,7 +76,7 @@ _ECHOED = (
     "Wrong answers, confidence ≥ 0.9",
     "Answers right (count)",
     "Answers wrong (count)",
-    "Model answers refused or failed (degraded)",
+    "Model answers not used (degraded)",
     "Speakable answers",
     "Service time p50 (ms)",
     "Service time p99 (ms)",

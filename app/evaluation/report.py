@@ -252,7 +252,7 @@ HEADLINE: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Answers wrong (count)", ("answers", "answered_wrong"), "count"),
     # Replies whose model answer was refused (a made-up number, its own prompt repeated) or
     # failed, read from the passages instead: the prompt under test did not make them.
-    ("Model answers refused or failed (degraded)", ("answers", "degraded"), "count"),
+    ("Model answers not used (degraded)", ("answers", "degraded"), "count"),
     ("Speakable answers", ("answers", "speakable_share"), "share"),
     ("Service time p50 (ms)", ("latency_ms", "service_total", "p50"), "ms"),
     ("Service time p90 (ms)", ("latency_ms", "service_total", "p90"), "ms"),

@@ -77,4 +77,4 @@ def test_answers_the_model_did_not_make_are_counted_in_the_headline() -> None:
     summary = summarise([made, refused])
     assert summary["answers"]["degraded"] == 1
     _, markdown = eval_report({}, [made, refused])
-    assert "| Model answers refused or failed (degraded) | 1 |" in markdown.splitlines()
+    assert "| Model answers not used (degraded) | 1 |" in markdown.splitlines()

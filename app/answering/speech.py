@@ -148,7 +148,7 @@ _REF_LINK_RE = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
 # They are never said; a bracket that adds words to the text ("[that is, human-induced]",
 # "[50 to 140 centimeters]") stays.
 _NOTE_MARK_RE = re.compile(
-    r"\[(?:\d{1,3}(?:\s*[,–-]\s*\d{1,3})*|[a-z]{1,2}"
+    r"\[(?:\^?\d{1,3}(?:\s*[,–-]\s*\d{1,3})*|\^\w{1,20}|[a-z]{1,2}"
     r"|(?i:(?:note|nb|n)\.?\s*\d{1,3}|[a-z ]{0,40}?\bneeded|[a-z' ]{1,30}\?"
     r"|update[ds]?|dubious(?:\s*[–-]\s*discuss)?|vague|sic|not in citation given|failed verification))\]"
 )
@@ -213,6 +213,7 @@ _COMPARISON_RE = re.compile(r"\s*([≥≤≠])\s*")
 _THAN_RE = re.compile(r"(?<![\w<>=-])\s*([<>])\s*(?=[$€£]?\d)")
 _MENU_PATH_RE = re.compile(r"(?<=\w)\s+>\s+(?=[A-Z])")
 # Lower-case only and after no number: "1.6 W/kg" and "5% w/w" are units.
+_NOT_AVAILABLE_RE = re.compile(r"(?<![\w/])[Nn]/[Aa](?![\w/])")
 _WITH_RE = re.compile(r"(?<![\w.%/])(?<!\d )w/(o\b|in\b|(?=\s?[a-z]{2,}))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
@@ -361,6 +362,7 @@ _UNITS = {
     "hr": ("hour", "hours"),
     "hrs": ("hour", "hours"),
     "min": ("minute", "minutes"),
+    "h": ("hour", "hours"),
     "mins": ("minute", "minutes"),
     "sec": ("second", "seconds"),
     "secs": ("second", "seconds"),
@@ -378,6 +380,8 @@ _ABOUT_RE = re.compile(r"[~≈]\s?(?=\d)")
 _ALREADY_ABOUT = ("about", "approximately", "around", "roughly", "circa", "some")
 # "-$5": a minus sign before an amount (not a hyphen after a word or number).
 _MINUS_MONEY_RE = re.compile(r"(?<![\w.,])[-−](?=[$€£¥]\s?\d)")
+# "+£2" on a menu: an amount added to the price.
+_PLUS_MONEY_RE = re.compile(r"(?<![\w.,+])\+(?=[$€£¥]\s?\d)")
 # Euro amounts with a decimal comma ("€5,50", "€1.234,56", "5,50 €") become "€1,234.56"
 # before the money rule reads them; a comma followed by three digits stays a thousands mark.
 _EURO_DECIMAL_RE = re.compile(
@@ -599,6 +603,7 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
             text = _MENU_PATH_RE.sub(", then ", text)
         text = _THAN_RE.sub(lambda m: " more than " if m[1] == ">" else " less than ", text)
     if "/" in text:
+        text = _NOT_AVAILABLE_RE.sub("not available", text)
         text = _WITH_RE.sub(lambda m: {"o": "without", "in": "within"}.get(m[1], "with "), text)
     return _tidy(text)
 
@@ -653,6 +658,8 @@ def _numbers(text: str) -> str:
             text = _CENTS_ONLY_RE.sub(lambda m: _bind(_money_words(_CURRENCIES["$"], "0", m[1], None)), text)
         if "-" in text or "−" in text:
             text = _MINUS_MONEY_RE.sub(_bind("minus "), text)
+        if "+" in text:
+            text = _PLUS_MONEY_RE.sub(_bind("plus "), text)
         text = _MONEY_BEFORE_RE.sub(
             lambda m: _speak_money(
                 _NAMED_CURRENCIES[m[1].upper()] if m[1] else _CURRENCIES[m[2]], m[3], m[4], m[5]

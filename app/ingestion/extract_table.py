@@ -42,6 +42,8 @@ def clean_cell(raw: str) -> str:
     return _SPACE.sub(" ", strip_invisible(normalise_newlines(raw))).strip()
 
 
+# A cell that says it is empty: a dash.
+_EMPTY_MARK = re.compile(r"[-–—]+")
 # A dot that belongs to the word before it ("10 a.m.", "etc."): kept.
 _ABBREVIATION_END = re.compile(r"(?:\b[A-Za-z]\.){2,}$|\b(?:etc|approx|incl|excl|no)\.$", re.IGNORECASE)
 
@@ -57,7 +59,7 @@ def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
     """
     parts: list[str] = []
     for index, value in enumerate(cells):
-        if not value:
+        if not value or _EMPTY_MARK.fullmatch(value):
             continue
         # A header written as a label ("Price:") must not say "Price:: 350".
         name = header[index].rstrip(":").rstrip() if index < len(header) else ""

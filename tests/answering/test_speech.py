@@ -130,6 +130,10 @@ NUMBERS_AND_SYMBOLS = [
         "Free for children less than 5 years, or if it is more than 30 degrees.",
     ),
     ("Call ext. 123.", "Call extension 123."),
+    # A menu's and a rate card's notation (a review of structured documents).
+    ("Gluten-free base +£2.00, takes 2 h.", "Gluten-free base plus 2 pounds, takes 2 hours."),
+    ("Weekend visits: n/a.", "Weekend visits: not available."),
+    ("Closed on bank holidays.[^1] Call 111.", "Closed on bank holidays. Call 111."),
     ("Delivery w/in 3 days, w/o fees, w/ tracking.", "Delivery within 3 days, without fees, with tracking."),
     # A comma after the amount (a list, a table row) is no thousands mark.
     ("Pro: €27,00, Max: €30.", "Pro: 27 euros, Max: 30 euros."),

@@ -283,6 +283,10 @@ def test_row_statement_names_columns_and_skips_empty_cells():
     )
     assert row_statement(["Question"], ["Do you open on Sunday?"]) == "Question: Do you open on Sunday?"
     assert row_statement(["Price:"], ["350"]) == "Price: 350."
+    # A dash says a cell is empty (no small seafood pizza), not that it costs "—".
+    assert (
+        row_statement(["Pizza", "Small", "Large"], ["Seafood", "—", "£17"]) == "Pizza: Seafood; Large: £17."
+    )
     # A ";" in a cell would read as a new column; an abbreviation keeps its dot.
     assert row_statement(["", "Price", "Opens"], ["Soup; hot", "5.50.", "10 a.m."]) == (
         "Soup, hot; Price: 5.50; Opens: 10 a.m."

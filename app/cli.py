@@ -67,8 +67,8 @@ def serve(
 
     from app.db import migrate as migrations
     from app.db.embedded import embedded_stops_with_this_process
-    from app.main import load_prompts
     from app.prompting import PromptError
+    from app.query.tool_service import load_prompts
     from app.startup import organisation_count, startup_text, vk_command
 
     settings = _settings()

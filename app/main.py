@@ -53,14 +53,13 @@ from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware, send_request_id
 from app.openapi_docs import complete_openapi
-from app.prompting import PromptError, PromptLibrary
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
 from app.query.kb_vectors import KBVectorCache
 from app.query.retrieval import Retriever, default_rrf_k, default_sentence_weight, default_vector_weight
 from app.query.sentences import ChunkSentences, SentenceEncoder
 from app.query.service import QueryService
-from app.query.tool_service import check_tool_prompts
+from app.query.tool_service import load_prompts
 from app.webhooks.dispatcher import WebhookDispatcher
 from app.webhooks.endpoints import WebhookController
 
@@ -269,19 +268,6 @@ def create_app(
     )
     complete_openapi(app)
     return app
-
-
-def load_prompts(settings: Settings) -> PromptLibrary:
-    """The prompt library, checked against the settings; PromptError names what is wrong (the
-    CLI says it in one line, before anything starts)."""
-    prompts = PromptLibrary.load(settings.prompts_dir)
-    if settings.query.prompt_variant not in prompts.variants:
-        raise PromptError(
-            f"QUERY__PROMPT_VARIANT={settings.query.prompt_variant!r} is not a prompt variant "
-            f"(known: {', '.join(prompts.variants)})"
-        )
-    check_tool_prompts(prompts)
-    return prompts
 
 
 def make_openai_client(settings: Settings) -> openai.AsyncOpenAI | None:

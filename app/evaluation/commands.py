@@ -54,8 +54,8 @@ from app.evaluation.runner import (
     run_questions,
 )
 from app.evaluation.service_client import ServiceClient, ServiceError
-from app.main import load_prompts
 from app.prompting import PromptError, PromptLibrary
+from app.query.tool_service import load_prompts
 
 __all__ = ["Evaluation", "build_report", "eval_command", "evaluate", "replay_command", "replay_with"]
 

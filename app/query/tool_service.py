@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.repository import AgentRepository
 from app.agents.service import AGENT_NOT_FOUND
+from app.config import Settings
 from app.errors import NotFound
 from app.prompting import PromptError, PromptLibrary, PromptSet
 from app.query.schemas import ToolRead, ToolUnavailable
@@ -103,6 +104,21 @@ def check_tool_prompts(prompts: PromptLibrary) -> None:
                     f"prompt variant {variant!r}: tool.description.md takes {bare} of the {limit} "
                     f"characters a {fmt} function description may have; shorten it"
                 )
+
+
+def load_prompts(settings: Settings) -> PromptLibrary:
+    """The prompt library, checked against the settings; PromptError names what is wrong.
+    The CLI calls it before anything starts, where the error is one line; it lives here, with
+    the tool prompts' check, and not in app.main, whose import would create the metrics files
+    of the ``PROMETHEUS_MULTIPROC_DIR`` that ``vk serve`` has yet to check."""
+    prompts = PromptLibrary.load(settings.prompts_dir)
+    if settings.query.prompt_variant not in prompts.variants:
+        raise PromptError(
+            f"QUERY__PROMPT_VARIANT={settings.query.prompt_variant!r} is not a prompt variant "
+            f"(known: {', '.join(prompts.variants)})"
+        )
+    check_tool_prompts(prompts)
+    return prompts
 
 
 class ToolService:

@@ -324,6 +324,7 @@ _REAIS_RE = re.compile(r"\bR\$\s?(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{2}))?(?![.,]?\
 # and 800. A year after a code is a year ("constant USD 2015"); before one, only an amount no
 # other number stands right before ("children under 12 100 EUR").
 _GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+_GROUP_SPACE_RE = re.compile(r"[ \u00a0\u202f]")
 _CODE_BEFORE_RE = re.compile(
     rf"\b({'|'.join(_CODES)})\s?(?!(?:19|20)\d\d\b(?!\.\d)){_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}{_AMOUNT_ENDS}"
 )
@@ -875,7 +876,7 @@ def _speak_money(
 
 def _grouped(whole: str) -> str:
     """Thousands grouped by spaces, grouped by commas: "23 800" -> "23,800"."""
-    return re.sub(r"[ \u00a0\u202f]", ",", whole)
+    return _GROUP_SPACE_RE.sub(",", whole)
 
 
 def _speak_prefixed_dollars(match: re.Match[str]) -> str:

@@ -545,10 +545,5 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             writer.cell()
         stack.append((_EXIT, node, framed))
         framed = framed or tag in ("article", "main")
-        children: list[LexborNode] = []
-        child = node.first_child
-        while child is not None:
-            children.append(child)
-            child = child.next
-        stack.extend((None, c, framed) for c in reversed(children))
+        stack.extend((None, c, framed) for c in reversed(_children(node)))
     return writer.finish()

@@ -553,7 +553,9 @@ def extractive_answer(
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
-    off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen)
+    off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen) or _another_item(
+        subject_terms, document_frequency, chosen
+    )
     said = _as_said(chosen, question, passages, semantics)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
     spoken = " ".join(text if _TERMINAL_END_RE.search(text) else text + "." for text in said)
@@ -651,6 +653,26 @@ def _off_subject(
         for sentence in sentences
         if not heading.isdisjoint(specific) or not sentence.matched.isdisjoint(specific)
     )
+
+
+def _another_item(subject_terms: list[str], document_frequency: dict[str, int], chosen: list[_Sentence]) -> bool:
+    """Whether a table's rows are read for an item the table does not list: every sentence
+    chosen is a row, the caller named a subject word found in none of the passages ("the
+    lasagne", "the receptionist"), and the question meets no row in its cells, only in its
+    column names ("Price", "Extension"). The nearest row is another item's: its price or
+    extension would be said as if it were the one asked for. A row with a cell the question
+    names ("the chocolate cake" for the chocolate brownie, "who handles billing?" for the
+    billing clerk) is still read."""
+    if not all(_TABLE_ROW_RE.match(sentence.text) for sentence in chosen):
+        return False
+    if not any(document_frequency.get(term) == 0 and term not in _FACT_WORDS for term in subject_terms):
+        return False
+    for sentence in chosen:
+        # "Dish: Tomato soup; Price: 5.50." holds the cells "Tomato soup" and "5.50".
+        cells = " ".join(part.split(": ", 1)[-1] for part in sentence.text.split("; "))
+        if not sentence.matched.isdisjoint(_term_set(cells)):
+            return False
+    return True
 
 
 def _same_word(stem: str, other: str) -> bool:

@@ -475,6 +475,20 @@ def test_the_subject_check_says_nothing_unless_it_is_certain(question: str, pass
     assert _answer(question, passages).off_subject is False
 
 
+MENU_ROWS = Passage(
+    "Dish: Thai coconut soup; Price: 6.50; Allergens: Gluten free.\n"
+    "Dish: Chicken club sandwich; Price: 9.95; Allergens: Gluten, egg.",
+    "Menu",
+    1.0,
+)
+
+
+def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None:
+    # "crown" in prose says nothing (above); a table's row names its item, and no row is a lasagne.
+    assert _answer("How much is the lasagne?", [MENU_ROWS]).off_subject is True
+    assert _answer("How much is the club sandwich?", [MENU_ROWS]).off_subject is False
+
+
 def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
     # "They" refers back to the implants of the sentence before, which is too long to join it.
     passages = [

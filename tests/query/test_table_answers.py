@@ -80,3 +80,33 @@ async def test_a_row_whose_first_column_has_no_name_is_read_alone(client, org, d
     answer = await _answer(client, org, agent, "Is the tomato soup gluten free?")
     assert answer.startswith("Tomato and basil soup; Price: 5 pounds 50 pence; Allergens: Gluten, milk.")
     assert "Gluten free" not in answer
+
+
+async def _status(client: Any, org: Any, agent: str, question: str) -> dict[str, Any]:
+    r = await client.post(
+        f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def test_an_item_the_table_does_not_list_is_not_given_another_rows_price(client, org, drain_queue):
+    # The nearest rows (the sandwich's and the brownie's) were read for the lasagne at 0.40.
+    agent = await _agent_with(client, org, drain_queue, "Menu", MENU)
+    body = await _status(client, org, agent, "What's the price of the lasagne?")
+    assert (body["status"], body["confidence"]) == ("not_found", 0.0)
+    assert "pounds" not in body["answer"]
+
+
+async def test_a_role_the_table_does_not_list_is_not_given_another_rows_extension(client, org, drain_queue):
+    agent = await _agent_with(client, org, drain_queue, "Staff", STAFF)
+    body = await _status(client, org, agent, "What's the extension for the receptionist?")
+    assert (body["status"], body["confidence"]) == ("not_found", 0.0)
+
+
+async def test_a_row_the_question_meets_in_a_cell_is_still_read(client, org, drain_queue):
+    # "handles" is in no row, but "billing" is in Tom Becker's: the row is the one asked for.
+    agent = await _agent_with(client, org, drain_queue, "Staff", STAFF)
+    answer = await _answer(client, org, agent, "Who handles billing?")
+    assert answer.startswith("Name: Tom Becker; Role: Billing and insurance; Extension: 230.")

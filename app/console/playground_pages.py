@@ -20,7 +20,8 @@ from app.errors import ValidationFailed
 from app.query.playground import PlaygroundService
 from app.query.schemas import PlaygroundRequest, PlaygroundResponse
 
-_FIELDS = ("agent_id", "query", "variant", "compare_variant", "skip_model")
+_FIELDS = ("agent_id", "query", "history", "variant", "compare_variant", "skip_model")
+_SPEAKERS = {"caller": "user", "agent": "assistant"}
 
 
 class PlaygroundPages(Controller):
@@ -49,10 +50,12 @@ class PlaygroundPages(Controller):
         errors: FieldErrors = {}
         agent_id = parse_uuid(values["agent_id"], "agent_id", errors, "Choose an agent.")
         data: PlaygroundRequest | None = None
+        history = _turns(values["history"], errors)
         try:
             data = PlaygroundRequest.model_validate(
                 {
                     "query": values["query"],
+                    "history": history,
                     "variant": values["variant"] or None,
                     "compare_variant": values["compare_variant"] or None,
                     "skip_model": bool(values["skip_model"]),
@@ -102,3 +105,18 @@ async def _page(
         errors=errors,
         result=result,
     )
+
+
+def _turns(text: str, errors: FieldErrors) -> list[dict[str, str]] | None:
+    """The earlier turns written one a line, each "Caller: ..." or "Agent: ..."."""
+    turns = []
+    for line in text.splitlines():
+        speaker, colon, said = line.strip().partition(":")
+        if not line.strip():
+            continue
+        role = _SPEAKERS.get(speaker.strip().lower()) if colon else None
+        if role is None:
+            errors["history"] = f"Start each line with “Caller:” or “Agent:” (not “{line.strip()[:40]}”)."
+            return None
+        turns.append({"role": role, "content": said.strip()})
+    return turns or None

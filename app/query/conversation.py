@@ -404,13 +404,20 @@ class Contextualiser:
         self.timeout_s = min(settings.rewrite_timeout_s, settings.deadline_s / 3)
 
     async def standalone(
-        self, question: str, history: Sequence[Turn], prompt: PromptSet, *, debug: bool = False
+        self,
+        question: str,
+        history: Sequence[Turn],
+        prompt: PromptSet,
+        *,
+        debug: bool = False,
+        skip_model: bool = False,
     ) -> tuple[Standalone, float]:
-        """The standalone question and the time spent waiting for the model (ms)."""
+        """The standalone question and the time spent waiting for the model (ms); by the
+        offline rule alone when ``skip_model`` (a playground run that never calls a model)."""
         # A call without history (most calls) pays nothing here.
         if not history or not needs_context(question):
             return Standalone(question, "none"), 0.0
-        if self.llm is None:
+        if self.llm is None or skip_model:
             return complete_offline(question, history), 0.0
         messages = prompt.rewrite_messages(
             question=question, turns=[ConversationTurn(t.role, t.content) for t in history]

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from app.errors import ValidationFailed
+from app.query.conversation import Turn
 from app.query.retrieval import Candidate
 from app.query.schemas import FusedHit, PlaygroundRequest, PlaygroundResponse, PlaygroundRun, RetrieverHit
 from app.query.service import DryRunResult, QueryService
@@ -51,6 +52,7 @@ class PlaygroundService:
                 org_id=self.org_id,
                 agent_id=agent_id,
                 question=request.query,
+                history=[Turn(t.role, t.content) for t in request.history or ()],
                 variant=variant,
                 skip_model=request.skip_model,
             )
@@ -82,6 +84,7 @@ def playground_run(result: DryRunResult) -> PlaygroundRun:
             "fused": [_fused(rank, c) for rank, c in enumerate(result.fused, 1)],
             "messages": result.messages,
             "escalation": debug.get("escalation"),
+            "context": debug.get("context"),
             "timings_ms": reply.timings_ms,
         }
     )

@@ -249,6 +249,12 @@ JsonBool = Annotated[bool, BeforeValidator(_json_boolean)]
 
 class PlaygroundRequest(Input):
     query: Question
+    history: list[HistoryTurn] | None = Field(
+        None,
+        max_length=20,
+        description="The turns of the call before `query`, oldest first, read as query_knowledge reads "
+        "them: a follow-up is made standalone from them before it is searched (each run's `context`).",
+    )
     variant: VariantName | None = Field(
         None, description="The prompt variant to answer with; absent: the agent's own (its settings)."
     )
@@ -321,6 +327,11 @@ class PlaygroundRun(BaseModel):
         description="The exact messages the answering model is (or would be) sent; null without candidates."
     )
     escalation: dict[str, Any] | None
+    context: dict[str, Any] | None = Field(
+        description="How the question was made standalone from `history`: `standalone_question`, "
+        "`method` (`none`, `offline` or `model`) and, when the model was asked, `rewrite_messages`: the "
+        "exact messages it was sent."
+    )
     timings_ms: Timings
 
 

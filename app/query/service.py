@@ -400,20 +400,31 @@ class QueryService:
         org_id: uuid.UUID,
         agent_id: uuid.UUID,
         question: str,
+        history: Sequence[Turn] = (),
         variant: str | None = None,
         skip_model: bool = False,
     ) -> DryRunResult:
-        """The playground: ``query`` in debug mode, answered by the extractive answerer when
+        """The playground: ``query`` in debug mode, made standalone from ``history`` as a
+        call's would be, answered (and made standalone) without the model when
         ``skip_model``, and never logged, cached, nor served from the answer cache (debug
         mode reads no cached answer). Raises NotFound for an agent unknown to ``org_id``."""
-        call = Call(org_id, agent_id, question, variant=variant, debug=True, dry=True, skip_model=skip_model)
+        call = Call(
+            org_id,
+            agent_id,
+            question,
+            usable_history(history, self.settings),
+            variant=variant,
+            debug=True,
+            dry=True,
+            skip_model=skip_model,
+        )
         made = await self._respond(call)
         debug = made.reply.debug or {}
         fused = made.found.candidates if made.found is not None else []
         messages = made.ask.messages if made.ask is not None else None
         if messages is None and fused:
             spoken = made.context is not None and made.context.attribution == "spoken"
-            messages = self.model_messages(question, fused, made.prompt, attribution=spoken)
+            messages = self.model_messages(made.standalone.question, fused, made.prompt, attribution=spoken)
         return DryRunResult(
             response=made.reply,
             variant=made.prompt.variant,
@@ -443,7 +454,7 @@ class QueryService:
                 # looks up the answer cache under the standalone question: its prompt is the
                 # call's variant or the configured default.
                 standalone, waited = await self.conversation.standalone(
-                    call.question, call.history, prompt, debug=call.debug
+                    call.question, call.history, prompt, debug=call.debug, skip_model=call.skip_model
                 )
                 trace.llm += waited
                 question = standalone.question

@@ -151,6 +151,16 @@ def ask_in_playground(page: Page) -> None:
     fused = page.find_all("#playground-results .run table")[1].find_elements("css selector", "tbody tr")
     assert fused[0].find_element("css selector", "td.title-cell strong").text == "front-desk"
     page.screenshot("playground", at="#playground-results")
+    # A follow-up, with the call so far: it is made standalone before it is searched.
+    page.find("#field-query").clear()
+    page.find("#field-query").send_keys("And on Sundays?")
+    page.find("#field-history").send_keys(f"Caller: {QUESTION}\nAgent: From nine to noon.")
+    page.find("form[action='/console/playground'] button[type=submit]").click()
+    page.wait(
+        lambda d: page.text("#playground-results h2") == "Results for “And on Sundays?”", "no follow-up results"
+    )
+    assert page.text("#playground-results .standalone") == "And on Sundays (open)? (made standalone offline)"
+    assert page.text("#playground-results .answer") == SATURDAYS
 
 
 def create_query_key(page: Page) -> str:

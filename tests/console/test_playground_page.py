@@ -189,3 +189,49 @@ async def test_another_organisations_agent_is_not_found(
     page = await browser.get("/console/playground")
     assert theirs not in page.text
     assert await logged(engine) == 0
+
+
+HISTORY = "Caller: Where can I park?\nAgent: Behind the building, entrance on Elm Street."
+
+
+async def test_earlier_turns_make_the_follow_up_standalone(signed_in: Browser, agent: str, engine: Any) -> None:
+    browser, csrf = signed_in
+    page = await browser.get("/console/playground", params={"agent_id": agent})
+    assert '<label for="field-history">' in page.text
+    r = await browser.post("/console/playground", data=play(csrf, agent, "Is it free?", history=HISTORY))
+    assert r.status_code == 200, r.text
+    shown = text_of(r.text)
+    assert "Asked as Is it free (park)? (made standalone offline)" in shown
+    assert "Is it free (park)?" in pre(r.text, "run-1-message-2")
+    assert "Messages for the rewrite" not in shown  # no model: nothing was sent to rewrite it
+    assert f"{HISTORY}</textarea>" in r.text  # kept in the form
+    assert await logged(engine) == 0
+
+
+async def test_the_rewrite_model_gets_exactly_the_messages_shown(
+    new_browser: OpenBrowser, settings: Any, org: Org, agent: str, respx_mock: Any
+) -> None:
+    route = respx_mock.post(CHAT).mock(
+        side_effect=[chat_reply("Is the parking behind the building free?"), chat_reply("Yes, it is free.")]
+    )
+    async with new_browser(settings=llm_settings(settings)) as browser:
+        csrf = await sign_in(browser, org.admin_key)
+        r = await browser.post("/console/playground", data=play(csrf, agent, "Is it free?", history=HISTORY))
+    assert r.status_code == 200, r.text
+    assert route.call_count == 2
+    rewrite = json.loads(route.calls[0].request.content)["messages"]
+    assert [m["content"] for m in rewrite] == [pre(r.text, f"run-1-rewrite-{i}") for i in (1, 2)]
+    assert "Behind the building, entrance on Elm Street." in pre(r.text, "run-1-rewrite-2")
+    shown = text_of(r.text)
+    assert "Asked as Is the parking behind the building free? (made standalone by the model)" in shown
+    assert "Yes, it is free." in shown
+
+
+async def test_a_turn_without_its_speaker_is_refused_with_the_form(signed_in: Browser, agent: str) -> None:
+    browser, csrf = signed_in
+    r = await browser.post(
+        "/console/playground", data=play(csrf, agent, "Is it free?", history="Where can I park?")
+    )
+    assert r.status_code == 422
+    assert 'id="error-history"' in r.text
+    assert "Start each line with “Caller:” or “Agent:” (not “Where can I park?”)." in text_of(r.text)

@@ -119,6 +119,61 @@ async def test_a_failing_model_is_shown_with_the_reply_read_from_the_chunks(llm_
     assert await _count(engine, "query_log") == 0
 
 
+PARKING_TURNS = [
+    {"role": "user", "content": "Where can I park?"},
+    {"role": "assistant", "content": "Behind the building, entrance on Elm Street."},
+]
+
+
+async def test_history_makes_the_follow_up_standalone_and_shows_the_rewrite_sent(
+    llm_app, org, engine, respx_mock
+):
+    route = respx_mock.post(CHAT).mock(
+        side_effect=[chat_reply("Is the parking behind the building free?"), chat_reply("Yes, it is free.")]
+    )
+    async with AsyncTestClient(app=llm_app) as c:
+        agent = await _agent(c, org, llm_app, engine)
+        r = await _play(c, org.headers, agent, query="Is it free?", history=PARKING_TURNS)
+    assert r.status_code == 200, r.text
+    (run,) = r.json()["runs"]
+    assert route.call_count == 2
+    context = run["context"]
+    assert (context["question"], context["standalone_question"], context["method"]) == (
+        "Is it free?",
+        "Is the parking behind the building free?",
+        "model",
+    )
+    # The rewrite's messages are shown exactly as sent, the earlier turns in them.
+    assert context["rewrite_messages"] == sent_json(route, 0)["messages"]
+    assert "Behind the building, entrance on Elm Street." in context["rewrite_messages"][-1]["content"]
+    # The answer is asked for the standalone question, and that is what the run shows.
+    assert run["messages"] == sent_json(route, 1)["messages"]
+    assert "Is the parking behind the building free?" in run["messages"][1]["content"]
+    assert run["answer"] == "Yes, it is free."
+    assert await _count(engine, "query_log") == 0
+
+
+async def test_skip_model_makes_the_follow_up_standalone_offline(llm_app, org, engine, respx_mock):
+    route = respx_mock.post(CHAT).mock(return_value=chat_reply("should not be asked"))
+    async with AsyncTestClient(app=llm_app) as c:
+        agent = await _agent(c, org, llm_app, engine)
+        r = await _play(c, org.headers, agent, query="Is it free?", history=PARKING_TURNS, skip_model=True)
+    assert r.status_code == 200, r.text
+    (run,) = r.json()["runs"]
+    assert route.called is False
+    context = run["context"]
+    assert context["method"] == "offline"
+    assert "park" in context["standalone_question"]
+    assert "rewrite_messages" not in context
+    assert context["standalone_question"] in run["messages"][1]["content"]
+
+
+async def test_without_history_the_question_is_taken_as_it_is(client, org, faq_agent):
+    r = await _play(client, org.headers, faq_agent["agent"], query="Where can I park?")
+    (run,) = r.json()["runs"]
+    assert (run["context"]["standalone_question"], run["context"]["method"]) == ("Where can I park?", "none")
+
+
 async def test_lists_both_retrievers_and_the_fused_list_of_query_knowledge(client, org, faq_agent, engine):
     agent = faq_agent["agent"]
     question = "Do you take credit cards?"
@@ -242,8 +297,18 @@ async def test_query_keys_are_refused(client, org, faq_agent):
         ({"query": "   "}, "query"),
         ({"query": "Where?", "debug": True}, "debug"),
         ({"query": "Where?", "skip_model": 1}, "skip_model"),
+        ({"query": "Where?", "history": [{"role": "system", "content": "hi"}]}, "history"),
+        ({"query": "Where?", "history": [{"role": "user", "content": "hi"}] * 21}, "history"),
     ],
-    ids=["variant", "compare_variant", "blank", "unknown-field", "skip_model-not-boolean"],
+    ids=[
+        "variant",
+        "compare_variant",
+        "blank",
+        "unknown-field",
+        "skip_model-not-boolean",
+        "history-role",
+        "history-too-many-turns",
+    ],
 )
 async def test_bad_input_is_refused(client, org, faq_agent, body, field):
     r = await _play(client, org.headers, faq_agent["agent"], **body)

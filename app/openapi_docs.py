@@ -113,6 +113,8 @@ def _complete_operation(
     for parameter in operation.parameters or ():
         if isinstance(parameter, Parameter) and isinstance(parameter.schema, Schema):
             parameter.schema = _without_null(parameter.schema)
+            if parameter.name == "variant" and parameter.param_in == "query":
+                parameter.schema = Schema(type=OpenAPIType.STRING, enum=list(variants))
     forms: Mapping[str, Iterable[type[BaseModel]]] | None = handler.opt.get("request_body")
     if forms is not None:
         operation.request_body = RequestBody(

@@ -16,7 +16,9 @@ from app.auth import Principal, admin_only
 def provide_agent_service(
     state: State, session: NamedDependency[AsyncSession], principal: NamedDependency[Principal]
 ) -> AgentService:
-    return AgentService(session, principal.org_id, state.prompts.variants)
+    return AgentService(
+        session, principal.org_id, state.prompts.variants, state.settings.query.prompt_variant
+    )
 
 
 class AgentSettingsController(Controller):

@@ -27,10 +27,14 @@ async def require_known_agent(agents: AgentRepository, agent_id: uuid.UUID) -> N
 
 
 class AgentService:
-    def __init__(self, session: AsyncSession, org_id: uuid.UUID, variants: list[str]) -> None:
+    def __init__(
+        self, session: AsyncSession, org_id: uuid.UUID, variants: list[str], default_variant: str = "default"
+    ) -> None:
         self.session = session
         self.repo = AgentRepository(session, org_id)
         self.variants = variants
+        # What answers for an agent without a variant, or whose variant left prompts/.
+        self.default_variant = default_variant
 
     async def get(self, agent_id: uuid.UUID) -> AgentSettingsRead:
         agent = await self.repo.find(agent_id)
@@ -90,8 +94,19 @@ class AgentService:
             escalation=EscalationRead(on_not_found=agent.on_not_found, topics=agent.topics),
             attribution=agent.attribution,
             filters=from_clauses(agent.filter_clauses),
-            warnings=await self._filter_warnings(agent_id, agent.filter_clauses),
+            warnings=self._variant_warnings(agent.prompt_variant)
+            + await self._filter_warnings(agent_id, agent.filter_clauses),
         )
+
+    def _variant_warnings(self, variant: str | None) -> list[str]:
+        """A variant set when it existed, since taken out of prompts/: the calls are answered
+        with the default prompts, which nobody chose for this agent."""
+        if variant is None or variant in self.variants:
+            return []
+        return [
+            f"the prompt variant '{variant}' is no longer in prompts/: the agent is answered with "
+            f"'{self.default_variant}' until its variant is set again"
+        ]
 
     async def _filter_warnings(self, agent_id: uuid.UUID, clauses: list[dict[str, Any]]) -> list[str]:
         """Fixed filters that hide every document the agent has: each call is then answered

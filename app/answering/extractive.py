@@ -655,7 +655,9 @@ def _off_subject(
     )
 
 
-def _another_item(subject_terms: list[str], document_frequency: dict[str, int], chosen: list[_Sentence]) -> bool:
+def _another_item(
+    subject_terms: list[str], document_frequency: dict[str, int], chosen: list[_Sentence]
+) -> bool:
     """Whether a table's rows are read for an item the table does not list: every sentence
     chosen is a row, the caller named a subject word found in none of the passages ("the
     lasagne", "the receptionist"), and the question meets no row in its cells, only in its

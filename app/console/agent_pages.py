@@ -182,6 +182,7 @@ async def _detail(
         tool = await tool_service.tool(agent_id, fmt)
         tools.append((fmt, tool, json.dumps(tool.tool, indent=2, ensure_ascii=False)))
     variants = [("", "The default")] + [(v, v) for v in agent_service.variants]
+    warnings = (await agent_service.get(agent_id)).warnings
     return render(
         request,
         "agents/detail.html",
@@ -191,6 +192,7 @@ async def _detail(
         others=others,
         tools=tools,
         variants=variants,
+        warnings=warnings,
         on_not_found=ON_NOT_FOUND,
         values=values,
         errors=errors,

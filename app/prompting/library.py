@@ -296,13 +296,14 @@ class PromptLibrary:
         """Variant names, "default" first, then the others alphabetically."""
         return [DEFAULT_VARIANT, *sorted(name for name in self._sets if name != DEFAULT_VARIANT)]
 
-    def get_or_default(self, variant: str | None) -> PromptSet:
-        """The prompts of a variant, or the default ones when the name is unknown.
+    def get_or_default(self, variant: str | None, fallback: str = DEFAULT_VARIANT) -> PromptSet:
+        """The prompts of a variant, or those of ``fallback`` (the service's configured
+        default) when the name is unknown, or the "default" ones.
 
         An agent's stored variant may have been removed from disk since it was set, and a
-        live call must still be answered.
+        live call must still be answered (the agent's settings warn of it).
         """
-        return self._sets.get(variant or DEFAULT_VARIANT) or self._sets[DEFAULT_VARIANT]
+        return self._sets.get(variant or fallback) or self._sets.get(fallback) or self._sets[DEFAULT_VARIANT]
 
     def get(self, variant: str | None = None) -> PromptSet:
         """The prompts of a variant; None means "default". Unknown names raise KeyError."""

@@ -16,7 +16,7 @@ from litestar.status_codes import HTTP_200_OK
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import Principal, admin_only
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden, NotFound, ValidationFailed
 from app.http import Limit, Offset, TimeWindow, provide_time_window
 from app.observability.metrics import observe_query
 from app.query.conversation import Turn
@@ -185,22 +185,33 @@ class QueryController(Controller):
 
     @get(
         "/{agent_id:str}/tool",
+        opt={"errors": (Forbidden, ValidationFailed)},
         summary="The query_knowledge tool declaration and agent instructions",
         description=(
             "The declaration and instructions are given whether or not the tool can answer; "
-            "`available: false` (with its `reason`) tells the voice runtime to leave both out of the session."
+            "`available: false` (with its `reason`) tells the voice runtime to leave both out of the "
+            "session. `variant` (admin keys only) gives them in that prompt variant instead of the agent's."
         ),
     )
     async def tool(
         self,
         agent_id: FromPath[uuid.UUID],
+        principal: NamedDependency[Principal],
         tool_service: NamedDependency[ToolService],
         format: Annotated[
             Literal["openai-realtime", "openai-chat", "gemini"], QueryParameter()
         ] = "openai-realtime",
+        variant: Annotated[
+            str | None,
+            QueryParameter(description="A prompt variant to declare the tool in (admin keys only)."),
+        ] = None,
     ) -> ToolRead:
+        if variant is not None:
+            if not principal.is_admin:
+                raise Forbidden("prompt variants need an 'admin' key")
+            check_variant(variant, tool_service.prompts.variants)
         fmt: ToolFormat = format
-        return await tool_service.tool(agent_id, fmt)
+        return await tool_service.tool(agent_id, fmt, variant)
 
     @get(
         "/{agent_id:str}/queries",

@@ -574,7 +574,7 @@ class QueryService:
             # to it: never, and the agent is unknown here (another organisation's included).
             raise NotFound(AGENT_NOT_FOUND)
         require_known_keys(attribute_keys(call.filters), ctx["known_keys"])
-        prompt = self.prompts.get_or_default(ctx["variant"])
+        prompt = self.prompts.get_or_default(ctx["variant"], self.settings.prompt_variant)
         early: Answer | None = None
         if ctx["chunk_total"] == 0:
             # Nothing assigned any more, or nothing ready yet: a spoken "I don't know".

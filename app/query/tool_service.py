@@ -14,6 +14,7 @@ from app.agents.service import AGENT_NOT_FOUND
 from app.config import Settings
 from app.errors import NotFound
 from app.prompting import PromptError, PromptLibrary, PromptSet
+from app.prompting.library import DEFAULT_VARIANT
 from app.query.schemas import ToolRead, ToolUnavailable
 from app.query.tool_declaration import (
     MAX_ENUM,
@@ -180,7 +181,8 @@ class ToolService:
         agent = await AgentRepository(self.session, self.org_id).find(agent_id)
         if agent is None:
             raise NotFound(AGENT_NOT_FOUND)
-        prompt = self.prompts.get_or_default(variant or agent.prompt_variant or self.default_variant)
+        fallback = self.default_variant or DEFAULT_VARIANT
+        prompt = self.prompts.get_or_default(variant or agent.prompt_variant or fallback, fallback)
         topics, unavailable = await self._topics(agent_id)
         filters = await self.filter_info(agent_id)
         summary = knowledge_summary(topics, budget_chars=SUMMARY_BUDGET)

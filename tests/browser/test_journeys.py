@@ -157,7 +157,8 @@ def ask_in_playground(page: Page) -> None:
     page.find("#field-history").send_keys(f"Caller: {QUESTION}\nAgent: From nine to noon.")
     page.find("form[action='/console/playground'] button[type=submit]").click()
     page.wait(
-        lambda d: page.text("#playground-results h2") == "Results for “And on Sundays?”", "no follow-up results"
+        lambda d: page.text("#playground-results h2") == "Results for “And on Sundays?”",
+        "no follow-up results",
     )
     assert page.text("#playground-results .standalone") == "And on Sundays (open)? (made standalone offline)"
     assert page.text("#playground-results .answer") == SATURDAYS

@@ -3,6 +3,7 @@ declaration in each format; CSRF on every change; another organisation's ids are
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import uuid
@@ -10,6 +11,7 @@ from typing import Any
 
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
+from sqlalchemy import text
 
 from tests.conftest import Org, make_org
 from tests.console.helpers import form, text_of
@@ -235,3 +237,23 @@ def _unescape(value: str) -> str:
     import html
 
     return html.unescape(value)
+
+
+async def test_a_variant_taken_out_of_prompts_is_shown_as_a_warning(
+    signed_in: Browser, client: Client, org: Org, engine: Any
+) -> None:
+    browser, _ = signed_in
+    kb = await create_kb(client, org.headers, "FAQ")
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    page = await browser.get(f"/console/agents/{agent}")
+    assert 'class="reason warning"' not in page.text
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE agents SET prompt_variant = 'retired' WHERE agent_id = :a"), {"a": uuid.UUID(agent)}
+        )
+    page = await browser.get(f"/console/agents/{agent}")
+    assert page.status_code == 200
+    assert (
+        "The prompt variant 'retired' is no longer in prompts/: the agent is answered with 'default' until "
+        "its variant is set again."
+    ) in html.unescape(text_of(page.text))

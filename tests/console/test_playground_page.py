@@ -194,7 +194,9 @@ async def test_another_organisations_agent_is_not_found(
 HISTORY = "Caller: Where can I park?\nAgent: Behind the building, entrance on Elm Street."
 
 
-async def test_earlier_turns_make_the_follow_up_standalone(signed_in: Browser, agent: str, engine: Any) -> None:
+async def test_earlier_turns_make_the_follow_up_standalone(
+    signed_in: Browser, agent: str, engine: Any
+) -> None:
     browser, csrf = signed_in
     page = await browser.get("/console/playground", params={"agent_id": agent})
     assert '<label for="field-history">' in page.text

@@ -44,7 +44,7 @@ ERRORS = {
     "POST /api/agents/{agent_id}/query_knowledge": "400 401 403 404 413 415 422 429 503",
     "POST /api/agents/{agent_id}/playground": "400 401 403 404 413 415 422 429 503",
     "POST /api/agents/{agent_id}/query_knowledge/stream": "400 401 403 404 413 415 422 429 503",
-    "GET /api/agents/{agent_id}/tool": "400 401 404 429 503",
+    "GET /api/agents/{agent_id}/tool": "400 401 403 404 422 429 503",
     "GET /api/agents/{agent_id}/settings": "400 401 403 404 429 503",
     "PUT /api/agents/{agent_id}/settings": "400 401 403 404 409 413 415 422 429 503",
     "GET /api/agents/{agent_id}/queries": "400 401 403 404 429 503",

@@ -19,7 +19,7 @@ from app.main import create_app
 from app.prompting import PromptLibrary
 from app.query.tool_service import ToolService, check_tool_prompts
 from tests.conftest import fake_resolver, make_ingestor
-from tests.helpers import assign_new_agent, create_kb, create_text_doc
+from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings
 
 PROJECT_PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
@@ -313,3 +313,60 @@ async def test_renaming_a_document_invalidates_cached_answers(client, org, faq_a
     assert r.status_code == 200
     after = (await _ask(client, org.headers, agent, "Where can I park?")).json()
     assert (after["cached"], after["sources"][0]["title"]) == (False, "Visitor guide")
+
+
+async def test_a_variant_taken_out_of_prompts_falls_back_to_the_configured_default_and_is_warned(
+    warm_app, org, drain_queue, engine
+):
+    # Set while it existed, the variant has since left prompts/: calls must still be answered,
+    # with what the operator configured (not the built-in "default"), and the admin told.
+    app = warm_app(prompt_variant="warm")
+    async with AsyncTestClient(app=app) as c:
+        agent = await _faq_agent(c, org, app, drain_queue)
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE agents SET prompt_variant = 'retired' WHERE agent_id = :a"),
+                {"a": uuid.UUID(agent)},
+            )
+        tool = await _tool(c, org.headers, agent)
+        settings = (await c.get(f"/api/agents/{agent}/settings", headers=org.headers)).json()
+        asked = await c.post(
+            f"/api/agents/{agent}/query_knowledge", json={"query": "Where can I park?"}, headers=org.headers
+        )
+        played = await c.post(
+            f"/api/agents/{agent}/playground", json={"query": "Where can I park?"}, headers=org.headers
+        )
+    assert tool["tool"]["description"].startswith("Warmly looks up what callers ask about")
+    assert settings["prompt_variant"] == "retired"
+    assert settings["warnings"] == [
+        "the prompt variant 'retired' is no longer in prompts/: the agent is answered with 'warm' until its "
+        "variant is set again"
+    ]
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["status"] == "answered"
+    (run,) = played.json()["runs"]
+    assert (run["variant"], run["prompt_version"].startswith("warm:")) == ("warm", True)
+
+
+async def test_the_tool_is_declared_in_a_variant_asked_for_by_an_admin(warm_app, org, drain_queue):
+    app = warm_app()
+    async with AsyncTestClient(app=app) as c:
+        agent = await _faq_agent(c, org, app, drain_queue)
+        r = await c.get(f"/api/agents/{agent}/tool", params={"variant": "warm"}, headers=org.headers)
+        unknown = await c.get(f"/api/agents/{agent}/tool", params={"variant": "nope"}, headers=org.headers)
+        key = await create_key(c, org.headers, role="query")
+        refused = await c.get(
+            f"/api/agents/{agent}/tool", params={"variant": "warm"}, headers=bearer(key["key"])
+        )
+        own = await c.get(f"/api/agents/{agent}/tool", headers=bearer(key["key"]))
+    assert r.status_code == 200, r.text
+    assert (
+        r.json()["tool"]["description"] == "Warmly looks up what callers ask about: Dental FAQ: Practice FAQ."
+    )
+    assert r.json()["prompt_version"].startswith("warm:")
+    assert (unknown.status_code, unknown.json()["fields"]) == (
+        422,
+        [{"field": "variant", "message": "one of: default, concise, warm"}],
+    )
+    assert (refused.status_code, refused.json()["detail"]) == (403, "prompt variants need an 'admin' key")
+    assert own.json()["tool"]["description"].startswith("Looks up the answer to a caller's question")

@@ -530,6 +530,10 @@ def extractive_answer(
             # "are you open Saturdays?" as much as the weekday hours do.
             if margin <= _RUNNER_UP_MARGIN:
                 second = runner_up[0]
+        elif scored is not None:
+            # The only sentence there is (a one-sentence knowledge base, or filters leaving
+            # one): it stands out from a sentence with nothing in common with the question.
+            margin = scored[1]
     else:
         scored = _best_by_words(question, passages, by_passage, query, query_terms, idf)
     if scored is None:
@@ -768,6 +772,8 @@ def _best_by_meaning(
                 runner_up = (sentence, score, similarity, heading)
     if best is None:
         return None
+    if len(similarities) == 1:
+        similarities.append(0.0)  # as for the margin: against a sentence with nothing in common
     return best, runner_up, best[2] - sum(similarities) / len(similarities)
 
 

@@ -502,6 +502,17 @@ def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
     assert answer.off_subject is False
 
 
+def test_the_only_sentence_is_weighed_against_one_with_nothing_in_common() -> None:
+    passage = Passage("We are open Monday to Friday, 9 am to 5 pm.", "Hours", 1.0)
+    question = "When are you open?"
+    semantics = _semantics(question, [passage])
+    answer = extractive_answer(question, [passage], semantics=semantics)
+    assert answer is not None
+    assert answer.match is not None
+    assert answer.margin == pytest.approx(answer.match, abs=1e-4)  # over a sentence scoring 0
+    assert answer.spread == pytest.approx(answer.similarity / 2, abs=1e-4)  # its mean with a 0
+
+
 def test_the_spread_says_how_far_the_best_sentence_stands_out() -> None:
     passage = Passage(
         "A white filling costs 150 dollars per tooth. Our waiting room has free Wi-Fi. The car park is at the back.",

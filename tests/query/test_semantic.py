@@ -276,3 +276,29 @@ async def test_the_vector_side_finds_a_passage_by_its_best_sentence(client, org,
     assert (read["cosine_rank"], read["vector_rank"]) == (2, 1)
     assert read["text"].startswith("There is a car park")
     assert body["debug"]["confidence"]["vector_lead"] == 0.5
+
+
+async def test_a_one_sentence_knowledge_base_answers_what_it_says(client, org, drain_queue):
+    # With nothing to compare it with, its only sentence used to stand out by nothing (0.33).
+    kb = await create_kb(client, org.headers, "Hours")
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("notes.txt", b"We are open Monday to Friday, 9 am to 5 pm.", "text/plain")},
+        headers=org.headers,
+    )
+    assert r.status_code == 202, r.text
+    assert await drain_queue() == {"ready": 1}
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+
+    async def ask(question: str) -> dict[str, Any]:
+        r = await client.post(
+            f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers
+        )
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        return body
+
+    hours = await ask("When are you open?")
+    assert (hours["status"], hours["answer"]) == ("answered", "We are open Monday to Friday, 9 AM to 5 PM.")
+    parking = await ask("Where can I park?")
+    assert parking["status"] == "not_found"

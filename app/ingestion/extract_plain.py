@@ -262,7 +262,67 @@ def tidy_lines(text: str) -> str:
 
 
 def extract_plain_text(data: bytes, charset: str | None = None) -> Extracted:
-    """Plain text is one section; splitting it up is the chunker's job."""
+    """Plain text in sections under the headings it has (see plain_sections)."""
     text = tidy_lines(strip_invisible(normalise_newlines(decode_text(data, (charset,)))))
-    sections = [Section(text=text, heading=None, page=None)] if text else []
-    return Extracted(title=None, sections=sections, pages_total=None, pages_skipped=0)
+    return Extracted(title=None, sections=plain_sections(text), pages_total=None, pages_skipped=0)
+
+
+def plain_sections(text: str) -> list[Section]:
+    """Tidied plain text cut at its headings: a short line of its own ("Opening hours", or an
+    FAQ's "Do you take walk-ins?") that opens a paragraph or stands alone, followed by body
+    text (a sentence, a long line or a list). Read as text, a heading was spoken with the
+    answer ("Parking. Parking is free...") and an FAQ's question was heard as its own answer;
+    under a heading, the answerer treats it as markdown's. A line that ends a sentence, names
+    a label ("Phone: ..."), starts in lower case (a wrapped line) or is followed by another
+    short line (an address) stays text; a heading with nothing under it stays text too."""
+    paragraphs = text.split("\n\n") if text else []
+    sections: list[Section] = []
+    heading: str | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if body:
+            sections.append(Section(text="\n\n".join(body), heading=heading, page=None))
+        elif heading is not None:
+            sections.append(Section(text=heading, heading=None, page=None))
+
+    for index, paragraph in enumerate(paragraphs):
+        lines = paragraph.split("\n")
+        following = lines[1] if len(lines) > 1 else None
+        if following is None and index + 1 < len(paragraphs):
+            following = paragraphs[index + 1].split("\n", 1)[0]
+        if following is not None and _is_heading(lines[0]) and _is_body(following):
+            close()
+            heading, body = lines[0], []
+            if len(lines) > 1:
+                body.append("\n".join(lines[1:]))
+        else:
+            body.append(paragraph)
+    close()
+    return sections
+
+
+_HEADING_MAX_WORDS = 10
+_HEADING_MAX_CHARS = 80
+_BODY_MIN_WORDS = 8
+_LIST_ITEM_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
+
+
+def _is_heading(line: str) -> bool:
+    return (
+        0 < len(line) <= _HEADING_MAX_CHARS
+        and len(line.split()) <= _HEADING_MAX_WORDS
+        and line[0].isupper()
+        and line[-1] not in ".,;:!…"
+        and ":" not in line
+        and _LIST_ITEM_RE.match(line) is None
+    )
+
+
+def _is_body(line: str) -> bool:
+    if _LIST_ITEM_RE.match(line):
+        return True
+    starts = line[:1]
+    return (starts.isupper() or starts.isdigit() or starts in "\"'“‘(") and (
+        line[-1] in ".!?…:)\"'”’" or len(line.split()) >= _BODY_MIN_WORDS
+    )

@@ -845,6 +845,63 @@ def test_text_newlines_and_blank_lines_are_normalised() -> None:
     )
 
 
+PLAIN_FAQ = """Harbour Clinic FAQ
+
+Do you accept walk-ins?
+Yes, we see walk-in patients every weekday morning from 8 to 10 am.
+
+Opening hours
+
+We are open Monday to Friday, 9 am to 5 pm.
+
+Harbour Clinic
+12 Quay Street
+
+Phone: 555 1234
+We answer calls until 5 pm.
+
+Parking is free
+behind the building.
+
+Services
+- Check-ups
+- Whitening"""
+
+
+def test_text_is_cut_at_its_headings() -> None:
+    # A short line opening a paragraph, or standing alone, before body text is a heading; an
+    # address, a label, a wrapped line and a heading with nothing under it stay text.
+    assert extract("text", PLAIN_FAQ.encode()).sections == [
+        Section("Harbour Clinic FAQ", None, None),
+        Section(
+            "Yes, we see walk-in patients every weekday morning from 8 to 10 am.",
+            "Do you accept walk-ins?",
+            None,
+        ),
+        Section(
+            "We are open Monday to Friday, 9 am to 5 pm.\n\nHarbour Clinic\n12 Quay Street\n\n"
+            "Phone: 555 1234\nWe answer calls until 5 pm.\n\nParking is free\nbehind the building.",
+            "Opening hours",
+            None,
+        ),
+        Section("- Check-ups\n- Whitening", "Services", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We are open Monday to Friday.\nCall us any time.",  # a sentence, not a heading
+        "Opening hours\nmonday to friday, nine to five.",  # a wrapped line goes on
+        "Opening hours\n9 to 5",  # nothing that reads as body text under it
+        "Notes\n\nNotes",  # a heading followed by a heading-like line
+        "Opening hours",  # nothing under it at all
+    ],
+)
+def test_text_without_a_heading_followed_by_body_text_is_one_section(text: str) -> None:
+    assert extract("text", text.encode()).sections == [Section(text, None, None)]
+
+
 def test_text_of_only_whitespace_is_an_error() -> None:
     with pytest.raises(ExtractionError) as caught:
         extract("text", b" \r\n\t\n")

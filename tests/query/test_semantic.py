@@ -302,3 +302,42 @@ async def test_a_one_sentence_knowledge_base_answers_what_it_says(client, org, d
     assert (hours["status"], hours["answer"]) == ("answered", "We are open Monday to Friday, 9 AM to 5 PM.")
     parking = await ask("Where can I park?")
     assert parking["status"] == "not_found"
+
+
+PLAIN_FAQ = """Do you accept walk-ins?
+Yes, we see walk-in patients every weekday morning from 8 to 10 am.
+
+How much is a check-up?
+A check-up costs 80 dollars, including X-rays.
+
+Parking
+Parking is free behind the building.
+"""
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # Read as text, the FAQ's question was said before its answer, the heading before the fact.
+        ("Can I just walk in?", "We see walk-in patients every weekday morning from 8 to 10 AM."),
+        ("What does a check-up cost?", "A check-up costs 80 dollars, including X-rays."),
+        ("Where do I park?", "Parking is free behind the building."),
+    ],
+)
+async def test_a_plain_text_faq_is_answered_as_its_markdown_would_be(
+    client, org, drain_queue, question: str, expected: str
+):
+    kb = await create_kb(client, org.headers, "FAQ")
+    r = await client.post(
+        f"/api/knowledge/{kb['id']}/documents",
+        files={"file": ("faq.txt", PLAIN_FAQ.encode(), "text/plain")},
+        headers=org.headers,
+    )
+    assert r.status_code == 202, r.text
+    assert await drain_queue() == {"ready": 1}
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    r = await client.post(
+        f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["status"], r.json()["answer"]) == ("answered", expected)

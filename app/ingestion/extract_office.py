@@ -33,7 +33,7 @@ from app.ingestion.extract_model import (
     Section,
     SourceKind,
 )
-from app.ingestion.extract_plain import normalise_newlines, strip_invisible, tidy_lines
+from app.ingestion.extract_plain import normalise_newlines, plain_sections, strip_invisible, tidy_lines
 from app.ingestion.extract_table import TextBudget, clean_cell, format_value, table_statements
 
 logger = logging.getLogger(__name__)
@@ -539,12 +539,14 @@ class _SectionWriter:
     """Paragraphs under a heading path such as "Prices > Whitening", as markdown gets them."""
 
     def __init__(self) -> None:
+        self._headed = False
         self._stack: list[tuple[int, str]] = []
         self._heading: str | None = None
         self._paragraphs: list[str] = []
         self._sections: list[Section] = []
 
     def heading(self, level: int, text: str) -> None:
+        self._headed = True
         self._flush()
         while self._stack and self._stack[-1][0] >= level:
             self._stack.pop()
@@ -562,5 +564,10 @@ class _SectionWriter:
         self._paragraphs = []
 
     def finish(self) -> list[Section]:
+        """The sections; in a document with no heading style at all, cut at the paragraphs
+        that read as headings (a short line typed as a title, made bold at most), as plain
+        text is."""
         self._flush()
+        if not self._headed and len(self._sections) == 1:
+            return plain_sections(self._sections[0].text)
         return self._sections

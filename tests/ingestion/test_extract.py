@@ -896,6 +896,8 @@ def test_text_is_cut_at_its_headings() -> None:
         "Opening hours\n9 to 5",  # nothing that reads as body text under it
         "Notes\n\nNotes",  # a heading followed by a heading-like line
         "Opening hours",  # nothing under it at all
+        "Call 555-0132 today\n\nParking is free.",  # a phone number is a fact to read
+        "Whitening from £350\nAsk at reception.",  # so is a price
     ],
 )
 def test_text_without_a_heading_followed_by_body_text_is_one_section(text: str) -> None:

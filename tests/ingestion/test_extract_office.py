@@ -149,6 +149,20 @@ def test_docx_custom_heading_style_based_on_a_heading_starts_a_section():
     ]
 
 
+def test_docx_without_heading_styles_is_cut_at_its_heading_lines():
+    # Typed as ordinary paragraphs (bold at most), "Parking" was read as a sentence of the answer.
+    def build(document: docx.document.Document) -> None:
+        document.add_paragraph().add_run("Parking").bold = True
+        document.add_paragraph("Park free of charge behind the building.")
+        document.add_paragraph("Do you see children?")
+        document.add_paragraph("Yes, from their first birthday.")
+
+    assert extract("docx", make_docx(build)).sections == [
+        Section(text="Park free of charge behind the building.", heading="Parking", page=None),
+        Section(text="Yes, from their first birthday.", heading="Do you see children?", page=None),
+    ]
+
+
 def test_empty_docx_fails_with_no_text():
     assert _reason("docx", make_docx(lambda document: None)) == NO_TEXT
 

@@ -273,9 +273,10 @@ def plain_sections(text: str) -> list[Section]:
     text (a sentence, a long line or a list). Read as text, a heading was spoken with the
     answer ("Parking. Parking is free...") and an FAQ's question was heard as its own answer;
     under a heading, the answerer treats it as markdown's. A line that ends a sentence, names
-    a label ("Phone: ..."), holds a fact ("Call 555-0132 today"), starts in lower case (a
-    wrapped line) or is followed by another short line (an address) stays text; a heading
-    with nothing under it stays text too."""
+    a label ("Phone: ..."), holds a fact ("Call 555-0132 today"), ends mid-phrase or opens a
+    bracket it does not close (a wrapped line), or is followed by a line starting in lower
+    case (a wrapped line) or another short line (an address) stays text; a heading with
+    nothing under it stays text too."""
     paragraphs = text.split("\n\n") if text else []
     sections: list[Section] = []
     heading: str | None = None
@@ -308,6 +309,11 @@ _HEADING_MAX_CHARS = 80
 _BODY_MIN_WORDS = 8
 # A phone number, a price or an address in a short line: a fact to read, not a heading.
 _FACT_IN_LINE_RE = re.compile(r"\d{3}|[$€£¥@]")
+# A line of a wrapped paragraph ends mid-phrase ("... to stop at"); a heading does not.
+_PHRASE_GOES_ON = frozenset(
+    {"a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as",
+     "that", "which", "is", "are", "was", "be", "if", "than", "our", "your", "their", "its"}
+)  # fmt: skip
 _LIST_ITEM_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
 
 
@@ -320,6 +326,8 @@ def _is_heading(line: str) -> bool:
         and ":" not in line
         and _LIST_ITEM_RE.match(line) is None
         and _FACT_IN_LINE_RE.search(line) is None
+        and line.count("(") == line.count(")")
+        and line.rsplit(" ", 1)[-1].lower() not in _PHRASE_GOES_ON
     )
 
 

@@ -898,6 +898,8 @@ def test_text_is_cut_at_its_headings() -> None:
         "Opening hours",  # nothing under it at all
         "Call 555-0132 today\n\nParking is free.",  # a phone number is a fact to read
         "Whitening from £350\nAsk at reception.",  # so is a price
+        "Parking is free for patients of the\nClinic, all day.",  # a wrapped line ends mid-phrase
+        "Parking (for patients\nOnly) is free.",  # or opens a bracket it does not close
     ],
 )
 def test_text_without_a_heading_followed_by_body_text_is_one_section(text: str) -> None:

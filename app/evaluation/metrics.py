@@ -26,7 +26,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.answering.speech import make_speakable
@@ -50,6 +50,8 @@ __all__ = [
     "cost_per_1000_calls",
     "first_gold_rank",
     "hit_at_k",
+    "llm_prices",
+    "model_costs",
     "mrr_at_k",
     "normalise_space",
     "not_found_scores",
@@ -58,14 +60,25 @@ __all__ = [
     "spoken_forms",
     "squad_normalise",
     "token_f1",
+    "tokens_by_model",
 ]
 
-# Prices in US dollars per million tokens, as listed by OpenAI for the service's default
-# models when this was written: gpt-4o-mini input and output, text-embedding-3-small.
-# Change them here when the price list or the models change.
-LLM_INPUT_PRICE_PER_M = 0.15
-LLM_OUTPUT_PRICE_PER_M = 0.60
+# Prices in US dollars per million tokens (input, output), as OpenAI listed them when this
+# was written; a dated snapshot ("gpt-4o-mini-2024-07-18") costs what its model does. Change
+# them here when the price list changes: a model not listed is reported without a cost,
+# never at another model's price.
+LLM_PRICES_PER_M: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+}
+DEFAULT_LLM_MODEL = "gpt-4o-mini"
+LLM_INPUT_PRICE_PER_M, LLM_OUTPUT_PRICE_PER_M = LLM_PRICES_PER_M[DEFAULT_LLM_MODEL]
+# text-embedding-3-small.
 EMBEDDING_PRICE_PER_M = 0.02
+_SNAPSHOT_RE = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 # How much of a paragraph's start identifies it when the paragraph is split over chunks.
 SPLIT_PREFIX_CHARS = 200
@@ -344,10 +357,47 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def llm_prices(model: str | None) -> tuple[float, float] | None:
+    """A model's (input, output) dollars per million tokens; None when not listed."""
+    name = model or DEFAULT_LLM_MODEL
+    return LLM_PRICES_PER_M.get(name) or LLM_PRICES_PER_M.get(_SNAPSHOT_RE.sub("", name))
+
+
 def cost_per_1000_calls(
-    prompt_tokens: float, completion_tokens: float, embedding_tokens: float
-) -> dict[str, float]:
-    """Dollars per 1,000 calls from mean tokens per call, split into model and embedding."""
-    llm = 1000 * (prompt_tokens * LLM_INPUT_PRICE_PER_M + completion_tokens * LLM_OUTPUT_PRICE_PER_M) / 1e6
+    prompt_tokens: float, completion_tokens: float, embedding_tokens: float, *, model: str | None = None
+) -> dict[str, float | None]:
+    """Dollars per 1,000 calls from mean tokens per call, split into model and embedding;
+    the model's part (and the total) None when ``model`` has no listed price."""
+    return model_costs({model or DEFAULT_LLM_MODEL: (prompt_tokens, completion_tokens)}, embedding_tokens)
+
+
+def tokens_by_model(
+    replies: Iterable[tuple[str | None, int, int]], calls: int
+) -> dict[str, tuple[float, float]]:
+    """Prompt and completion tokens per call, by the model that used them, from each reply's
+    (model, prompt tokens, completion tokens); a reply naming no model was the default's."""
+    by_model: dict[str, tuple[float, float]] = {}
+    for model, prompt, completion in replies:
+        if prompt or completion:
+            name = model or DEFAULT_LLM_MODEL
+            before = by_model.get(name, (0.0, 0.0))
+            by_model[name] = (before[0] + prompt / calls, before[1] + completion / calls)
+    return by_model
+
+
+def model_costs(
+    by_model: Mapping[str, tuple[float, float]], embedding_tokens: float
+) -> dict[str, float | None]:
+    """As cost_per_1000_calls, the model tokens per call split by the model that used them,
+    each at its own price."""
+    llm: float | None = 0.0
+    for model, (prompt, completion) in by_model.items():
+        prices = llm_prices(model)
+        if prices is None:
+            if prompt or completion:
+                llm = None
+            continue
+        if llm is not None:
+            llm += 1000 * (prompt * prices[0] + completion * prices[1]) / 1e6
     embedding = 1000 * embedding_tokens * EMBEDDING_PRICE_PER_M / 1e6
-    return {"llm": llm, "embedding": embedding, "total": llm + embedding}
+    return {"llm": llm, "embedding": embedding, "total": None if llm is None else llm + embedding}

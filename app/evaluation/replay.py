@@ -16,7 +16,7 @@ from typing import Any
 
 from app.answering.speech import speech_problems
 from app.evaluation.dataset import Question
-from app.evaluation.metrics import cost_per_1000_calls, normalise_space
+from app.evaluation.metrics import model_costs, normalise_space, tokens_by_model
 from app.evaluation.progress import Progress
 from app.evaluation.report import fmt, latency, md_table
 from app.evaluation.runner import grade
@@ -149,7 +149,8 @@ def _summary(rows: Sequence[ReplayRow], read: int) -> dict[str, Any]:
     prompt = sum(r.prompt_tokens for r in rows)
     completion = sum(r.completion_tokens for r in rows)
     embedding = sum(r.embedding_tokens for r in rows)
-    cost = cost_per_1000_calls(prompt / calls, completion / calls, embedding / calls)
+    by_model = tokens_by_model(((r.model, r.prompt_tokens, r.completion_tokens) for r in rows), calls)
+    cost = model_costs(by_model, embedding / calls)
     return {
         "logged_calls_read": read,
         "questions_replayed": n,
@@ -183,7 +184,9 @@ def _summary(rows: Sequence[ReplayRow], read: int) -> dict[str, Any]:
             "completion_total": completion,
             "embedding_total_estimated": embedding,
         },
-        "cost_per_1000_calls_usd": {key: round(value, 6) for key, value in cost.items()},
+        "cost_per_1000_calls_usd": {
+            key: None if value is None else round(value, 6) for key, value in cost.items()
+        },
     }
 
 

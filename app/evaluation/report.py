@@ -19,14 +19,14 @@ from typing import Any
 from app.evaluation.metrics import (
     EMBEDDING_PRICE_PER_M,
     HIGH_CONFIDENCE,
-    LLM_INPUT_PRICE_PER_M,
-    LLM_OUTPUT_PRICE_PER_M,
-    cost_per_1000_calls,
     hit_at_k,
+    llm_prices,
+    model_costs,
     mrr_at_k,
     not_found_scores,
     percentile,
     reliability,
+    tokens_by_model,
 )
 from app.evaluation.runner import Row
 
@@ -151,7 +151,8 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
     prompt = sum(r.prompt_tokens for r in rows)
     completion = sum(r.completion_tokens for r in rows)
     embedding = sum(r.embedding_tokens for r in rows)
-    cost = cost_per_1000_calls(prompt / calls, completion / calls, embedding / calls)
+    by_model = tokens_by_model(((r.model, r.prompt_tokens, r.completion_tokens) for r in rows), calls)
+    cost = model_costs(by_model, embedding / calls)
     outcomes = _outcomes(rows)
     confidence = _reliability(rows)
     return {
@@ -213,10 +214,11 @@ def summarise(rows: Sequence[Row]) -> dict[str, Any]:
             "completion_per_call": _round(completion / calls, 2),
             "embedding_per_call_estimated": _round(embedding / calls, 2),
         },
-        "cost_per_1000_calls_usd": {key: round(value, 6) for key, value in cost.items()},
+        "cost_per_1000_calls_usd": {key: _round(value, 6) for key, value in cost.items()},
+        # Per model that answered: [input, output], null for a model with no listed price
+        # (its calls then have no cost, rather than another model's).
         "prices_usd_per_million_tokens": {
-            "llm_input": LLM_INPUT_PRICE_PER_M,
-            "llm_output": LLM_OUTPUT_PRICE_PER_M,
+            "llm": {model: _prices(model) for model in sorted(by_model)},
             "embedding": EMBEDDING_PRICE_PER_M,
         },
     }
@@ -578,3 +580,8 @@ def _replace(path: Path, text: str) -> None:
     part = path.with_name(f".{path.name}.part")
     part.write_text(text, encoding="utf-8")
     part.replace(path)
+
+
+def _prices(model: str | None) -> list[float] | None:
+    prices = llm_prices(model)
+    return None if prices is None else list(prices)

@@ -78,3 +78,28 @@ def test_answers_the_model_did_not_make_are_counted_in_the_headline() -> None:
     assert summary["answers"]["degraded"] == 1
     _, markdown = eval_report({}, [made, refused])
     assert "| Model answers not used (degraded) | 1 |" in markdown.splitlines()
+
+
+def _answered_by(question_id: str, model: str | None, prompt: int, completion: int) -> Row:
+    row = _row(question_id, gold_rank=1)
+    row.model, row.prompt_tokens, row.completion_tokens = model, prompt, completion
+    return row
+
+
+def test_each_models_tokens_are_costed_at_its_own_price() -> None:
+    # A variant answering with gpt-4.1 was costed at gpt-4o-mini's prices.
+    rows = [_answered_by("a", "gpt-4.1-2025-04-14", 1000, 100), _answered_by("b", "gpt-4o-mini", 1000, 100)]
+    summary = summarise(rows)
+    # Per call: 500 + 50 tokens of each. 1000 * (500 * 2.00 + 50 * 8.00) / 1e6 = 1.4 dollars for
+    # gpt-4.1, 1000 * (500 * 0.15 + 50 * 0.60) / 1e6 = 0.105 for gpt-4o-mini.
+    assert summary["cost_per_1000_calls_usd"] == {"llm": 1.505, "embedding": 0.0, "total": 1.505}
+    assert summary["prices_usd_per_million_tokens"]["llm"] == {
+        "gpt-4.1-2025-04-14": [2.0, 8.0],
+        "gpt-4o-mini": [0.15, 0.6],
+    }
+
+
+def test_a_model_without_a_listed_price_has_no_cost() -> None:
+    summary = summarise([_answered_by("a", "our-fine-tune", 1000, 100), _answered_by("b", None, 0, 0)])
+    assert summary["cost_per_1000_calls_usd"] == {"llm": None, "embedding": 0.0, "total": None}
+    assert summary["prices_usd_per_million_tokens"]["llm"] == {"our-fine-tune": None}

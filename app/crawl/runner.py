@@ -43,6 +43,7 @@ from app.crawl.site import (
     parse_page,
     parse_robots,
     parse_sitemap,
+    same_page_canonical,
     same_site,
 )
 from app.db.engine import raw_connection
@@ -248,6 +249,10 @@ class CrawlRunner:
         run.frontier.append((url, depth))
 
     async def _visit(self, run: _Run, url: str, depth: int, start: str) -> None:
+        if url in run.kept:
+            # Kept already under its canonical address, read at another one.
+            run.counts["skipped"] += 1
+            return
         if not await self._allowed_by_robots(run, url):
             run.counts["skipped"] += 1
             return
@@ -319,6 +324,16 @@ class CrawlRunner:
                 self._add(run, link, depth + 1, start=start)
         if not run.paths.allows(page_url):
             return  # the start page, read for its links only
+        canonical = same_page_canonical(page.canonical, page_url)
+        if canonical is not None:
+            # This page at another address ("?utm_source=..."): kept once, under the address
+            # the site names, even when the two copies differ by a token or a timestamp.
+            if canonical in run.kept:
+                run.counts["skipped"] += 1
+                return
+            if run.paths.allows(canonical) and await self._allowed_by_robots(run, canonical):
+                page_url = canonical
+                run.seen.add(canonical)
         digest = hashlib.sha256(result.content).hexdigest()
         if digest in run.hashes:
             run.counts["skipped"] += 1

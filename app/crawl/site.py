@@ -103,6 +103,25 @@ class ParsedPage:
     title: str | None
     links: list[str] = field(default_factory=list)
     nofollow: bool = False
+    canonical: str | None = None  # its <link rel="canonical">, normalised
+
+
+_INDEX_FILE = re.compile(r"/(?:index|default)\.(?:html?|php|aspx?)$", re.IGNORECASE)
+
+
+def same_page_canonical(canonical: str | None, page_url: str) -> str | None:
+    """The address a page names as its own (``rel="canonical"``) when it is this page at
+    another address: on the same site, the same path up to a trailing slash or an index
+    file, the query aside ("/prices?utm_source=mail" names "/prices"). A canonical naming
+    another path is ignored: sites that name their home page on every page would otherwise
+    lose all the others."""
+    if canonical is None or canonical == page_url or not same_site(canonical, page_url):
+        return None
+    return canonical if _bare_path(canonical) == _bare_path(page_url) else None
+
+
+def _bare_path(url: str) -> str:
+    return _INDEX_FILE.sub("/", urlsplit(url).path or "/").rstrip("/")
 
 
 def parse_page(
@@ -128,6 +147,14 @@ def parse_page(
         base = urljoin(page_url, base) if base else page_url
     except ValueError:  # a base no URL can be made of: links are read against the page
         base = page_url
+    canonical = next(
+        (
+            normalise_url(node.get("href", ""), base=base, intranet=intranet)
+            for node in root.iter("link")
+            if "canonical" in node.get("rel", "").lower().split() and node.get("href")
+        ),
+        None,
+    )
     links: dict[str, None] = {}
     if not nofollow:
         read = 0
@@ -140,7 +167,9 @@ def parse_page(
                 link = normalise_url(href, base=base, intranet=intranet)
                 if link is not None:
                     links[link] = None
-    return ParsedPage(title=title[:MAX_TITLE] or None, links=list(links), nofollow=nofollow)
+    return ParsedPage(
+        title=title[:MAX_TITLE] or None, links=list(links), nofollow=nofollow, canonical=canonical
+    )
 
 
 def _says_nofollow(meta: Any) -> bool:

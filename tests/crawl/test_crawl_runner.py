@@ -260,6 +260,38 @@ async def test_non_html_and_duplicate_pages_are_skipped(client, org, engine, sit
     assert set(await pages(engine, crawl["id"])) == {START, f"https://{HOST}/copy"}
 
 
+def _with_canonical(path: str, title: str, text: str, canonical: str) -> str:
+    return (
+        f'<html><head><title>{title}</title><link rel="canonical" href="{canonical}"></head>'
+        f"<body><main><p>{text}</p></main></body></html>"
+    )
+
+
+async def test_one_page_at_two_addresses_is_kept_once_under_its_canonical(
+    client, org, engine, site, run_crawls
+):
+    # A tracking parameter and a session token in the page: the bytes differ, the page does not.
+    site.html("/", "Home", "Home page.", links=("/prices?utm_source=mail", "/prices", "/about"))
+    site.page(
+        "/prices?utm_source=mail", _with_canonical("/", "Prices", "Whitening 350 dollars. t=1", "/prices")
+    )
+    site.page("/prices", _with_canonical("/", "Prices", "Whitening 350 dollars. t=2", "/prices"))
+    # Naming the home page as its canonical (a common mistake) does not make a page a copy of it.
+    site.page("/about", _with_canonical("/", "About", "About us.", "/"))
+    kb = await create_kb(client, org.headers)
+    crawl = await start_crawl(client, org, kb["id"], use_sitemap=False)
+    assert await run_crawls() == {"completed": 1}
+    assert await pages(engine, crawl["id"]) == {
+        START: "Home",
+        f"https://{HOST}/prices": "Prices",
+        f"https://{HOST}/about": "About",
+    }
+    got = await get_crawl(client, org, kb["id"], crawl["id"])
+    assert got["progress"] == {"found": 4, "read": 3, "unchanged": 0, "failed": 0, "skipped": 1, "retired": 0}
+    # The canonical address, already kept, is not fetched again.
+    assert site.paths() == ["/robots.txt", "/", "/prices?utm_source=mail", "/about"]
+
+
 async def test_cancel_stops_a_running_crawl_and_keeps_what_it_read(client, org, engine, site, runner):
     site.html("/", "Home", "Home page.", links=("/a", "/b"))
     site.html("/a", "A", "Page a.")

@@ -14,6 +14,7 @@ from app.crawl.site import (
     parse_page,
     parse_robots,
     parse_sitemap,
+    same_page_canonical,
     same_site,
 )
 from app.ingestion.fetch import IntranetAccess
@@ -73,6 +74,32 @@ def test_page_links_title_base_and_nofollow():
         b'<meta name="robots" content="noindex, nofollow"><a href="/x">x</a>', None, "https://e.com/", None
     )
     assert robots.links == []
+
+
+def test_a_page_names_its_canonical_address():
+    html = b'<html><head><link rel="Canonical" href="/prices#top"></head><body>Prices</body></html>'
+    assert (
+        parse_page(html, None, "https://e.com/prices?utm_source=mail", None).canonical
+        == "https://e.com/prices"
+    )
+    assert parse_page(b"<p>No canonical</p>", None, "https://e.com/", None).canonical is None
+
+
+@pytest.mark.parametrize(
+    ("canonical", "page", "expected"),
+    [
+        ("https://e.com/prices", "https://e.com/prices?utm_source=mail", "https://e.com/prices"),
+        ("https://www.e.com/prices/", "http://e.com/prices", "https://www.e.com/prices/"),
+        ("https://e.com/help/", "https://e.com/help/index.html", "https://e.com/help/"),
+        # Another path (a site naming its home page everywhere) or site: not this page.
+        ("https://e.com/", "https://e.com/prices", None),
+        ("https://other.com/prices", "https://e.com/prices?x=1", None),
+        ("https://e.com/prices", "https://e.com/prices", None),
+        (None, "https://e.com/prices", None),
+    ],
+)
+def test_a_canonical_counts_only_for_the_same_page(canonical, page, expected):
+    assert same_page_canonical(canonical, page) == expected
 
 
 def test_a_page_gives_its_first_links_only():

@@ -185,6 +185,8 @@ _REPLY_WORD_RE = re.compile(r"^(?:yes|no)(?:[,.!;:]|\s+[-–—])\s*", re.IGNORE
 _FACT_WORDS = frozenset(
     {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
 )
+# "per hour", "each": how a fact is counted, never what it is about.
+_RATE_WORDS = frozenset({"per", "each", "a"})
 # Stems sharing this many first letters, one extending the other, count as one word for the
 # subject check ("botanic" and "botanical"; "office" and "officer" too, which only makes it
 # more cautious).
@@ -287,6 +289,9 @@ _TERMINAL_END_RE = re.compile(r"[.!?…:;。！？][\"'”’)\]」』）]*$")
 # Price: 5.50; Allergens: gluten.", its first cell perhaps under no column name ("Tomato
 # soup; Price: 5.50."). One named cell after the first at least.
 _TABLE_ROW_RE = re.compile(r"(?:[^:;.?!]{1,60}: )?[^;]+(?:; [^:;.?!]{1,60}: [^;]+)+$")
+# The cosine of a question with a sentence about something else, typically (all-MiniLM-L6-v2:
+# 0.0 to 0.2): what a lone sentence is weighed against, having no neighbour to compare with.
+_UNRELATED_SIMILARITY = 0.15
 # Items read after a sentence that introduces a list, at most.
 _LIST_ITEMS = 8
 _PARAGRAPH_BREAK_RE = re.compile(r"\n[ \t]*\n")
@@ -532,8 +537,8 @@ def extractive_answer(
                 second = runner_up[0]
         elif scored is not None:
             # The only sentence there is (a one-sentence knowledge base, or filters leaving
-            # one): it stands out from a sentence with nothing in common with the question.
-            margin = scored[1]
+            # one): it stands out from a sentence unrelated to the question.
+            margin = scored[1] - _UNRELATED_SIMILARITY
     else:
         scored = _best_by_words(question, passages, by_passage, query, query_terms, idf)
     if scored is None:
@@ -558,7 +563,7 @@ def extractive_answer(
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
     off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen) or _another_item(
-        subject_terms, document_frequency, chosen
+        subject_terms, passages, chosen
     )
     said = _as_said(chosen, question, passages, semantics)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
@@ -659,19 +664,25 @@ def _off_subject(
     )
 
 
-def _another_item(
-    subject_terms: list[str], document_frequency: dict[str, int], chosen: list[_Sentence]
-) -> bool:
+def _another_item(subject_terms: list[str], passages: Sequence[Passage], chosen: list[_Sentence]) -> bool:
     """Whether a table's rows are read for an item the table does not list: every sentence
-    chosen is a row, the caller named a subject word found in none of the passages ("the
-    lasagne", "the receptionist"), and the question meets no row in its cells, only in its
-    column names ("Price", "Extension"). The nearest row is another item's: its price or
-    extension would be said as if it were the one asked for. A row with a cell the question
-    names ("the chocolate cake" for the chocolate brownie, "who handles billing?" for the
-    billing clerk) is still read."""
-    if not all(_TABLE_ROW_RE.match(sentence.text) for sentence in chosen):
+    chosen is a row, the caller named a subject word found nowhere in the passages, their
+    headings or titles, even loosely ("the lasagne", "the receptionist"), and the question
+    meets the rows only in their column names ("Price", "Extension"), not in their cells.
+    The nearest row is another item's: its price or extension would be said as if it were
+    the one asked for. A row with a cell the question names ("who handles billing?" for the
+    billing clerk), or under a heading it names ("how much is parking?" under "Parking"), is
+    still read; so is a row for a word spelt otherwise ("checkup", "cappucino")."""
+    if not chosen or not all(_TABLE_ROW_RE.match(sentence.text) for sentence in chosen):
         return False
-    if not any(document_frequency.get(term) == 0 and term not in _FACT_WORDS for term in subject_terms):
+    subjects = [term for term in subject_terms if term not in _FACT_WORDS and term not in _RATE_WORDS]
+    if not subjects:
+        return False
+    known = set().union(
+        *(_heading_terms(passage) for passage in passages),
+        *(terms for passage in passages for _, terms, _ in _prepare(passage.text)),
+    )
+    if all(any(_near_word(term, word) for word in known) for term in subjects):
         return False
     for sentence in chosen:
         # "Dish: Tomato soup; Price: 5.50." holds the cells "Tomato soup" and "5.50".
@@ -679,6 +690,16 @@ def _another_item(
         if not sentence.matched.isdisjoint(_term_set(cells)):
             return False
     return True
+
+
+def _near_word(stem: str, other: str) -> bool:
+    """The same word, one extending the other, or one spelt otherwise from its fifth letter
+    on ("cappuccino", "cappucino"): when in doubt, found."""
+    return _same_word(stem, other) or (
+        len(stem) >= _MIN_SHARED_STEM
+        and len(other) >= _MIN_SHARED_STEM
+        and stem[:_MIN_SHARED_STEM] == other[:_MIN_SHARED_STEM]
+    )
 
 
 def _same_word(stem: str, other: str) -> bool:
@@ -773,7 +794,7 @@ def _best_by_meaning(
     if best is None:
         return None
     if len(similarities) == 1:
-        similarities.append(0.0)  # as for the margin: against a sentence with nothing in common
+        similarities.append(_UNRELATED_SIMILARITY)  # as for the margin: against an unrelated sentence
     return best, runner_up, best[2] - sum(similarities) / len(similarities)
 
 

@@ -311,10 +311,18 @@ def _read_docx(package: io.BytesIO, budget: TextBudget) -> Extracted:
         elif level:
             writer.heading(level, clean_cell(text))  # a line break in a heading is a space
         else:
-            writer.paragraph(text)
+            writer.paragraph(text, item=_is_list_item(block))
     if title is None:
         title = clean_cell(document.core_properties.title or "") or None
     return Extracted(title=title, sections=writer.finish(), pages_total=None, pages_skipped=0)
+
+
+def _is_list_item(paragraph: Any) -> bool:
+    """Numbered or bulleted: its numbering (w:numPr) or a list style ("List Bullet"); Word
+    keeps the bullet out of the text."""
+    element = paragraph._p
+    numbered = element.pPr is not None and element.pPr.numPr is not None
+    return numbered or (element.style or "").lower().startswith("list")
 
 
 def _docx_blocks(container: Any, parent: Any) -> Iterator[Any]:
@@ -543,6 +551,7 @@ class _SectionWriter:
         self._stack: list[tuple[int, str]] = []
         self._heading: str | None = None
         self._paragraphs: list[str] = []
+        self._items: set[str] = set()  # the first lines of list items
         self._sections: list[Section] = []
 
     def heading(self, level: int, text: str) -> None:
@@ -553,9 +562,11 @@ class _SectionWriter:
         self._stack.append((level, text))
         self._heading = " > ".join(part for _, part in self._stack)
 
-    def paragraph(self, text: str) -> None:
+    def paragraph(self, text: str, *, item: bool = False) -> None:
         if text:
             self._paragraphs.append(text)
+            if item:
+                self._items.add(text.split("\n", 1)[0])
 
     def _flush(self) -> None:
         body = tidy_lines("\n\n".join(self._paragraphs))
@@ -565,9 +576,9 @@ class _SectionWriter:
 
     def finish(self) -> list[Section]:
         """The sections; in a document with no heading style at all, cut at the paragraphs
-        that read as headings (a short line typed as a title, made bold at most), as plain
+        that read as headings (a short line typed as a title), as plain
         text is."""
         self._flush()
         if not self._headed and len(self._sections) == 1:
-            return plain_sections(self._sections[0].text)
+            return plain_sections(self._sections[0].text, items=self._items)
         return self._sections

@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from app.ingestion.extract_model import TEXT_UNREADABLE, Extracted, ExtractionError, Section
 
@@ -267,7 +267,7 @@ def extract_plain_text(data: bytes, charset: str | None = None) -> Extracted:
     return Extracted(title=None, sections=plain_sections(text), pages_total=None, pages_skipped=0)
 
 
-def plain_sections(text: str) -> list[Section]:
+def plain_sections(text: str, *, items: Collection[str] = ()) -> list[Section]:
     """Tidied plain text cut at its headings: a short line of its own ("Opening hours", or an
     FAQ's "Do you take walk-ins?") that opens a paragraph or stands alone, followed by body
     text (a sentence, a long line or a list). Read as text, a heading was spoken with the
@@ -275,8 +275,11 @@ def plain_sections(text: str) -> list[Section]:
     under a heading, the answerer treats it as markdown's. A line that ends a sentence, names
     a label ("Phone: ..."), holds a fact ("Call 555-0132 today"), ends mid-phrase or opens a
     bracket it does not close (a wrapped line), or is followed by a line starting in lower
-    case (a wrapped line) or another short line (an address) stays text; a heading with
-    nothing under it stays text too."""
+    case (a wrapped line) or another short line (an address) stays text, as does a line of
+    more than six words right above its body that is not a question (more often a wrapped
+    sentence's first line); a heading with nothing under it stays text too. ``items`` are
+    lines known to be list items (a Word list's numbering is not in its text): never
+    headings, and body text under one."""
     paragraphs = text.split("\n\n") if text else []
     sections: list[Section] = []
     heading: str | None = None
@@ -293,7 +296,12 @@ def plain_sections(text: str) -> list[Section]:
         following = lines[1] if len(lines) > 1 else None
         if following is None and index + 1 < len(paragraphs):
             following = paragraphs[index + 1].split("\n", 1)[0]
-        if following is not None and _is_heading(lines[0]) and _is_body(following):
+        if (
+            following is not None
+            and lines[0] not in items
+            and _is_heading(lines[0], alone=len(lines) == 1)
+            and (_is_body(following) or following in items)
+        ):
             close()
             heading, body = lines[0], []
             if len(lines) > 1:
@@ -305,10 +313,15 @@ def plain_sections(text: str) -> list[Section]:
 
 
 _HEADING_MAX_WORDS = 10
+# Right above its body, a heading is short or a question: a longer line there is more often
+# the first line of a wrapped sentence ("... caring for families across\nLeeds and ...").
+_HEADING_ABOVE_BODY_MAX_WORDS = 6
 _HEADING_MAX_CHARS = 80
 _BODY_MIN_WORDS = 8
-# A phone number, a price or an address in a short line: a fact to read, not a heading.
-_FACT_IN_LINE_RE = re.compile(r"\d{3}|[$€£¥@]")
+# A phone number, a price, a time or an address in a short line: a fact to read, not a heading.
+_FACT_IN_LINE_RE = re.compile(r"\d{3}|\d[.,:]\d|[$€£¥@]")
+# A sentence ending inside the line: two sentences, not a heading (unless a question follows).
+_SENTENCE_INSIDE_RE = re.compile(r"[.!?…] ")
 # A line of a wrapped paragraph ends mid-phrase ("... to stop at"); a heading does not.
 _PHRASE_GOES_ON = frozenset(
     {"a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as",
@@ -317,11 +330,13 @@ _PHRASE_GOES_ON = frozenset(
 _LIST_ITEM_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
 
 
-def _is_heading(line: str) -> bool:
+def _is_heading(line: str, *, alone: bool) -> bool:
+    question = line.endswith("?")
     return (
         0 < len(line) <= _HEADING_MAX_CHARS
-        and len(line.split()) <= _HEADING_MAX_WORDS
-        and line[0].isupper()
+        and len(line.split()) <= (_HEADING_MAX_WORDS if alone or question else _HEADING_ABOVE_BODY_MAX_WORDS)
+        and (line[0].isupper() or (line[0] in "¿¡" and line[1:2].isupper()))
+        and (question or _SENTENCE_INSIDE_RE.search(line) is None)
         and line[-1] not in ".,;:!…"
         and ":" not in line
         and _LIST_ITEM_RE.match(line) is None
@@ -332,6 +347,8 @@ def _is_heading(line: str) -> bool:
 
 
 def _is_body(line: str) -> bool:
+    if not line:
+        return False
     if _LIST_ITEM_RE.match(line):
         return True
     starts = line[:1]

@@ -489,6 +489,25 @@ def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None
     assert _answer("How much is the club sandwich?", [MENU_ROWS]).off_subject is False
 
 
+@pytest.mark.parametrize(
+    ("question", "passage"),
+    [
+        # The subject is the rows' heading (a sheet or a table under "Parking").
+        ("What does parking cost per hour?", Passage("Zone: A; Hourly rate: 2 pounds.", "Parking", 1.0)),
+        # Spelt otherwise than in the row.
+        ("How much is a checkup?", Passage("Service: Check-up; Price: 60 dollars.", "Prices", 1.0)),
+        ("What does a cappuccino cost?", Passage("Drink: Cappucino; Price: 3 pounds.", "Drinks", 1.0)),
+        (
+            "How much is the botanic tour?",
+            Passage("Tour: Botanical garden walk; Price: 10 pounds.", "Tours", 1.0),
+        ),
+    ],
+    ids=["heading", "hyphen", "misspelt", "longer-form"],
+)
+def test_a_row_for_a_subject_found_loosely_is_on_subject(question: str, passage: Passage) -> None:
+    assert _answer(question, [passage]).off_subject is False
+
+
 def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
     # "They" refers back to the implants of the sentence before, which is too long to join it.
     passages = [
@@ -502,15 +521,16 @@ def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
     assert answer.off_subject is False
 
 
-def test_the_only_sentence_is_weighed_against_one_with_nothing_in_common() -> None:
+def test_the_only_sentence_is_weighed_against_an_unrelated_one() -> None:
     passage = Passage("We are open Monday to Friday, 9 am to 5 pm.", "Hours", 1.0)
     question = "When are you open?"
     semantics = _semantics(question, [passage])
     answer = extractive_answer(question, [passage], semantics=semantics)
     assert answer is not None
     assert answer.match is not None
-    assert answer.margin == pytest.approx(answer.match, abs=1e-4)  # over a sentence scoring 0
-    assert answer.spread == pytest.approx(answer.similarity / 2, abs=1e-4)  # its mean with a 0
+    # An unrelated sentence's cosine (and score) is taken as 0.15.
+    assert answer.margin == pytest.approx(answer.match - 0.15, abs=1e-4)
+    assert answer.spread == pytest.approx((answer.similarity - 0.15) / 2, abs=1e-4)
 
 
 def test_the_spread_says_how_far_the_best_sentence_stands_out() -> None:

@@ -25,6 +25,7 @@ from app.ingestion.extract import (
 )
 from app.ingestion.extract_model import LARGE_MARKUP_BYTES
 from app.ingestion.extract_pdf import clean_page_text, sensible_title
+from app.ingestion.extract_plain import plain_sections
 from tests.conftest import SHARED
 from tests.fixtures import pdfs
 from tests.fixtures.pdfs import assemble, encrypt, make_pdf
@@ -868,6 +869,20 @@ Services
 - Whitening"""
 
 
+def test_untidied_text_with_empty_paragraphs_is_read_whole() -> None:
+    assert plain_sections("Notes\n\n\n\nThis is a sentence.") == [
+        Section("Notes\n\n\n\nThis is a sentence.", None, None)
+    ]
+
+
+def test_questions_open_with_their_own_marks() -> None:
+    text = "¿Aceptan tarjetas?\nSí, aceptamos todas las tarjetas.\n\nA tooth has been knocked out. What should I do?\nPick it up."
+    assert plain_sections(text) == [
+        Section("Sí, aceptamos todas las tarjetas.", "¿Aceptan tarjetas?", None),
+        Section("Pick it up.", "A tooth has been knocked out. What should I do?", None),
+    ]
+
+
 def test_text_is_cut_at_its_headings() -> None:
     # A short line opening a paragraph, or standing alone, before body text is a heading; an
     # address, a label, a wrapped line and a heading with nothing under it stay text.
@@ -900,6 +915,11 @@ def test_text_is_cut_at_its_headings() -> None:
         "Whitening from £350\nAsk at reception.",  # so is a price
         "Parking is free for patients of the\nClinic, all day.",  # a wrapped line ends mid-phrase
         "Parking (for patients\nOnly) is free.",  # or opens a bracket it does not close
+        # A long line right above the next: a wrapped sentence, in any language.
+        "Our practice has been caring for families across\nLeeds and Bradford since 1985.",
+        "Wir sind seit vielen Jahren ein Familienbetrieb in der\nStadt und freuen uns auf Sie.",
+        "We open at nine. Parking is available\nBehind the building.",  # two sentences
+        "Fish and chips 12.50\nBeer-battered cod served with chips.",  # a price without a sign
     ],
 )
 def test_text_without_a_heading_followed_by_body_text_is_one_section(text: str) -> None:

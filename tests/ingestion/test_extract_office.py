@@ -163,6 +163,28 @@ def test_docx_without_heading_styles_is_cut_at_its_heading_lines():
     ]
 
 
+def test_word_list_items_are_never_headings():
+    # Word keeps a list's bullets and numbers out of the text: "Teeth whitening" and step 2
+    # looked like headings of what followed them.
+    def build(document: docx.document.Document) -> None:
+        document.add_paragraph("Our services")
+        document.add_paragraph("Check-ups and cleaning", style="List Bullet")
+        document.add_paragraph("Teeth whitening", style="List Bullet")
+        document.add_paragraph("Book online or call us.")
+        document.add_paragraph("Pick a day", style="List Number")
+        document.add_paragraph("Choose a time that suits you", style="List Number")
+        document.add_paragraph("Confirm by text message.", style="List Number")
+
+    assert extract("docx", make_docx(build)).sections == [
+        Section(
+            text="Check-ups and cleaning\n\nTeeth whitening\n\nBook online or call us.\n\nPick a day\n\n"
+            "Choose a time that suits you\n\nConfirm by text message.",
+            heading="Our services",
+            page=None,
+        )
+    ]
+
+
 def test_empty_docx_fails_with_no_text():
     assert _reason("docx", make_docx(lambda document: None)) == NO_TEXT
 

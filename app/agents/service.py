@@ -43,8 +43,16 @@ class AgentService:
         return await self._read(agent_id, agent)
 
     async def update(self, agent_id: uuid.UUID, data: AgentSettingsUpdate) -> AgentSettingsRead:
-        await require_known_agent(self.repo, agent_id)
-        if data.prompt_variant is not None and data.prompt_variant not in self.variants:
+        stored = await self.repo.find(agent_id)
+        if stored is None:
+            raise NotFound(AGENT_NOT_FOUND)
+        # A variant gone from prompts/ may be kept as it is (saving the agent's other settings
+        # must not quietly drop it), never newly chosen.
+        if (
+            data.prompt_variant is not None
+            and data.prompt_variant not in self.variants
+            and data.prompt_variant != stored.prompt_variant
+        ):
             raise ValidationFailed(
                 f"unknown prompt variant '{data.prompt_variant}'",
                 extra=[{"field": "prompt_variant", "message": f"one of: {', '.join(self.variants)}"}],

@@ -181,8 +181,11 @@ async def _detail(
     for fmt in TOOL_FORMATS:
         tool = await tool_service.tool(agent_id, fmt)
         tools.append((fmt, tool, json.dumps(tool.tool, indent=2, ensure_ascii=False)))
+    settings = await agent_service.get(agent_id)
     variants = [("", "The default")] + [(v, v) for v in agent_service.variants]
-    warnings = (await agent_service.get(agent_id)).warnings
+    if settings.prompt_variant is not None and settings.prompt_variant not in agent_service.variants:
+        # Shown as it is stored, so that saving the other settings keeps it.
+        variants.append((settings.prompt_variant, f"{settings.prompt_variant} (no longer in prompts/)"))
     return render(
         request,
         "agents/detail.html",
@@ -192,7 +195,7 @@ async def _detail(
         others=others,
         tools=tools,
         variants=variants,
-        warnings=warnings,
+        warnings=settings.warnings,
         on_not_found=ON_NOT_FOUND,
         values=values,
         errors=errors,

@@ -257,3 +257,30 @@ async def test_a_variant_taken_out_of_prompts_is_shown_as_a_warning(
         "The prompt variant 'retired' is no longer in prompts/: the agent is answered with 'default' until "
         "its variant is set again."
     ) in html.unescape(text_of(page.text))
+
+
+async def test_saving_other_settings_keeps_a_variant_taken_out_of_prompts(
+    signed_in: Browser, client: Client, org: Org, engine: Any
+) -> None:
+    browser, csrf = signed_in
+    kb = await create_kb(client, org.headers, "FAQ")
+    agent = await assign_new_agent(client, org.headers, kb["id"])
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE agents SET prompt_variant = 'retired' WHERE agent_id = :a"), {"a": uuid.UUID(agent)}
+        )
+    page = await browser.get(f"/console/agents/{agent}")
+    assert '<option value="retired" selected>retired (no longer in prompts/)</option>' in page.text
+    r = await browser.post(
+        f"/console/agents/{agent}/settings",
+        data=form(csrf, prompt_variant="retired", on_not_found="transfer", topics="billing"),
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    settings = (await client.get(f"/api/agents/{agent}/settings", headers=org.headers)).json()
+    assert (settings["prompt_variant"], settings["escalation"]["on_not_found"]) == ("retired", "transfer")
+    # Kept as it was, never newly chosen: another variant missing from prompts/ is refused.
+    r = await client.put(
+        f"/api/agents/{agent}/settings", json={"prompt_variant": "gone"}, headers=org.headers
+    )
+    assert r.status_code == 422

@@ -10,7 +10,7 @@ import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -361,6 +361,12 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of the --limit sample.")] = 0,
     out: Annotated[str | None, typer.Option(help="Report folder (default: eval-out/<timestamp>/).")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Questions in flight at once.")] = 1,
+    docs_as: Annotated[
+        Literal["markdown", "text"],
+        typer.Option(
+            help="Upload the documents as markdown, or as plain text (heading marks and bold dropped)."
+        ),
+    ] = "markdown",
 ) -> None:
     """Measure retrieval and answers on a question set; writes report.json and report.md.
 
@@ -385,6 +391,7 @@ def evaluate(
         seed=seed,
         out=Path(out) if out else None,
         concurrency=concurrency,
+        docs_as=docs_as,
     )
 
 

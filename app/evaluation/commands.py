@@ -29,6 +29,7 @@ from app.evaluation.dataset import (
     DatasetError,
     Document,
     Question,
+    as_plain_text,
     load_question_set,
 )
 from app.evaluation.inprocess import embedded_postgres, evaluation_settings, in_process_service
@@ -283,8 +284,10 @@ def eval_command(
     seed: int,
     out: Path | None,
     concurrency: int,
+    docs_as: str = "markdown",
 ) -> Path:
-    """Run ``vk eval``; returns the folder holding report.json and report.md."""
+    """Run ``vk eval``; returns the folder holding report.json and report.md. ``docs_as``
+    "text" uploads the documents as plain text (dataset.as_plain_text)."""
     remote = (url, key, agent)
     if any(remote) and not all(remote):
         raise typer.BadParameter("--url, --key and --agent go together (remote mode)")
@@ -297,6 +300,8 @@ def eval_command(
         picked, documents = load_question_set(dataset, docs_dir, limit=limit, seed=seed)
     except (DatasetError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from exc
+    if docs_as == "text":
+        documents = {name: as_plain_text(document) for name, document in documents.items()}
     by_org = picked[0].org is not None
     if by_org and agent:
         raise typer.BadParameter(
@@ -309,6 +314,7 @@ def eval_command(
         "format": "callers-dev" if by_org else "squad-dev",
         "dataset": str(dataset),
         "docs": str(docs_dir),
+        "docs_as": docs_as,
         "url": url,
         "variants": [_label(v) for v in variants],
         "limit": limit,

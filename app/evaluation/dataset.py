@@ -98,6 +98,25 @@ class Document:
     title: str
     paragraphs: tuple[str, ...]
     data: bytes
+    media_type: str = "text/markdown"
+
+
+_MARKDOWN_HEADING_RE = re.compile(r"(?m)^#{1,6}[ \t]*")
+_MARKDOWN_EMPHASIS_RE = re.compile(r"\*\*|__")
+
+
+def as_plain_text(document: Document) -> Document:
+    """The document as someone would paste it into a text file: its heading marks and bold
+    dropped, the rest as written (lists keep their dashes), uploaded as ``.txt``. The gold
+    paragraphs stay those of the markdown: the words are the same."""
+    text = document.data.decode("utf-8")
+    plain = _MARKDOWN_EMPHASIS_RE.sub("", _MARKDOWN_HEADING_RE.sub("", text))
+    return replace(
+        document,
+        filename=f"{Path(document.filename).stem}.txt",
+        data=plain.encode("utf-8"),
+        media_type="text/plain",
+    )
 
 
 def load_questions(path: Path) -> list[Question]:

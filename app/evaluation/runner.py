@@ -153,7 +153,9 @@ async def load_knowledge(
     ids: dict[str, str] = {}
     for name, document in documents.items():
         # A callers-dev name carries its organisation's folder, which is no part of a file name.
-        created = await client.upload(kb["id"], Path(name).name, document.data, document.title)
+        created = await client.upload(
+            kb["id"], Path(document.filename).name, document.data, document.title, document.media_type
+        )
         ids[name] = created["id"]
     agent_id = str(uuid.uuid4())
     await client.assign_agents(kb["id"], [agent_id])

@@ -107,12 +107,14 @@ class ServiceClient:
         )
         return body
 
-    async def upload(self, kb_id: str, filename: str, data: bytes, title: str) -> dict[str, Any]:
+    async def upload(
+        self, kb_id: str, filename: str, data: bytes, title: str, media_type: str = "text/markdown"
+    ) -> dict[str, Any]:
         body: dict[str, Any] = await self._json(
             "POST",
             f"/api/knowledge/{kb_id}/documents",
             202,
-            files={"file": (filename, data, "text/markdown")},
+            files={"file": (filename, data, media_type)},
             data={"title": title},
         )
         return body

@@ -13,6 +13,7 @@ import httpx
 import pytest
 import typer
 from litestar.testing.transport import TestClientTransport as LitestarTransport
+from sqlalchemy import text as sql
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -25,7 +26,7 @@ from app.evaluation.commands import (
     evaluate,
     replay_with,
 )
-from app.evaluation.dataset import load_documents, load_questions
+from app.evaluation.dataset import as_plain_text, load_documents, load_questions
 from app.evaluation.inprocess import _ThreadedTransport
 from app.evaluation.report import write_report
 from app.evaluation.runner import Knowledge, Row, find_knowledge, load_knowledge
@@ -128,6 +129,25 @@ async def test_tiny_set_replies(client, org, drain_queue, tmp_path):
         ("emergency", "answered", True, 1),
         ("mona", "not_found", None, None),
         ("non-members", "answered", None, None),  # the members' price, read out anyway
+    ]
+
+
+async def test_documents_can_be_uploaded_as_plain_text(client, org, drain_queue, tmp_path, engine):
+    # As a pasted text file: heading marks and bold dropped, named .txt, read as text.
+    questions, documents = load(tmp_path)
+    plain = {name: as_plain_text(document) for name, document in documents.items()}
+    assert plain["Payments.md"].data.decode() == DOCS["Payments.md"].replace("# Payments", "Payments")
+    assert plain["Payments.md"].paragraphs == documents["Payments.md"].paragraphs  # the same gold
+    evaluation = await evaluate(ServiceClient(client, org.admin_key), questions, plain, wait=drain_queue)
+    assert [r.id for r in evaluation.rows[0] if r.correct] == ["hours", "members", "emergency"]
+    async with engine.connect() as conn:
+        stored = (
+            await conn.execute(sql("SELECT title, file_name, source_kind FROM documents ORDER BY title"))
+        ).all()
+    assert [tuple(row) for row in stored] == [
+        ("Acme Dental", "Acme_Dental.txt", "text"),
+        ("Emergencies", "Emergencies.txt", "text"),
+        ("Payments", "Payments.txt", "text"),
     ]
 
 

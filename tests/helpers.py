@@ -159,3 +159,15 @@ class CountingEmbedder:
     async def embed_query(self, text: str, *, timeout: float) -> list[float]:
         vector: list[float] = await self.inner.embed_query(text, timeout=timeout)
         return vector
+
+
+async def store_removed_variant(engine: Any, agent_id: str, variant: str = "retired") -> None:
+    """The agent's stored prompt variant set to one prompts/ does not hold, as when its folder
+    was taken out after the variant was chosen (the API refuses to choose it)."""
+    from sqlalchemy import text
+
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE agents SET prompt_variant = :v WHERE agent_id = :a"),
+            {"v": variant, "a": uuid.UUID(agent_id)},
+        )

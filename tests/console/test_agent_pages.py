@@ -3,19 +3,18 @@ declaration in each format; CSRF on every change; another organisation's ids are
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import uuid
 from typing import Any
 
+import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
-from sqlalchemy import text
 
 from tests.conftest import Org, make_org
 from tests.console.helpers import form, text_of
-from tests.helpers import assign_new_agent, create_kb, create_text_doc
+from tests.helpers import assign_new_agent, create_kb, create_text_doc, store_removed_variant
 
 Client = AsyncTestClient[Litestar]
 Browser = tuple[Client, str]
@@ -239,36 +238,32 @@ def _unescape(value: str) -> str:
     return html.unescape(value)
 
 
+@pytest.fixture
+async def agent(client: Client, org: Org) -> str:
+    kb = await create_kb(client, org.headers, "FAQ")
+    return await assign_new_agent(client, org.headers, kb["id"])
+
+
 async def test_a_variant_taken_out_of_prompts_is_shown_as_a_warning(
-    signed_in: Browser, client: Client, org: Org, engine: Any
+    signed_in: Browser, agent: str, engine: Any
 ) -> None:
     browser, _ = signed_in
-    kb = await create_kb(client, org.headers, "FAQ")
-    agent = await assign_new_agent(client, org.headers, kb["id"])
     page = await browser.get(f"/console/agents/{agent}")
     assert 'class="reason warning"' not in page.text
-    async with engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE agents SET prompt_variant = 'retired' WHERE agent_id = :a"), {"a": uuid.UUID(agent)}
-        )
+    await store_removed_variant(engine, agent)
     page = await browser.get(f"/console/agents/{agent}")
     assert page.status_code == 200
     assert (
         "The prompt variant 'retired' is no longer in prompts/: the agent is answered with 'default' until "
         "its variant is set again."
-    ) in html.unescape(text_of(page.text))
+    ) in _unescape(text_of(page.text))
 
 
 async def test_saving_other_settings_keeps_a_variant_taken_out_of_prompts(
-    signed_in: Browser, client: Client, org: Org, engine: Any
+    signed_in: Browser, client: Client, org: Org, agent: str, engine: Any
 ) -> None:
     browser, csrf = signed_in
-    kb = await create_kb(client, org.headers, "FAQ")
-    agent = await assign_new_agent(client, org.headers, kb["id"])
-    async with engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE agents SET prompt_variant = 'retired' WHERE agent_id = :a"), {"a": uuid.UUID(agent)}
-        )
+    await store_removed_variant(engine, agent)
     page = await browser.get(f"/console/agents/{agent}")
     assert '<option value="retired" selected>retired (no longer in prompts/)</option>' in page.text
     r = await browser.post(

@@ -19,7 +19,14 @@ from app.main import create_app
 from app.prompting import PromptLibrary
 from app.query.tool_service import ToolService, check_tool_prompts
 from tests.conftest import fake_resolver, make_ingestor
-from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc
+from tests.helpers import (
+    assign_new_agent,
+    bearer,
+    create_kb,
+    create_key,
+    create_text_doc,
+    store_removed_variant,
+)
 from tests.query.conftest import FAQ, OPENAI_BASE, chat_reply, llm_settings
 
 PROJECT_PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
@@ -323,11 +330,7 @@ async def test_a_variant_taken_out_of_prompts_falls_back_to_the_configured_defau
     app = warm_app(prompt_variant="warm")
     async with AsyncTestClient(app=app) as c:
         agent = await _faq_agent(c, org, app, drain_queue)
-        async with engine.begin() as conn:
-            await conn.execute(
-                text("UPDATE agents SET prompt_variant = 'retired' WHERE agent_id = :a"),
-                {"a": uuid.UUID(agent)},
-            )
+        await store_removed_variant(engine, agent)
         tool = await _tool(c, org.headers, agent)
         settings = (await c.get(f"/api/agents/{agent}/settings", headers=org.headers)).json()
         asked = await c.post(

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from app.answering.injection import looks_like_instructions
 from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, make_speakable
+from app.ingestion.extract_plain import LIST_MARKER_RE
 
 __all__ = [
     "ExtractiveAnswer",
@@ -281,7 +282,6 @@ _HAS_DURATION_RE = re.compile(
 _SHORT_SENTENCE_WORDS = 6
 
 # --- sentence splitting -----------------------------------------------------------------
-_LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
 # Chinese and Japanese full stops end a sentence with no space after them.
 _CANDIDATE_END_RE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）)]*")
 _TERMINAL_END_RE = re.compile(r"[.!?…:;。！？][\"'”’)\]」』）]*$")
@@ -324,7 +324,7 @@ def split_sentences(text: str) -> list[str]:
                 units.append(" ".join(current))
                 current = []
             continue
-        marker = _LIST_MARKER_RE.match(line)
+        marker = LIST_MARKER_RE.match(line)
         if marker:
             line = line[marker.end() :]
         continues = current and not marker and line[0].islower() and not _TERMINAL_END_RE.search(current[-1])
@@ -919,7 +919,7 @@ def _with_list(
     items = {
         sentence
         for line in text.splitlines()
-        if (marker := _LIST_MARKER_RE.match(line.strip()))
+        if (marker := LIST_MARKER_RE.match(line.strip()))
         for sentence in split_sentences(line.strip()[marker.end() :])
     }
     words = sum(c.words for c in chosen)

@@ -14,7 +14,7 @@ from litestar.params import FromPath
 from litestar.response import Template
 from pydantic import ValidationError
 
-from app.agents.schemas import AgentSettingsUpdate
+from app.agents.schemas import AgentSettingsRead, AgentSettingsUpdate
 from app.agents.service import AgentService
 from app.console.forms import (
     FieldErrors,
@@ -100,7 +100,14 @@ class AgentPages(Controller):
             "topics": "\n".join(settings.escalation.topics),
         }
         return await _detail(
-            request, agent_id, agent_service, knowledge_service, tool_service, values=values, errors={}
+            request,
+            agent_id,
+            settings,
+            agent_service,
+            knowledge_service,
+            tool_service,
+            values=values,
+            errors={},
         )
 
     @post("/{agent_id:str}/settings", summary="Save the agent's prompt variant and escalation policy")
@@ -112,7 +119,7 @@ class AgentPages(Controller):
         knowledge_service: NamedDependency[KnowledgeService],
         tool_service: NamedDependency[ToolService],
     ) -> Response[Any]:
-        await agent_service.get(agent_id)
+        settings = await agent_service.get(agent_id)  # 404 for an agent unknown here
         form = await request.form()
         values = form_values(form, ("prompt_variant", "on_not_found", "topics"))
         topics = [line.strip() for line in values["topics"].splitlines() if line.strip()]
@@ -130,8 +137,16 @@ class AgentPages(Controller):
             errors = app_error_fields(exc)
         else:
             return redirect(f"/console/agents/{agent_id}", done="agent-saved")
+        # A refused save changed nothing: the settings read above still hold.
         return await _detail(
-            request, agent_id, agent_service, knowledge_service, tool_service, values=values, errors=errors
+            request,
+            agent_id,
+            settings,
+            agent_service,
+            knowledge_service,
+            tool_service,
+            values=values,
+            errors=errors,
         )
 
     @post("/{agent_id:str}/kbs", summary="Assign a knowledge base to the agent")
@@ -167,6 +182,7 @@ class AgentPages(Controller):
 async def _detail(
     request: Request[Any, Any, Any],
     agent_id: uuid.UUID,
+    settings: AgentSettingsRead,
     agent_service: AgentService,
     knowledge_service: KnowledgeService,
     tool_service: ToolService,
@@ -181,7 +197,6 @@ async def _detail(
     for fmt in TOOL_FORMATS:
         tool = await tool_service.tool(agent_id, fmt)
         tools.append((fmt, tool, json.dumps(tool.tool, indent=2, ensure_ascii=False)))
-    settings = await agent_service.get(agent_id)
     variants = [("", "The default")] + [(v, v) for v in agent_service.variants]
     if settings.prompt_variant is not None and settings.prompt_variant not in agent_service.variants:
         # Shown as it is stored, so that saving the other settings keeps it.

@@ -47,7 +47,6 @@ __all__ = [
     "comparable",
     "contains_all_gold",
     "contains_gold",
-    "cost_per_1000_calls",
     "first_gold_rank",
     "hit_at_k",
     "llm_prices",
@@ -363,14 +362,6 @@ def llm_prices(model: str | None) -> tuple[float, float] | None:
     return LLM_PRICES_PER_M.get(name) or LLM_PRICES_PER_M.get(_SNAPSHOT_RE.sub("", name))
 
 
-def cost_per_1000_calls(
-    prompt_tokens: float, completion_tokens: float, embedding_tokens: float, *, model: str | None = None
-) -> dict[str, float | None]:
-    """Dollars per 1,000 calls from mean tokens per call, split into model and embedding;
-    the model's part (and the total) None when ``model`` has no listed price."""
-    return model_costs({model or DEFAULT_LLM_MODEL: (prompt_tokens, completion_tokens)}, embedding_tokens)
-
-
 def tokens_by_model(
     replies: Iterable[tuple[str | None, int, int]], calls: int
 ) -> dict[str, tuple[float, float]]:
@@ -388,8 +379,9 @@ def tokens_by_model(
 def model_costs(
     by_model: Mapping[str, tuple[float, float]], embedding_tokens: float
 ) -> dict[str, float | None]:
-    """As cost_per_1000_calls, the model tokens per call split by the model that used them,
-    each at its own price."""
+    """Dollars per 1,000 calls, split into model and embedding, from the model tokens per
+    call by the model that used them (each at its own price) and the embedding tokens per
+    call; the model's part (and the total) None when a model used has no listed price."""
     llm: float | None = 0.0
     for model, (prompt, completion) in by_model.items():
         prices = llm_prices(model)

@@ -547,7 +547,6 @@ class _SectionWriter:
     """Paragraphs under a heading path such as "Prices > Whitening", as markdown gets them."""
 
     def __init__(self) -> None:
-        self._headed = False
         self._stack: list[tuple[int, str]] = []
         self._heading: str | None = None
         self._paragraphs: list[str] = []
@@ -555,7 +554,6 @@ class _SectionWriter:
         self._sections: list[Section] = []
 
     def heading(self, level: int, text: str) -> None:
-        self._headed = True
         self._flush()
         while self._stack and self._stack[-1][0] >= level:
             self._stack.pop()
@@ -579,6 +577,6 @@ class _SectionWriter:
         that read as headings (a short line typed as a title), as plain
         text is."""
         self._flush()
-        if not self._headed and len(self._sections) == 1:
+        if not self._stack and len(self._sections) == 1:
             return plain_sections(self._sections[0].text, items=self._items)
         return self._sections

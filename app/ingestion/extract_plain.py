@@ -327,7 +327,8 @@ _PHRASE_GOES_ON = frozenset(
     {"a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as",
      "that", "which", "is", "are", "was", "be", "if", "than", "our", "your", "their", "its"}
 )  # fmt: skip
-_LIST_ITEM_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
+# A list item's marker: a bullet, "1." or "(a)". The answerer reads lists by it too.
+LIST_MARKER_RE = re.compile(r"^(?:[-*+•◦‣●○▪–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
 
 
 def _is_heading(line: str, *, alone: bool) -> bool:
@@ -339,7 +340,7 @@ def _is_heading(line: str, *, alone: bool) -> bool:
         and (question or _SENTENCE_INSIDE_RE.search(line) is None)
         and line[-1] not in ".,;:!…"
         and ":" not in line
-        and _LIST_ITEM_RE.match(line) is None
+        and LIST_MARKER_RE.match(line) is None
         and _FACT_IN_LINE_RE.search(line) is None
         and line.count("(") == line.count(")")
         and line.rsplit(" ", 1)[-1].lower() not in _PHRASE_GOES_ON
@@ -349,7 +350,7 @@ def _is_heading(line: str, *, alone: bool) -> bool:
 def _is_body(line: str) -> bool:
     if not line:
         return False
-    if _LIST_ITEM_RE.match(line):
+    if LIST_MARKER_RE.match(line):
         return True
     starts = line[:1]
     return (starts.isupper() or starts.isdigit() or starts in "\"'“‘(") and (

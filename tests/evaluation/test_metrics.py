@@ -8,9 +8,9 @@ from app.evaluation.metrics import (
     answer_sentence,
     best_f1,
     contains_gold,
-    cost_per_1000_calls,
     first_gold_rank,
     hit_at_k,
+    model_costs,
     mrr_at_k,
     not_found_scores,
     percentile,
@@ -123,7 +123,7 @@ def test_percentile_of_nothing_is_none():
 
 def test_cost_per_1000_calls():
     # 1000 * (120 * 0.15 + 12 * 0.60) / 1e6 and 1000 * 10 * 0.02 / 1e6
-    cost = cost_per_1000_calls(120, 12, 10)
+    cost = model_costs({"gpt-4o-mini": (120, 12)}, 10)
     assert cost == {
         "llm": pytest.approx(0.0252, abs=1e-12),
         "embedding": pytest.approx(0.0002, abs=1e-12),

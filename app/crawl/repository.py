@@ -162,7 +162,7 @@ VALUES ($1, $2, $3, $4, $5, 'html', $6, $7::bytea, $8, octet_length($7::bytea), 
 UPDATE_PAGE_SQL = """
 UPDATE documents
 SET original = $2::bytea, content_hash = $3, size_bytes = octet_length($2::bytea), title = $4, etag = $5,
-    last_modified = $6, status = 'pending', error = NULL, attempts = 0, lease_owner = NULL,
+    last_modified = $6, status = 'pending', reread = false, error = NULL, attempts = 0, lease_owner = NULL,
     lease_expires_at = NULL, progress_done = 0, progress_total = 0, updated_at = now()
 WHERE id = $1
 """

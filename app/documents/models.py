@@ -51,6 +51,12 @@ class Document(SQLModel, table=True):
     last_modified: str | None = Field(default=None, max_length=100)
     sync_interval_s: int | None = None
     next_sync_at: datetime | None = optional_ts_field()
+    # Reading a document again without its source (a new embedder or extractor): a URL
+    # document's page kind and charset as fetched, its copy being in `original`.
+    fetched_kind: str | None = Field(default=None, max_length=16)
+    fetched_charset: str | None = Field(default=None, max_length=40)
+    extraction_version: int = 0  # the EXTRACTION_VERSION that last read it (app/ingestion/extract.py)
+    reread: bool = False  # queued to be read again from `original`, not fetched
     # What filters select by, and when the document may answer (app/documents/attributes.py).
     tags: list[str] = Field(
         default_factory=list,

@@ -157,8 +157,9 @@ def _requeue(doc: Document) -> None:
     """Queue a document for any worker to take at once. A worker still on the previous
     version loses its lease here, and every write it would finish with is fenced by
     lease_owner; keeping the lease left the new version waiting for it to expire (lease_s,
-    two minutes by default)."""
-    doc.status, doc.error, doc.attempts = "pending", None, 0
+    two minutes by default). It is read from its source as it is now (a URL is fetched), even
+    if it was waiting to be re-read from its stored copy."""
+    doc.status, doc.error, doc.attempts, doc.reread = "pending", None, 0, False
     doc.lease_owner = doc.lease_expires_at = None
     doc.progress_done = doc.progress_total = 0
 
@@ -412,7 +413,8 @@ class DocumentService:
             raise NotFound(DOC_NOT_FOUND)
         if doc.source_kind != "url":
             raise Conflict("only URL documents can be re-synced")
-        if doc.status not in ("pending", "processing"):
+        if doc.status not in ("pending", "processing") or doc.reread:
+            # Queued to be re-read from its stored copy: fetched instead, as asked.
             _requeue(doc)
             doc.updated_at = utcnow()
         await self.session.commit()

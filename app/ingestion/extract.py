@@ -45,6 +45,7 @@ from app.ingestion.extract_table import extract_csv
 from app.ingestion.sniff import SUPPORTED, content_kind, sniff_kind
 
 __all__ = [
+    "EXTRACTION_VERSION",
     "Extracted",
     "ExtractionError",
     "Section",
@@ -59,6 +60,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# Raise it with any change to extraction or chunking that changes what a stored document
+# becomes (sections found, text kept): workers re-read every document an older version read,
+# from its stored copy, once (app/ingestion/pipeline.py). 1: headings of plain text and Word.
+EXTRACTION_VERSION = 1
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

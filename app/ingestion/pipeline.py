@@ -22,6 +22,7 @@ from app.embeddings.base import Embedder, EmbeddingError
 from app.ingestion import repository as sql
 from app.ingestion.chunking import Chunk, chunk_sections, get_encoding
 from app.ingestion.extract import (
+    EXTRACTION_VERSION,
     Extracted,
     ExtractionError,
     extract,
@@ -60,6 +61,15 @@ class QuotaWait(Exception):
 
 class Retryable(Exception):
     """A passing failure (provider or network): try again later, up to the attempt limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    kind: str  # how to read it, from its content type
+    content: bytes | None  # None: unchanged since the chunks were made from it
+    etag: str | None
+    last_modified: str | None
+    charset: str | None
 
 
 @dataclass(slots=True)
@@ -111,7 +121,7 @@ class Ingestor:
 
     async def maintenance(self, embedder_key: str | None = None) -> None:
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.GIVE_UP_SQL, self.settings.max_attempts)
+            await conn.execute(sql.GIVE_UP_SQL, self.settings.max_attempts, EXTRACTION_VERSION)
             await conn.execute(sql.DUE_SYNC_SQL)
             await conn.execute(PRUNE_RATE_COUNTERS_SQL)
             await conn.execute(PRUNE_ANSWER_CACHE_SQL)
@@ -119,6 +129,7 @@ class Ingestor:
                 INGESTION_QUEUE.labels(row["status"]).set(row["n"])
             if embedder_key:
                 await conn.execute(sql.STALE_MODEL_SQL, embedder_key)
+            await conn.execute(sql.STALE_EXTRACTION_SQL, EXTRACTION_VERSION)
 
     async def process(self, doc: ClaimedDocument) -> Outcome:
         """Run one claimed document to an outcome; never raises for a bad document."""
@@ -172,25 +183,16 @@ class Ingestor:
     async def _process(self, doc: ClaimedDocument) -> Outcome:
         kind, data = doc.source_kind, doc.original
         etag, last_modified, fetched, charset = doc.etag, doc.last_modified, None, None
-        if kind == "url":
-            if not doc.source_url:
-                raise ExtractionError("the document has no URL")
-            try:
-                result = await self.fetcher.fetch(doc.source_url, etag=etag, last_modified=last_modified)
-            except FetchError as exc:
-                if exc.retryable:
-                    raise Retryable(str(exc)) from exc
-                raise ExtractionError(str(exc)) from exc
-            if result.status == 304 and doc.chunk_count > 0:
-                return await self._unchanged(doc, result.etag, result.last_modified)
-            data, fetched = result.content, result.content
-            etag, last_modified, charset = result.etag, result.last_modified, result.charset
-            kind_of_page = _KIND_BY_TYPE.get(result.content_type)
-            if kind_of_page is None:
-                raise ExtractionError(f"unsupported content type '{result.content_type}'")
-            if hashlib.sha256(data).hexdigest() == doc.content_hash and doc.chunk_count > 0:
-                return await self._unchanged(doc, etag, last_modified)
-            parse_kind = kind_of_page
+        if kind == "url" and doc.reread and doc.original and doc.fetched_kind:
+            # Read again for a new embedder or extractor: the page as it was fetched. A fetch
+            # could fail or answer 304 (unchanged), neither of which re-reads anything.
+            parse_kind, charset = doc.fetched_kind, doc.fetched_charset
+        elif kind == "url":
+            page = await self._fetch(doc)
+            if page.content is None:
+                return await self._unchanged(doc, page.etag, page.last_modified)
+            parse_kind, data, fetched, charset = page.kind, page.content, page.content, page.charset
+            etag, last_modified = page.etag, page.last_modified
         else:
             parse_kind = kind
         if not data:
@@ -239,8 +241,36 @@ class Ingestor:
             last_modified=last_modified,
             content_hash=hashlib.sha256(data).hexdigest(),
             kind=kind,
+            fetched_kind=parse_kind if kind == "url" else None,
+            fetched_charset=charset if kind == "url" and charset and len(charset) <= 40 else None,
         )
         return Outcome("ready")
+
+    async def _fetch(self, doc: ClaimedDocument) -> _Page:
+        """A URL document's page; its content None when unchanged since the chunks were made
+        from it. A re-read without a stored copy fetches the page whole: a 304 would keep the
+        chunks it is to remake."""
+        if not doc.source_url:
+            raise ExtractionError("the document has no URL")
+        conditional = not doc.reread and doc.chunk_count > 0
+        try:
+            result = await self.fetcher.fetch(
+                doc.source_url,
+                etag=doc.etag if conditional else None,
+                last_modified=doc.last_modified if conditional else None,
+            )
+        except FetchError as exc:
+            if exc.retryable:
+                raise Retryable(str(exc)) from exc
+            raise ExtractionError(str(exc)) from exc
+        if result.status == 304 and conditional:
+            return _Page("", None, result.etag, result.last_modified, None)
+        kind = _KIND_BY_TYPE.get(result.content_type)
+        if kind is None:
+            raise ExtractionError(f"unsupported content type '{result.content_type}'")
+        if conditional and hashlib.sha256(result.content).hexdigest() == doc.content_hash:
+            return _Page(kind, None, result.etag, result.last_modified, None)
+        return _Page(kind, result.content, result.etag, result.last_modified, result.charset)
 
     async def _extract(self, stored_kind: str, data: bytes, charset: str | None = None) -> Extracted:
         kind = kind_of_bytes(stored_kind, data)  # a PDF called text is read as a PDF, isolated
@@ -337,6 +367,8 @@ class Ingestor:
         last_modified: str | None,
         content_hash: str,
         kind: str,
+        fetched_kind: str | None,
+        fetched_charset: str | None,
     ) -> None:
         # One transaction: the old chunks answer until the new ones replace them, and a
         # worker that lost its lease writes nothing (the row lock fences it). Triggers move
@@ -372,6 +404,9 @@ class Ingestor:
                 kind,
                 etag,
                 last_modified,
+                fetched_kind,
+                fetched_charset,
+                EXTRACTION_VERSION,
             )
 
     async def _check_storage(self, conn: Any, doc: ClaimedDocument, size: int) -> None:
@@ -392,7 +427,7 @@ class Ingestor:
 
     async def _fail(self, doc: ClaimedDocument, reason: str) -> Outcome:
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.FAIL_SQL, doc.id, doc.lease, reason[:2000])
+            await conn.execute(sql.FAIL_SQL, doc.id, doc.lease, reason[:2000], EXTRACTION_VERSION)
         log.info("document %s failed: %s", doc.id, reason)
         return Outcome("failed", reason)
 

@@ -30,14 +30,16 @@ FROM picked, knowledge_bases kb
 WHERE d.id = picked.id AND kb.id = d.kb_id
 RETURNING d.id, d.lease_owner AS lease, d.org_id, d.kb_id, d.title, d.source_kind, d.source_url,
           d.file_name, d.original, d.content_hash, d.chunk_count, d.attempts, d.etag, d.last_modified,
-          d.sync_interval_s, d.status, kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
+          d.sync_interval_s, d.status, d.reread, d.fetched_kind, d.fetched_charset,
+          kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
 """
 
 # A job whose worker died more often than allowed is not retried forever.
 GIVE_UP_SQL = """
 UPDATE documents
 SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    error = 'processing was interrupted ' || attempts || ' times; giving up (re-upload or edit to retry)'
+    error = 'processing was interrupted ' || attempts || ' times; giving up (re-upload or edit to retry)',
+    reread = false, extraction_version = $2
 WHERE status = 'processing' AND lease_expires_at < now() AND attempts >= $1
 """
 
@@ -48,12 +50,21 @@ SET status = 'pending', attempts = 0, lease_expires_at = NULL, updated_at = now(
 WHERE next_sync_at <= now() AND status IN ('ready', 'failed') AND source_kind = 'url'
 """
 
-# Chunks made by another embedding model are never searched; re-index their documents.
+# Chunks made by another embedding model are never searched; re-read their documents from
+# what is stored (a URL document's page is not fetched again: its copy is the same page).
 STALE_MODEL_SQL = """
 UPDATE documents d
-SET status = 'pending', attempts = 0, lease_expires_at = NULL, updated_at = now()
+SET status = 'pending', reread = true, attempts = 0, lease_expires_at = NULL, updated_at = now()
 WHERE d.status IN ('ready', 'failed')
   AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.embedding_model <> $1)
+"""
+
+# Documents an older extractor read are read again by this one, once: a failure records the
+# version too. Only older: during a rolling upgrade the old workers leave the new ones' alone.
+STALE_EXTRACTION_SQL = """
+UPDATE documents
+SET status = 'pending', reread = true, attempts = 0, lease_expires_at = NULL, updated_at = now()
+WHERE status IN ('ready', 'failed') AND extraction_version < $1
 """
 
 RENEW_SQL = """
@@ -96,7 +107,8 @@ SET status = 'ready', error = NULL, chunk_count = $3, text = $4, title = $5, pag
     size_bytes = coalesce(octet_length($9), size_bytes),
     etag = $11, last_modified = $12, indexed_at = now(), updated_at = now(),
     progress_done = $3, progress_total = $3, lease_owner = NULL, lease_expires_at = NULL,
-    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
+    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END,
+    reread = false, fetched_kind = $13, fetched_charset = $14, extraction_version = $15
 WHERE id = $1 AND lease_owner = $2
 """
 
@@ -114,6 +126,7 @@ WHERE id = $1 AND lease_owner = $2
 FAIL_SQL = """
 UPDATE documents
 SET status = 'failed', error = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    reread = false, extraction_version = $4,
     next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
 WHERE id = $1 AND lease_owner = $2
 """
@@ -177,6 +190,9 @@ class ClaimedDocument:
     attempts: int
     etag: str | None
     last_modified: str | None
+    reread: bool  # read `original` again (a new embedder or extractor), fetch nothing
+    fetched_kind: str | None  # a URL document's page kind as fetched
+    fetched_charset: str | None
     language: str
     chunk_tokens: int
     chunk_overlap_tokens: int

@@ -31,6 +31,11 @@ A check-up costs 80 dollars. Teeth whitening in the chair costs 350 dollars.
 ## Getting here
 The entrance on Quay Street is step-free, and a ramp leads up from the car park.
 """
+CLINIC_HTML = (
+    "<h1>Harbour Clinic</h1><h2>Prices</h2>"
+    "<p>A check-up costs 80 dollars. Teeth whitening in the chair costs 350 dollars.</p>"
+    "<h2>Getting here</h2><p>The entrance on Quay Street is step-free.</p>"
+)
 
 
 @pytest.fixture
@@ -341,3 +346,50 @@ async def test_a_plain_text_faq_is_answered_as_its_markdown_would_be(
     )
     assert r.status_code == 200, r.text
     assert (r.json()["status"], r.json()["answer"]) == ("answered", expected)
+
+
+async def test_switching_the_embedder_reindexes_a_web_page_from_its_stored_copy(
+    database_url, settings, semantic_settings, org, engine, respx_mock
+):
+    from tests.conftest import PUBLIC_IP
+
+    page = f"<html><head><title>Clinic</title></head><body><main>{CLINIC_HTML}</main></body></html>"
+    route = respx_mock.get(f"https://{PUBLIC_IP}/clinic").mock(
+        return_value=httpx.Response(
+            200, content=page.encode(), headers={"Content-Type": "text/html", "ETag": '"v1"'}
+        )
+    )
+    lexical_app = create_app(settings, database_url=database_url, resolver=fake_resolver, run_workers=False)
+    async with AsyncTestClient(app=lexical_app) as c:
+        kb = await create_kb(c, org.headers, "Clinic")
+        r = await c.post(
+            f"/api/knowledge/{kb['id']}/documents",
+            json={"url": "https://help.example.com/clinic", "sync_interval_s": 3600},
+            headers=org.headers,
+        )
+        assert r.status_code == 202, r.text
+        assert (await _drain(make_ingestor(lexical_app, engine))) == {"ready": 1}
+    assert await _models(engine) == {"lexical-v1:512"}
+    assert route.call_count == 1
+
+    # The page has not changed (the server would say 304), and its copy is stored: a new
+    # embedder re-reads the copy and asks the server nothing.
+    route.mock(return_value=httpx.Response(304, headers={"ETag": '"v1"'}))
+    semantic_app = create_app(
+        semantic_settings, database_url=database_url, resolver=fake_resolver, run_workers=False
+    )
+    async with AsyncTestClient(app=semantic_app) as c:
+        ingestor = make_ingestor(semantic_app, engine)
+        await ingestor.maintenance(ingestor.embedder.model_key)
+        assert (await _drain(ingestor)) == {"ready": 1}
+        assert await _models(engine) == {"minilm:all-MiniLM-L6-v2-int8:384"}
+        assert route.call_count == 1
+        await ingestor.maintenance(ingestor.embedder.model_key)
+        assert (await _drain(ingestor)) == {}
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        r = await c.post(
+            f"/api/agents/{agent}/query_knowledge",
+            json={"query": "How much would it be to get my teeth bleached?"},
+            headers=org.headers,
+        )
+        assert r.json()["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")

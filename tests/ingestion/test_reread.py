@@ -1,0 +1,178 @@
+"""Documents read again without their source: after an extractor upgrade (EXTRACTION_VERSION)
+every document an older version read is re-read once from its stored copy; a URL document's
+page is not fetched again, unless no copy of it is kept or an admin asks for a sync."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import respx
+from sqlalchemy import text
+
+from app.ingestion.extract import EXTRACTION_VERSION
+from app.ingestion.pipeline import Ingestor
+from app.ingestion.worker import drain
+from tests.conftest import PUBLIC_IP
+from tests.helpers import create_kb, create_text_doc
+
+PLAIN = "Opening hours\nWe are open Monday to Friday, 9 am to 5 pm.\n\nParking\nPark on level two."
+PAGE = (
+    "<html><head><title>Café</title></head><body><main><h1>Café Brûlé</h1>"
+    "<p>Our café opens at nine and serves crème brûlée until five.</p></main></body></html>"
+).encode("iso-8859-1")
+
+
+@pytest.fixture
+def ingestor(app, engine) -> Ingestor:
+    state = app.state
+    return Ingestor(engine, state.embedder, state.fetcher, state.settings.ingestion, "test-worker")
+
+
+async def add_page(client, org, kb_id: str, respx_mock) -> tuple[dict, respx.Route]:
+    route = respx_mock.get(f"https://{PUBLIC_IP}/cafe").mock(
+        return_value=httpx.Response(
+            200, content=PAGE, headers={"Content-Type": "text/html; charset=ISO-8859-1", "ETag": '"v1"'}
+        )
+    )
+    r = await client.post(
+        f"/api/knowledge/{kb_id}/documents",
+        json={"url": "https://help.example.com/cafe", "sync_interval_s": 3600},
+        headers=org.headers,
+    )
+    assert r.status_code == 202, r.text
+    return r.json(), route
+
+
+async def state(engine, doc_id: str) -> dict:
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT status, error, reread, fetched_kind, fetched_charset, extraction_version,"
+                    " (SELECT array_agg(c.text ORDER BY c.ordinal) FROM chunks c WHERE c.document_id = d.id)"
+                    " AS chunks FROM documents d WHERE id = :d"
+                ),
+                {"d": doc_id},
+            )
+        ).one()
+    return dict(row._mapping)
+
+
+async def age(engine, *doc_ids: str) -> None:
+    """As if an older extractor had read them."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE documents SET extraction_version = :v WHERE id = ANY(CAST(:d AS uuid[]))"),
+            {"v": EXTRACTION_VERSION - 1, "d": list(doc_ids)},
+        )
+
+
+async def test_an_extractor_upgrade_rereads_every_document_once_from_its_stored_copy(
+    client, org, engine, ingestor, respx_mock
+):
+    kb = await create_kb(client, org.headers)
+    plain = await create_text_doc(client, org.headers, kb["id"], content=PLAIN)
+    page, route = await add_page(client, org, kb["id"], respx_mock)
+    assert await drain(ingestor) == {"ready": 2}
+    read = await state(engine, page["id"])
+    assert read == {
+        "status": "ready",
+        "error": None,
+        "reread": False,
+        "fetched_kind": "html",
+        "fetched_charset": "iso-8859-1",
+        "extraction_version": EXTRACTION_VERSION,
+        "chunks": ["Our café opens at nine and serves crème brûlée until five."],
+    }
+    plain_chunks = (await state(engine, plain["id"]))["chunks"]
+    assert plain_chunks == ["We are open Monday to Friday, 9 am to 5 pm.", "Park on level two."]
+
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {}  # this version read them: nothing to do
+
+    await age(engine, plain["id"], page["id"])
+    await ingestor.maintenance()
+    assert (await state(engine, page["id"]))["reread"] is True
+    assert await drain(ingestor) == {"ready": 2}
+    assert route.call_count == 1  # the page was read from its copy, with the charset it came with
+    assert await state(engine, page["id"]) == read
+    assert (await state(engine, plain["id"]))["chunks"] == plain_chunks
+
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {}
+
+
+async def test_a_reread_that_fails_keeps_the_chunks_says_why_and_is_not_tried_again(
+    client, org, engine, ingestor
+):
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"], content=PLAIN)
+    assert await drain(ingestor) == {"ready": 1}
+    chunks = (await state(engine, doc["id"]))["chunks"]
+    async with engine.begin() as conn:  # a copy the new extractor cannot read
+        await conn.execute(
+            text("UPDATE documents SET original = :b WHERE id = :d"),
+            {"b": b"\x89PNG\r\n\x1a\n\x00\x00", "d": doc["id"]},
+        )
+    await age(engine, doc["id"])
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {"failed": 1}
+    failed = await state(engine, doc["id"])
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("the file is binary, not text")
+    assert failed["chunks"] == chunks  # still answering
+    assert (failed["reread"], failed["extraction_version"]) == (False, EXTRACTION_VERSION)
+
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {}
+
+
+async def test_a_page_fetched_before_its_kind_was_kept_is_fetched_whole(
+    client, org, engine, ingestor, respx_mock
+):
+    kb = await create_kb(client, org.headers)
+    page, route = await add_page(client, org, kb["id"], respx_mock)
+    assert await drain(ingestor) == {"ready": 1}
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE documents SET fetched_kind = NULL, fetched_charset = NULL WHERE id = :d"),
+            {"d": page["id"]},
+        )
+    await age(engine, page["id"])
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {"ready": 1}
+    assert route.call_count == 2
+    sent = route.calls[-1].request
+    assert "If-None-Match" not in sent.headers  # a 304 would leave the old chunks in place
+    assert "If-Modified-Since" not in sent.headers
+    got = await state(engine, page["id"])
+    assert (got["fetched_kind"], got["fetched_charset"], got["reread"]) == ("html", "iso-8859-1", False)
+    assert got["extraction_version"] == EXTRACTION_VERSION
+
+
+async def test_a_sync_asked_for_while_a_reread_waits_fetches_the_page(
+    client, org, engine, ingestor, respx_mock
+):
+    kb = await create_kb(client, org.headers)
+    page, route = await add_page(client, org, kb["id"], respx_mock)
+    assert await drain(ingestor) == {"ready": 1}
+    await age(engine, page["id"])
+    await ingestor.maintenance()
+    assert (await state(engine, page["id"]))["reread"] is True
+
+    route.mock(
+        return_value=httpx.Response(
+            200,
+            content=PAGE.replace(b"nine", b"ten"),
+            headers={"Content-Type": "text/html; charset=ISO-8859-1", "ETag": '"v2"'},
+        )
+    )
+    r = await client.post(f"/api/knowledge/{kb['id']}/documents/{page['id']}/sync", headers=org.headers)
+    assert r.status_code == 202, r.text
+    assert (await state(engine, page["id"]))["reread"] is False
+    assert await drain(ingestor) == {"ready": 1}
+    assert route.call_count == 2
+    assert route.calls[-1].request.headers["If-None-Match"] == '"v1"'
+    got = await state(engine, page["id"])
+    assert got["chunks"] == ["Our café opens at ten and serves crème brûlée until five."]
+    assert got["extraction_version"] == EXTRACTION_VERSION

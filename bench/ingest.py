@@ -27,6 +27,8 @@ Diagnosis and what-if flags (results in ``docs/BENCHMARKS.md``):
                     inside the service (``INGESTION__ISOLATION=inline``), where the timers are
     --drop-hnsw     drop the service's HNSW index from the throw-away database before ingesting
     --dimensions N  ``EMBEDDING__OPENAI_DIMENSIONS=N`` (the stub honours ``dimensions``)
+    --reread        then age every document's EXTRACTION_VERSION by one and time the workers'
+                    re-read of all of them (what an upgrade that reads documents better costs)
     --offline minilm  embed in the service with the offline default instead of the stub
                     (``--workers 2`` matches the service's default on a 2-core machine)
 
@@ -313,6 +315,52 @@ async def run_ingestion(
     }
 
 
+def measure_reread(harness: Harness, stub_root: str, timeout_s: float) -> dict[str, Any]:
+    """Age every ready document's extraction version by one, as an upgrade does, and time the
+    workers' maintenance (every 30 s) queueing them and their re-reading every one."""
+    stub = httpx.Client(base_url=stub_root, timeout=10.0, trust_env=False)
+    stub.post("/stats/reset").raise_for_status()
+    current = harness.fetchrow("SELECT max(extraction_version) AS v FROM documents")["v"]
+    aged = harness.fetchrow(
+        "WITH aged AS (UPDATE documents SET extraction_version = extraction_version - 1"
+        " WHERE status = 'ready' RETURNING 1) SELECT count(*) AS n FROM aged"
+    )["n"]
+    print(f"re-read: aged {aged} documents; waiting for the workers' maintenance", flush=True)
+    meter = CpuMeter(harness.pids(), loop_thread_of="service").start()
+    t0 = time.perf_counter()
+    queued_s = done_s = None
+    row: dict[str, Any] = {}
+    while time.perf_counter() - t0 < timeout_s:
+        row = harness.fetchrow(
+            "SELECT count(*) FILTER (WHERE reread) AS waiting,"
+            " count(*) FILTER (WHERE NOT reread AND extraction_version = $1 AND status = 'ready') AS done,"
+            " count(*) FILTER (WHERE status = 'failed') AS failed FROM documents",
+            current,
+        )
+        elapsed = time.perf_counter() - t0
+        if queued_s is None and row["waiting"]:
+            queued_s = elapsed
+        if row["done"] + row["failed"] >= aged:
+            done_s = elapsed
+            break
+        time.sleep(0.25)
+    load = meter.stop()
+    embedded = stub.get("/stats").json()
+    stub.close()
+    reread_s = None if done_s is None or queued_s is None else round(done_s - queued_s, 2)
+    return {
+        "documents": aged,
+        "queued_after_s": None if queued_s is None else round(queued_s, 2),
+        "reread_s": reread_s,
+        "docs_per_s": round(aged / reread_s, 1) if reread_s else None,
+        "failed": row.get("failed", 0),
+        "timed_out": done_s is None,
+        "embedding_requests": embedded["embedding_requests"],
+        "embedding_inputs": embedded["embedding_inputs"],
+        "cpu_seconds": load,
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Report
 
@@ -410,6 +458,17 @@ def print_report(result: dict[str, Any]) -> None:
         print("  event-loop thread, busy samples by innermost app/ frame:")
         for frame, share in loop["top_app_frame"][:12]:
             print(f"    {share:>6.1%}  {frame}")
+    if reread := result.get("reread"):
+        took = (
+            "TIMED OUT" if reread["timed_out"] else f"{reread['reread_s']} s ({reread['docs_per_s']} docs/s)"
+        )
+        cpu = ", ".join(f"{k} {v}" for k, v in reread["cpu_seconds"]["cpu_s"].items())
+        line(
+            "re-read",
+            f"{reread['documents']} documents queued after {reread['queued_after_s']} s, re-read in {took}; "
+            f"{reread['failed']} failed; {reread['embedding_requests']} embedding requests "
+            f"({reread['embedding_inputs']} inputs); CPU seconds: {cpu}",
+        )
     for reason, count in run["failure_reasons"].items():
         print(f"  {count} x {reason}")
     for example in run["post_error_examples"]:
@@ -453,6 +512,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--drop-hnsw",
         action="store_true",
         help="what-if experiment: drop the service's HNSW indexes after start-up, before ingesting",
+    )
+    parser.add_argument(
+        "--reread",
+        action="store_true",
+        help="then time the re-read of every document after an extractor upgrade",
     )
     parser.add_argument(
         "--instrument",
@@ -529,6 +593,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     result["service_timings"] = json.loads(timings.read_text())
             if run["timed_out"] or run["failed"] or run["post_errors"]:
                 outcome.status = 1
+            elif args.reread:
+                result["reread"] = measure_reread(harness, stub.root, args.timeout_s)
+                if result["reread"]["timed_out"] or result["reread"]["failed"]:
+                    outcome.status = 1
         finally:
             if args.service_log and (log := harness.service_log()):
                 args.service_log.parent.mkdir(parents=True, exist_ok=True)

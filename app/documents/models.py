@@ -56,6 +56,7 @@ class Document(SQLModel, table=True):
     fetched_kind: str | None = Field(default=None, max_length=16)
     fetched_charset: str | None = Field(default=None, max_length=40)
     extraction_version: int = 0  # the EXTRACTION_VERSION that last read it (app/ingestion/extract.py)
+    embedding_model: str | None = Field(default=None, max_length=200)  # the embedder that last read it
     reread: bool = False  # queued to be read again from `original`, not fetched
     # What filters select by, and when the document may answer (app/documents/attributes.py).
     tags: list[str] = Field(

@@ -121,7 +121,9 @@ class Ingestor:
 
     async def maintenance(self, embedder_key: str | None = None) -> None:
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.GIVE_UP_SQL, self.settings.max_attempts, EXTRACTION_VERSION)
+            await conn.execute(
+                sql.GIVE_UP_SQL, self.settings.max_attempts, EXTRACTION_VERSION, self.embedder.model_key
+            )
             await conn.execute(sql.DUE_SYNC_SQL)
             await conn.execute(PRUNE_RATE_COUNTERS_SQL)
             await conn.execute(PRUNE_ANSWER_CACHE_SQL)
@@ -183,10 +185,12 @@ class Ingestor:
     async def _process(self, doc: ClaimedDocument) -> Outcome:
         kind, data = doc.source_kind, doc.original
         etag, last_modified, fetched, charset = doc.etag, doc.last_modified, None, None
-        if kind == "url" and doc.reread and doc.original and doc.fetched_kind:
+        if kind == "url" and doc.reread and doc.original:
             # Read again for a new embedder or extractor: the page as it was fetched. A fetch
-            # could fail or answer 304 (unchanged), neither of which re-reads anything.
-            parse_kind, charset = doc.fetched_kind, doc.fetched_charset
+            # could fail or answer 304 (unchanged), neither of which re-reads anything. A page
+            # fetched before its kind was kept is told by its bytes (HTML, a PDF, else text).
+            parse_kind = doc.fetched_kind or kind_of_bytes("text", doc.original)
+            charset = doc.fetched_charset
         elif kind == "url":
             page = await self._fetch(doc)
             if page.content is None:
@@ -407,6 +411,7 @@ class Ingestor:
                 fetched_kind,
                 fetched_charset,
                 EXTRACTION_VERSION,
+                self.embedder.model_key,
             )
 
     async def _check_storage(self, conn: Any, doc: ClaimedDocument, size: int) -> None:
@@ -427,7 +432,9 @@ class Ingestor:
 
     async def _fail(self, doc: ClaimedDocument, reason: str) -> Outcome:
         async with raw_connection(self.engine) as conn:
-            await conn.execute(sql.FAIL_SQL, doc.id, doc.lease, reason[:2000], EXTRACTION_VERSION)
+            await conn.execute(
+                sql.FAIL_SQL, doc.id, doc.lease, reason[:2000], EXTRACTION_VERSION, self.embedder.model_key
+            )
         log.info("document %s failed: %s", doc.id, reason)
         return Outcome("failed", reason)
 

@@ -18,7 +18,7 @@ WITH picked AS (
     SELECT id FROM documents
     WHERE (status = 'pending' AND (lease_expires_at IS NULL OR lease_expires_at < now()))
        OR (status = 'processing' AND lease_expires_at < now() AND attempts < $3)
-    ORDER BY created_at
+    ORDER BY reread, created_at  -- an upgrade's backlog of re-reads waits behind new work
     FOR UPDATE SKIP LOCKED
     LIMIT $4
 )
@@ -39,23 +39,26 @@ GIVE_UP_SQL = """
 UPDATE documents
 SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
     error = 'processing was interrupted ' || attempts || ' times; giving up (re-upload or edit to retry)',
-    reread = false, extraction_version = $2
+    reread = false, extraction_version = $2, embedding_model = $3
 WHERE status = 'processing' AND lease_expires_at < now() AND attempts >= $1
 """
 
 # URL documents whose re-sync interval has passed go back in the queue.
 DUE_SYNC_SQL = """
 UPDATE documents
-SET status = 'pending', attempts = 0, lease_expires_at = NULL, updated_at = now()
+SET status = 'pending', reread = false, attempts = 0, lease_expires_at = NULL, updated_at = now()
 WHERE next_sync_at <= now() AND status IN ('ready', 'failed') AND source_kind = 'url'
 """
 
-# Chunks made by another embedding model are never searched; re-read their documents from
-# what is stored (a URL document's page is not fetched again: its copy is the same page).
+# Chunks made by another embedding model are never searched; read their documents again,
+# once per model (one that fails keeps its old chunks: it is not queued again and again). The
+# stored copy is read: a URL document's page is not fetched again, unless the page had failed
+# (its copy is then the last good page, which says nothing of the page now).
 STALE_MODEL_SQL = """
 UPDATE documents d
-SET status = 'pending', reread = true, attempts = 0, lease_expires_at = NULL, updated_at = now()
-WHERE d.status IN ('ready', 'failed')
+SET status = 'pending', reread = (d.source_kind <> 'url' OR d.status = 'ready'), attempts = 0,
+    lease_expires_at = NULL, updated_at = now()
+WHERE d.status IN ('ready', 'failed') AND d.embedding_model IS DISTINCT FROM $1
   AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.embedding_model <> $1)
 """
 
@@ -63,7 +66,8 @@ WHERE d.status IN ('ready', 'failed')
 # version too. Only older: during a rolling upgrade the old workers leave the new ones' alone.
 STALE_EXTRACTION_SQL = """
 UPDATE documents
-SET status = 'pending', reread = true, attempts = 0, lease_expires_at = NULL, updated_at = now()
+SET status = 'pending', reread = (source_kind <> 'url' OR status = 'ready'), attempts = 0,
+    lease_expires_at = NULL, updated_at = now()
 WHERE status IN ('ready', 'failed') AND extraction_version < $1
 """
 
@@ -108,7 +112,7 @@ SET status = 'ready', error = NULL, chunk_count = $3, text = $4, title = $5, pag
     etag = $11, last_modified = $12, indexed_at = now(), updated_at = now(),
     progress_done = $3, progress_total = $3, lease_owner = NULL, lease_expires_at = NULL,
     next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END,
-    reread = false, fetched_kind = $13, fetched_charset = $14, extraction_version = $15
+    reread = false, fetched_kind = $13, fetched_charset = $14, extraction_version = $15, embedding_model = $16
 WHERE id = $1 AND lease_owner = $2
 """
 
@@ -117,7 +121,7 @@ FINISH_UNCHANGED_SQL = """
 UPDATE documents
 SET status = 'ready', error = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
     progress_done = chunk_count, progress_total = chunk_count, etag = coalesce($3, etag),
-    last_modified = coalesce($4, last_modified),
+    last_modified = coalesce($4, last_modified), reread = false,
     next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
 WHERE id = $1 AND lease_owner = $2
 """
@@ -126,7 +130,7 @@ WHERE id = $1 AND lease_owner = $2
 FAIL_SQL = """
 UPDATE documents
 SET status = 'failed', error = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    reread = false, extraction_version = $4,
+    reread = false, extraction_version = $4, embedding_model = $5,
     next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
 WHERE id = $1 AND lease_owner = $2
 """

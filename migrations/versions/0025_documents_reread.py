@@ -26,12 +26,13 @@ def upgrade() -> None:
         " ADD COLUMN reread boolean NOT NULL DEFAULT false,"
         " ADD COLUMN fetched_kind varchar(16) CHECK (fetched_kind IN ('text', 'markdown', 'html', 'pdf')),"
         " ADD COLUMN fetched_charset varchar(40),"
-        " ADD COLUMN extraction_version integer NOT NULL DEFAULT 0"
+        " ADD COLUMN extraction_version integer NOT NULL DEFAULT 0,"
+        " ADD COLUMN embedding_model varchar(200)"
     )
 
 
 def downgrade() -> None:
     op.execute(
         "ALTER TABLE documents DROP COLUMN reread, DROP COLUMN fetched_kind, DROP COLUMN fetched_charset,"
-        " DROP COLUMN extraction_version"
+        " DROP COLUMN extraction_version, DROP COLUMN embedding_model"
     )

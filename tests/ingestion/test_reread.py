@@ -16,10 +16,13 @@ from tests.conftest import PUBLIC_IP
 from tests.helpers import create_kb, create_text_doc
 
 PLAIN = "Opening hours\nWe are open Monday to Friday, 9 am to 5 pm.\n\nParking\nPark on level two."
+# Without the header's charset these bytes read as "Zapraszamy do ｣odzi..." (a wrong guess).
 PAGE = (
-    "<html><head><title>Café</title></head><body><main><h1>Café Brûlé</h1>"
-    "<p>Our café opens at nine and serves crème brûlée until five.</p></main></body></html>"
-).encode("iso-8859-1")
+    "<html><head><title>Kawiarnia</title></head><body><main><h1>Kawiarnia</h1>"
+    "<p>Zapraszamy do Łodzi. Źródło wody jest w ogrodzie.</p></main></body></html>"
+).encode("iso-8859-2")
+CONTENT_TYPE = "text/html; charset=ISO-8859-2"
+CHUNK = "Zapraszamy do Łodzi. Źródło wody jest w ogrodzie."
 
 
 @pytest.fixture
@@ -30,9 +33,7 @@ def ingestor(app, engine) -> Ingestor:
 
 async def add_page(client, org, kb_id: str, respx_mock) -> tuple[dict, respx.Route]:
     route = respx_mock.get(f"https://{PUBLIC_IP}/cafe").mock(
-        return_value=httpx.Response(
-            200, content=PAGE, headers={"Content-Type": "text/html; charset=ISO-8859-1", "ETag": '"v1"'}
-        )
+        return_value=httpx.Response(200, content=PAGE, headers={"Content-Type": CONTENT_TYPE, "ETag": '"v1"'})
     )
     r = await client.post(
         f"/api/knowledge/{kb_id}/documents",
@@ -80,9 +81,9 @@ async def test_an_extractor_upgrade_rereads_every_document_once_from_its_stored_
         "error": None,
         "reread": False,
         "fetched_kind": "html",
-        "fetched_charset": "iso-8859-1",
+        "fetched_charset": "iso-8859-2",
         "extraction_version": EXTRACTION_VERSION,
-        "chunks": ["Our café opens at nine and serves crème brûlée until five."],
+        "chunks": [CHUNK],
     }
     plain_chunks = (await state(engine, plain["id"]))["chunks"]
     assert plain_chunks == ["We are open Monday to Friday, 9 am to 5 pm.", "Park on level two."]
@@ -127,7 +128,7 @@ async def test_a_reread_that_fails_keeps_the_chunks_says_why_and_is_not_tried_ag
     assert await drain(ingestor) == {}
 
 
-async def test_a_page_fetched_before_its_kind_was_kept_is_fetched_whole(
+async def test_a_page_fetched_before_its_kind_was_kept_is_read_as_its_bytes_say(
     client, org, engine, ingestor, respx_mock
 ):
     kb = await create_kb(client, org.headers)
@@ -141,13 +142,80 @@ async def test_a_page_fetched_before_its_kind_was_kept_is_fetched_whole(
     await age(engine, page["id"])
     await ingestor.maintenance()
     assert await drain(ingestor) == {"ready": 1}
+    assert route.call_count == 1
+    got = await state(engine, page["id"])
+    assert (got["fetched_kind"], got["fetched_charset"], got["reread"]) == ("html", None, False)
+    assert got["extraction_version"] == EXTRACTION_VERSION
+    assert got["chunks"] == ["Zapraszamy do ｣odzi. ｬr搞ｳo wody jest w ogrodzie."]  # its charset was not kept
+
+
+async def test_a_page_without_a_stored_copy_is_fetched_whole(client, org, engine, ingestor, respx_mock):
+    kb = await create_kb(client, org.headers)
+    page, route = await add_page(client, org, kb["id"], respx_mock)
+    assert await drain(ingestor) == {"ready": 1}
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE documents SET original = NULL WHERE id = :d"), {"d": page["id"]})
+    await age(engine, page["id"])
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {"ready": 1}
     assert route.call_count == 2
     sent = route.calls[-1].request
     assert "If-None-Match" not in sent.headers  # a 304 would leave the old chunks in place
     assert "If-Modified-Since" not in sent.headers
     got = await state(engine, page["id"])
-    assert (got["fetched_kind"], got["fetched_charset"], got["reread"]) == ("html", "iso-8859-1", False)
-    assert got["extraction_version"] == EXTRACTION_VERSION
+    assert (got["chunks"], got["reread"], got["extraction_version"]) == ([CHUNK], False, EXTRACTION_VERSION)
+
+
+async def test_a_failed_page_is_fetched_again_not_made_ready_from_its_last_good_copy(
+    client, org, engine, ingestor, respx_mock
+):
+    kb = await create_kb(client, org.headers)
+    page, route = await add_page(client, org, kb["id"], respx_mock)
+    assert await drain(ingestor) == {"ready": 1}
+    route.mock(return_value=httpx.Response(404))
+    r = await client.post(f"/api/knowledge/{kb['id']}/documents/{page['id']}/sync", headers=org.headers)
+    assert r.status_code == 202, r.text
+    assert await drain(ingestor) == {"failed": 1}
+    gone = await state(engine, page["id"])
+    assert gone["chunks"] == [CHUNK]
+
+    await age(engine, page["id"])
+    await ingestor.maintenance()
+    assert (await state(engine, page["id"]))["reread"] is False
+    assert await drain(ingestor) == {"failed": 1}
+    assert route.call_count == 3
+    assert await state(engine, page["id"]) == gone  # still failed, for the same reason
+
+    await ingestor.maintenance()
+    assert await drain(ingestor) == {}
+
+
+async def test_a_document_the_new_embedder_cannot_read_is_not_queued_again_and_again(
+    client, org, engine, ingestor
+):
+    kb = await create_kb(client, org.headers)
+    doc = await create_text_doc(client, org.headers, kb["id"], content=PLAIN)
+    assert await drain(ingestor) == {"ready": 1}
+    async with engine.begin() as conn:  # as if another embedder had read it, and its copy were unreadable now
+        await conn.execute(
+            text("UPDATE chunks SET embedding_model = 'old-model:1' WHERE document_id = :d"), {"d": doc["id"]}
+        )
+        await conn.execute(
+            text("UPDATE documents SET embedding_model = 'old-model:1', original = :b WHERE id = :d"),
+            {"b": b"\x89PNG\r\n\x1a\n\x00\x00", "d": doc["id"]},
+        )
+    model = ingestor.embedder.model_key
+    await ingestor.maintenance(model)
+    assert await drain(ingestor) == {"failed": 1}
+    await ingestor.maintenance(model)
+    assert await drain(ingestor) == {}
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT status, embedding_model FROM documents WHERE id = :d"), {"d": doc["id"]}
+            )
+        ).one()
+    assert tuple(row) == ("failed", model)
 
 
 async def test_a_sync_asked_for_while_a_reread_waits_fetches_the_page(
@@ -163,8 +231,8 @@ async def test_a_sync_asked_for_while_a_reread_waits_fetches_the_page(
     route.mock(
         return_value=httpx.Response(
             200,
-            content=PAGE.replace(b"nine", b"ten"),
-            headers={"Content-Type": "text/html; charset=ISO-8859-1", "ETag": '"v2"'},
+            content=PAGE.replace(b"ogrodzie", b"kuchni"),
+            headers={"Content-Type": CONTENT_TYPE, "ETag": '"v2"'},
         )
     )
     r = await client.post(f"/api/knowledge/{kb['id']}/documents/{page['id']}/sync", headers=org.headers)
@@ -174,5 +242,5 @@ async def test_a_sync_asked_for_while_a_reread_waits_fetches_the_page(
     assert route.call_count == 2
     assert route.calls[-1].request.headers["If-None-Match"] == '"v1"'
     got = await state(engine, page["id"])
-    assert got["chunks"] == ["Our café opens at ten and serves crème brûlée until five."]
+    assert got["chunks"] == [CHUNK.replace("ogrodzie", "kuchni")]
     assert got["extraction_version"] == EXTRACTION_VERSION

@@ -163,6 +163,11 @@ _FACT_PENALTY = 0.25
 _SEMANTIC_RANK_WEIGHT = 0.03
 _ABSENT_WEIGHT = 0.5
 _LEAD_SENTENCE_BONUS = 0.05
+# A heading this close in meaning to the question is its subject: the question's words in it
+# count for each sentence under it. A heading that only shares a broad word ("Boilers and
+# heating" for "do you install heat pumps?", about 0.4) lends none. 0.5 to 0.7 gave the same
+# answers on every question set (docs/BENCHMARKS.md, twenty-ninth session).
+_SECTION_SUBJECT = 0.6
 # A neighbour whose cosine with the question is within this of the best sentence's joins it,
 # and a runner-up sentence scoring within the second margin of the best is read after it:
 # a second sentence costs the caller a few seconds, a missed fact a call back. Measured on
@@ -769,11 +774,16 @@ def _best_by_meaning(
         passage = passages[passage_index]
         heading = _similarity(semantics, passage.section) or _similarity(semantics, passage.title)
         heading_terms = _heading_terms(passage)
+        # A section's heading names what each sentence under it is about ("Lunch deal" above
+        # "any pizza and a drink for £9.95").
+        section_terms: set[str] = set()
+        if passage.section and heading >= _SECTION_SUBJECT:
+            section_terms = _term_set(passage.section).intersection(idf)
         rank_bonus = _SEMANTIC_RANK_WEIGHT / (1 + passage_index)
         for sentence in sentences:
             similarity = _similarity(semantics, sentence.text)
             similarities.append(similarity)
-            lexical = sum(idf[term] for term in sentence.matched) / idf_total if idf else 0.0
+            lexical = sum(idf[term] for term in sentence.matched | section_terms) / idf_total if idf else 0.0
             # The question's subject named elsewhere in the passages but not here, nor in the
             # sentence before (a pronoun's antecedent) or the heading: this sentence is about
             # something else ("implants" asked, a filling's price found).

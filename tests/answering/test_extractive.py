@@ -355,6 +355,24 @@ def test_a_sentence_without_the_fact_asked_for_loses_to_one_with_it() -> None:
     assert alone.has_wanted is False
 
 
+def test_a_heading_names_the_subject_of_the_sentences_under_it() -> None:
+    # The price is said under the heading alone; the sentence naming the pass has no price.
+    passages = [
+        Passage(
+            "Two adults and up to three children get in for 42 pounds. "
+            "The family pass is sold at the gate only and cannot be bought online.",
+            "Tickets",
+            1.0,
+            "Family pass",
+        )
+    ]
+    question = "What does the family pass cost?"
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.text.startswith("Two adults and up to three children get in for 42 pounds.")
+    assert answer.has_wanted is True
+
+
 def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
     passages = [Passage("We offer a one-visit in-office whitening treatment.", "Whitening", 1.0, "Whitening")]
     question = "How much is teeth whitening?"

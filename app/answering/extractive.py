@@ -191,6 +191,14 @@ _REPLY_WORD_RE = re.compile(r"^(?:yes|no)(?:[,.!;:]|\s+[-–—])\s*", re.IGNORE
 _FACT_WORDS = frozenset(
     {"cost", "pric", "fee", "charg", "rat", "hour", "tim", "open", "clos", "long", "day", "number", "phon"}
 )
+# A day asked about with opening hours is a time, which hours answer without naming it ("are
+# you open on Saturdays?": "we are open Monday to Friday"): a sentence without it is not about
+# something else. Asked otherwise ("is Dr. Rao in on Fridays?") it stays a subject.
+_OPENING_WORDS = frozenset({"open", "clos", "hour"})
+_DAY_WORDS = frozenset(
+    {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekend", "weekday"}
+    | {"today", "tonight", "tomorrow"}
+)
 # "per hour", "each": how a fact is counted, never what it is about.
 _RATE_WORDS = frozenset({"per", "each", "a"})
 # Stems sharing this many first letters, one extending the other, count as one word for the
@@ -531,7 +539,10 @@ def extractive_answer(
     margin = 0.0
     spread = 0.0
     if semantics is not None:
-        elsewhere = {t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS}
+        times = _DAY_WORDS if not query.isdisjoint(_OPENING_WORDS) else frozenset()
+        elsewhere = {
+            t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS and t not in times
+        }
         found = _best_by_meaning(passages, by_passage, idf, idf_total, elsewhere, wants, semantics)
         scored, runner_up, spread = found if found is not None else (None, None, 0.0)
         if scored is not None and runner_up is not None:

@@ -154,6 +154,11 @@ async def test_switching_the_embedder_reindexes_from_the_stored_originals(
         assert (await _drain(ingestor)) == {"ready": 1}
     assert await _models(engine) == {"lexical-v1:512"}
 
+    await _reindexed_with_minilm(semantic_settings, database_url, engine, org, kb["id"])
+
+
+async def _reindexed_with_minilm(semantic_settings, database_url, engine, org, kb_id: str) -> None:
+    """Start on the offline default: the KB's one document is re-indexed, once, and answers."""
     semantic_app = create_app(
         semantic_settings, database_url=database_url, resolver=fake_resolver, run_workers=False
     )
@@ -162,7 +167,9 @@ async def test_switching_the_embedder_reindexes_from_the_stored_originals(
         await ingestor.maintenance(ingestor.embedder.model_key)
         assert (await _drain(ingestor)) == {"ready": 1}
         assert await _models(engine) == {"minilm:all-MiniLM-L6-v2-int8:384"}
-        agent = await assign_new_agent(c, org.headers, kb["id"])
+        await ingestor.maintenance(ingestor.embedder.model_key)
+        assert (await _drain(ingestor)) == {}
+        agent = await assign_new_agent(c, org.headers, kb_id)
         r = await c.post(
             f"/api/agents/{agent}/query_knowledge",
             json={"query": "How much would it be to get my teeth bleached?"},
@@ -375,24 +382,8 @@ async def test_switching_the_embedder_reindexes_a_web_page_from_its_stored_copy(
     # The page has not changed (the server would say 304), and its copy is stored: a new
     # embedder re-reads the copy and asks the server nothing.
     route.mock(return_value=httpx.Response(304, headers={"ETag": '"v1"'}))
-    semantic_app = create_app(
-        semantic_settings, database_url=database_url, resolver=fake_resolver, run_workers=False
-    )
-    async with AsyncTestClient(app=semantic_app) as c:
-        ingestor = make_ingestor(semantic_app, engine)
-        await ingestor.maintenance(ingestor.embedder.model_key)
-        assert (await _drain(ingestor)) == {"ready": 1}
-        assert await _models(engine) == {"minilm:all-MiniLM-L6-v2-int8:384"}
-        assert route.call_count == 1
-        await ingestor.maintenance(ingestor.embedder.model_key)
-        assert (await _drain(ingestor)) == {}
-        agent = await assign_new_agent(c, org.headers, kb["id"])
-        r = await c.post(
-            f"/api/agents/{agent}/query_knowledge",
-            json={"query": "How much would it be to get my teeth bleached?"},
-            headers=org.headers,
-        )
-        assert r.json()["answer"].startswith("Teeth whitening in the chair costs 350 dollars.")
+    await _reindexed_with_minilm(semantic_settings, database_url, engine, org, kb["id"])
+    assert route.call_count == 1
 
 
 VET_FAQ = """# Riverside Vets

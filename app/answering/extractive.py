@@ -193,7 +193,8 @@ _FACT_WORDS = frozenset(
 )
 # A day asked about with opening hours is a time, which hours answer without naming it ("are
 # you open on Saturdays?": "we are open Monday to Friday"): a sentence without it is not about
-# something else. Asked otherwise ("is Dr. Rao in on Fridays?") it stays a subject.
+# something else. Asked otherwise ("is Dr. Rao in on Fridays?", "your hourly rate at
+# weekends?") it stays a subject.
 _OPENING_WORDS = frozenset({"open", "clos", "hour"})
 _DAY_WORDS = frozenset(
     {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekend", "weekday"}
@@ -534,12 +535,14 @@ def extractive_answer(
     }
     idf_total = sum(idf.values()) or 1.0
     wants = wanted_fact(question)
+    asked = _content_terms(asking_part(question))  # the words of the part that asks
     scored: tuple[_Sentence, float | None, float, float] | None
     second: _Sentence | None = None
     margin = 0.0
     spread = 0.0
     if semantics is not None:
-        times = _DAY_WORDS if not query.isdisjoint(_OPENING_WORDS) else frozenset()
+        asks_opening = wants in (None, "time") and not _OPENING_WORDS.isdisjoint(asked)
+        times = _DAY_WORDS if asks_opening else frozenset()
         elsewhere = {
             t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS and t not in times
         }
@@ -577,7 +580,7 @@ def extractive_answer(
         chosen = _with_list(chosen, by_passage[best.passage], passages[best.passage].text, max_words)
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
-    subject_terms = [term for term in _content_terms(asking_part(question)) if term in query]
+    subject_terms = [term for term in asked if term in query]
     off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen) or _another_item(
         subject_terms, passages, chosen
     )
@@ -783,12 +786,13 @@ def _best_by_meaning(
     similarities: list[float] = []
     for passage_index, sentences in enumerate(by_passage):
         passage = passages[passage_index]
-        heading = _similarity(semantics, passage.section) or _similarity(semantics, passage.title)
+        section = _similarity(semantics, passage.section)
+        heading = section or _similarity(semantics, passage.title)
         heading_terms = _heading_terms(passage)
         # A section's heading names what each sentence under it is about ("Lunch deal" above
         # "any pizza and a drink for £9.95").
         section_terms: set[str] = set()
-        if passage.section and heading >= _SECTION_SUBJECT:
+        if passage.section and section >= _SECTION_SUBJECT:
             section_terms = _term_set(passage.section).intersection(idf)
         rank_bonus = _SEMANTIC_RANK_WEIGHT / (1 + passage_index)
         for sentence in sentences:

@@ -373,6 +373,18 @@ def test_a_heading_names_the_subject_of_the_sentences_under_it() -> None:
     assert answer.has_wanted is True
 
 
+def test_a_day_asked_about_with_a_rate_stays_the_subject() -> None:
+    # "hourly" is no question about opening hours: the weekend's own rate answers.
+    passages = [
+        Passage("Our labour rate is 40 pounds per hour.", "Prices", 1.0, "Rates"),
+        Passage("Call-outs at the weekend are charged at 60 pounds per hour.", "Prices", 0.9, "Call-outs"),
+    ]
+    question = "What's your hourly rate at weekends?"
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
+    assert answer is not None
+    assert answer.text.startswith("Call-outs at the weekend are charged at 60 pounds per hour.")
+
+
 def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
     passages = [Passage("We offer a one-visit in-office whitening treatment.", "Whitening", 1.0, "Whitening")]
     question = "How much is teeth whitening?"

@@ -400,8 +400,8 @@ on weekdays and from 10 am to 2 pm on Saturdays and Sundays.
 
 async def test_opening_hours_answer_a_day_they_do_not_name(client, org, drain_queue):
     # "Saturdays" is named only by the duty vet's hours: the clinic's hours answer by leaving
-    # it out, and are not held less likely for it (0.57; 0.42, near the gate, when the day
-    # counted as a subject they lack).
+    # it out, and are not held less likely for it (on this FAQ 0.57; 0.42, near the gate, when
+    # the day counted as a subject they lack).
     kb = await create_kb(client, org.headers, "Vets")
     await create_text_doc(
         client, org.headers, kb["id"], title="Vet FAQ", content=VET_FAQ, content_type="markdown"

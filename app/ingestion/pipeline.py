@@ -129,9 +129,7 @@ class Ingestor:
             await conn.execute(PRUNE_ANSWER_CACHE_SQL)
             for row in await conn.fetch(sql.QUEUE_DEPTH_SQL):
                 INGESTION_QUEUE.labels(row["status"]).set(row["n"])
-            if embedder_key:
-                await conn.execute(sql.STALE_MODEL_SQL, embedder_key)
-            await conn.execute(sql.STALE_EXTRACTION_SQL, EXTRACTION_VERSION)
+            await conn.execute(sql.STALE_SQL, embedder_key or None, EXTRACTION_VERSION)
 
     async def process(self, doc: ClaimedDocument) -> Outcome:
         """Run one claimed document to an outcome; never raises for a bad document."""

@@ -50,25 +50,21 @@ SET status = 'pending', reread = false, attempts = 0, lease_expires_at = NULL, u
 WHERE next_sync_at <= now() AND status IN ('ready', 'failed') AND source_kind = 'url'
 """
 
-# Chunks made by another embedding model are never searched; read their documents again,
-# once per model (one that fails keeps its old chunks: it is not queued again and again). The
-# stored copy is read: a URL document's page is not fetched again, unless the page had failed
-# (its copy is then the last good page, which says nothing of the page now).
-STALE_MODEL_SQL = """
+# Documents to read again, once: those an older extractor read (only older: during a rolling
+# upgrade the old workers leave the new ones' alone), and those with chunks of another
+# embedding model, which are never searched. A failure records the version and model too, so
+# a document that fails keeps its old chunks and is not queued again and again. The stored
+# copy is read: a URL document's page is not fetched again, unless the page had failed (its
+# copy is then the last good page, which says nothing of the page now). $1 NULL: the
+# embedding model is not checked.
+STALE_SQL = """
 UPDATE documents d
 SET status = 'pending', reread = (d.source_kind <> 'url' OR d.status = 'ready'), attempts = 0,
     lease_expires_at = NULL, updated_at = now()
-WHERE d.status IN ('ready', 'failed') AND d.embedding_model IS DISTINCT FROM $1
-  AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.embedding_model <> $1)
-"""
-
-# Documents an older extractor read are read again by this one, once: a failure records the
-# version too. Only older: during a rolling upgrade the old workers leave the new ones' alone.
-STALE_EXTRACTION_SQL = """
-UPDATE documents
-SET status = 'pending', reread = (source_kind <> 'url' OR status = 'ready'), attempts = 0,
-    lease_expires_at = NULL, updated_at = now()
-WHERE status IN ('ready', 'failed') AND extraction_version < $1
+WHERE d.status IN ('ready', 'failed')
+  AND (d.extraction_version < $2
+       OR (d.embedding_model IS DISTINCT FROM $1
+           AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.embedding_model <> $1)))
 """
 
 RENEW_SQL = """

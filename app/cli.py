@@ -262,7 +262,7 @@ def worker(
     from app.ingestion.pipeline import Ingestor
     from app.ingestion.supervisor import lower_priority
     from app.ingestion.worker import WorkerPool, drain, worker_id
-    from app.main import make_openai_client
+    from app.openai_client import make_openai_client
     from app.webhooks.dispatcher import WebhookDispatcher
 
     settings = _settings()

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-import openai
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -52,6 +51,7 @@ from app.observability.http_metrics import StatusTrueMetrics
 from app.observability.logging import configure_logging
 from app.observability.metrics import MetricsController
 from app.observability.middleware import request_id_middleware, send_request_id
+from app.openai_client import make_openai_client
 from app.openapi_docs import complete_openapi
 from app.query.endpoints import KnowledgeGapController, QueryController
 from app.query.indexes import maintain_vector_index, pgvector_version
@@ -268,19 +268,6 @@ def create_app(
     )
     complete_openapi(app)
     return app
-
-
-def make_openai_client(settings: Settings) -> openai.AsyncOpenAI | None:
-    if settings.openai_api_key is None:
-        return None
-    # Retries and timeouts are set per call: the hot path cannot afford the SDK's
-    # defaults (2 retries, 600 s).
-    return openai.AsyncOpenAI(
-        api_key=settings.openai_api_key.get_secret_value(),
-        base_url=settings.openai_base_url,
-        max_retries=0,
-        timeout=30.0,
-    )
 
 
 def app_factory() -> Litestar:

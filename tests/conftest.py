@@ -12,13 +12,16 @@ import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import respx
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
+from respx.mocks import HTTPXMocker
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +69,37 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             # CI has the data beside the clone; a skip there would hide a lost folder.
             pytest.fail(f"{reason} (CI=true: the real-data tests must run, not be skipped)", pytrace=False)
         pytest.skip(reason)
+
+
+class _OpenAIClientMocker(HTTPXMocker):
+    """respx for the provider's client, whose transport is aiohttp's (app/openai_client.py):
+    respx's default mocker patches httpcore, which that client never reaches. This one takes
+    its requests at httpx's level, for the same router as everything else."""
+
+    name = "openai-client"
+    targets = ["httpx_aiohttp.client.HttpxAiohttpClient"]
+
+
+@contextmanager
+def openai_client_mocked(router: respx.MockRouter) -> Iterator[respx.MockRouter]:
+    """``router`` (started) also answers the provider client's requests."""
+    _OpenAIClientMocker.register(router)
+    _OpenAIClientMocker.start()
+    try:
+        yield router
+    finally:
+        _OpenAIClientMocker.unregister(router)
+        _OpenAIClientMocker.stop()
+
+
+@pytest.fixture
+def respx_mock(request: pytest.FixtureRequest) -> Iterator[respx.MockRouter]:
+    """respx's own fixture (configured by a ``respx`` marker as usual), which also mocks the
+    provider's client."""
+    marker = request.node.get_closest_marker("respx")
+    router = respx.mock if marker is None else respx.mock(**marker.kwargs)
+    with router, openai_client_mocked(router):
+        yield router
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ import openai
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
+    from app.openai_client import OpenAIClient
+
 
 class LLMError(Exception):
     def __init__(self, reason: str) -> None:
@@ -54,17 +56,15 @@ class ChatAnswerer:
     The SDK's own retries are off: a caller on the phone cannot wait for backoff, and a
     failed call is answered from the top chunk instead (marked degraded).
 
-    The request goes through the SDK's client (its base URL, auth headers, error
-    types and timeouts) with ``post(cast_to=bytes)``, not
+    The answer is asked with the client's lean ``post_json`` (app/openai_client.py), not
     ``chat.completions.create``: the typed method walks every message against its
-    TypedDicts and builds pydantic models of the reply, 0.6 ms of CPU per call on this
-    machine (half the client's cost), for a reply of which only three fields are read.
+    TypedDicts and builds pydantic models of a reply of which three fields are read.
     A streamed answer (``stream``, early speech) does use the typed method: its SSE
     parsing and error types are what a stream needs, and building a small model per chunk
     costs little beside the model's own pace.
     """
 
-    def __init__(self, client: openai.AsyncOpenAI) -> None:
+    def __init__(self, client: OpenAIClient) -> None:
         # Copied once here, not per call: with_options() builds a new client each time.
         self.client = client.with_options(max_retries=0)
 
@@ -84,9 +84,7 @@ class ChatAnswerer:
             # httpx's timeout bounds each read, not the whole call: a server trickling
             # bytes could outlive it, so the total is bounded here as well.
             async with asyncio.timeout(timeout):
-                raw = await self.client.post(
-                    "/chat/completions", body=body, cast_to=bytes, options={"timeout": timeout}
-                )
+                raw = await self.client.post_json("/chat/completions", body, timeout=timeout)
         except (openai.APITimeoutError, TimeoutError) as exc:
             raise LLMError("the model did not answer in time") from exc
         except openai.APIStatusError as exc:

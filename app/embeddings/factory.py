@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import openai
-
 from app.config import Settings
 from app.embeddings.base import Embedder
 from app.embeddings.lexical import LexicalEmbedder
 from app.embeddings.local import LocalEmbedder
 from app.embeddings.minilm import shared_minilm
 from app.embeddings.openai import OpenAIEmbedder
+from app.openai_client import OpenAIClient
 
 
-def build_embedder(settings: Settings, client: openai.AsyncOpenAI | None) -> Embedder:
+def build_embedder(settings: Settings, client: OpenAIClient | None) -> Embedder:
     provider = settings.embedding_provider
     if provider == "openai":
         if client is None:

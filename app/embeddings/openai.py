@@ -20,6 +20,7 @@ from tenacity import AsyncRetrying, RetryCallState, RetryError, retry_if_excepti
 from tenacity.wait import wait_random_exponential
 
 from app.embeddings.base import MAX_INDEXABLE_DIMENSIONS, EmbeddingError, normalise_rows
+from app.openai_client import OpenAIClient
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class OpenAIEmbedder:
 
     def __init__(
         self,
-        client: openai.AsyncOpenAI,
+        client: OpenAIClient,
         *,
         model: str = "text-embedding-3-small",
         dimensions: int | None = None,
@@ -224,16 +225,10 @@ class OpenAIEmbedder:
         if self._send_dimensions:
             body["dimensions"] = self._dimensions
         try:
-            # The SDK's client (base URL, auth, error types, timeouts) without its typed
-            # method, whose request transform and pydantic reply cost a third of a query
-            # embedding's client CPU (docs/BENCHMARKS.md). base64, as the SDK itself asks:
-            # 4 bytes a dimension instead of ~20 of decimal text.
-            raw = await self._client.post(
-                "/embeddings",
-                body=body,
-                cast_to=bytes,
-                options={"timeout": timeout} if timeout is not None else {},
-            )
+            # The lean request (app/openai_client.py): the SDK's typed method would build
+            # pydantic models of a reply whose vectors are all that is read. base64, as the
+            # SDK itself asks: 4 bytes a dimension instead of ~20 of decimal text.
+            raw = await self._client.post_json("/embeddings", body, timeout=timeout)
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
         except openai.APITimeoutError as exc:

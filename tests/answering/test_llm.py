@@ -4,11 +4,11 @@ how each kind of reply ends (an answer, or an LLMError with a readable reason)."
 import json
 
 import httpx
-import openai
 import pytest
 import respx
 
 from app.answering.llm import ChatAnswerer, LLMError
+from app.openai_client import openai_client
 
 BASE = "https://llm.test/v1"
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Hours?"}]
@@ -16,7 +16,7 @@ MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "
 
 @pytest.fixture
 def answerer() -> ChatAnswerer:
-    return ChatAnswerer(openai.AsyncOpenAI(api_key="sk-test", base_url=BASE, max_retries=3))
+    return ChatAnswerer(openai_client("sk-test", BASE, max_retries=3))
 
 
 async def _complete(answerer: ChatAnswerer, **overrides: object):
@@ -24,9 +24,10 @@ async def _complete(answerer: ChatAnswerer, **overrides: object):
     return await answerer.complete(MESSAGES, **args)  # type: ignore[arg-type]
 
 
-@respx.mock
-async def test_sends_the_request_and_reads_text_model_and_usage(answerer: ChatAnswerer) -> None:
-    route = respx.post(f"{BASE}/chat/completions").mock(
+async def test_sends_the_request_and_reads_text_model_and_usage(
+    answerer: ChatAnswerer, respx_mock: respx.MockRouter
+) -> None:
+    route = respx_mock.post(f"{BASE}/chat/completions").mock(
         return_value=httpx.Response(
             200,
             json={
@@ -57,10 +58,11 @@ async def test_sends_the_request_and_reads_text_model_and_usage(answerer: ChatAn
     }
 
 
-@respx.mock
-async def test_a_minimal_compatible_reply_is_enough(answerer: ChatAnswerer) -> None:
+async def test_a_minimal_compatible_reply_is_enough(
+    answerer: ChatAnswerer, respx_mock: respx.MockRouter
+) -> None:
     """vLLM, Ollama and others may leave out usage and model."""
-    route = respx.post(f"{BASE}/chat/completions").mock(
+    route = respx_mock.post(f"{BASE}/chat/completions").mock(
         return_value=httpx.Response(200, json={"choices": [{"message": {"content": "Yes."}}]})
     )
 
@@ -100,11 +102,10 @@ async def test_a_minimal_compatible_reply_is_enough(answerer: ChatAnswerer) -> N
     ],
     ids=["html", "no-choices", "list", "deep", "null-content", "429", "503"],
 )
-@respx.mock
 async def test_failures_become_llm_errors_without_retries(
-    answerer: ChatAnswerer, reply: httpx.Response, reason: str
+    answerer: ChatAnswerer, respx_mock: respx.MockRouter, reply: httpx.Response, reason: str
 ) -> None:
-    route = respx.post(f"{BASE}/chat/completions").mock(return_value=reply)
+    route = respx_mock.post(f"{BASE}/chat/completions").mock(return_value=reply)
 
     with pytest.raises(LLMError) as caught:
         await _complete(answerer)
@@ -119,9 +120,8 @@ async def test_failures_become_llm_errors_without_retries(
     }
 
 
-@respx.mock
-async def test_no_request_when_no_time_is_left(answerer: ChatAnswerer) -> None:
-    route = respx.post(f"{BASE}/chat/completions")
+async def test_no_request_when_no_time_is_left(answerer: ChatAnswerer, respx_mock: respx.MockRouter) -> None:
+    route = respx_mock.post(f"{BASE}/chat/completions")
 
     with pytest.raises(LLMError, match="no time left"):
         await _complete(answerer, timeout=0.01)
@@ -140,9 +140,10 @@ def _sse(*pieces: str | None, finish: str = "stop") -> bytes:
     return (body + "data: [DONE]\n\n").encode()
 
 
-@respx.mock
-async def test_a_colour_code_split_between_stream_chunks_goes_whole(answerer: ChatAnswerer) -> None:
-    route = respx.post(f"{BASE}/chat/completions").mock(
+async def test_a_colour_code_split_between_stream_chunks_goes_whole(
+    answerer: ChatAnswerer, respx_mock: respx.MockRouter
+) -> None:
+    route = respx_mock.post(f"{BASE}/chat/completions").mock(
         return_value=httpx.Response(
             200,
             headers={"content-type": "text/event-stream"},

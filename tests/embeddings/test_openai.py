@@ -11,26 +11,27 @@ from typing import Any
 
 import httpx
 import numpy as np
-import openai
 import pytest
 import respx
 import tenacity.wait
 import tiktoken
 
 from app.embeddings import EmbeddingError, OpenAIEmbedder
+from app.openai_client import OpenAIClient, openai_client
+from tests.conftest import openai_client_mocked
 
 BASE_URL = "https://api.openai.test/v1"
 ENDPOINT = f"{BASE_URL}/embeddings"
 
 
 @pytest.fixture
-def client() -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key="test", base_url=BASE_URL)
+def client() -> OpenAIClient:
+    return openai_client("test", BASE_URL)
 
 
 @pytest.fixture
 def mock() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router, openai_client_mocked(router):
         yield router
 
 
@@ -100,9 +101,7 @@ def docs(n: int) -> list[str]:
 # --- batching -------------------------------------------------------------------------------
 
 
-async def test_batches_by_input_count_and_keeps_order(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
-) -> None:
+async def test_batches_by_input_count_and_keeps_order(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(64))
     embedder = OpenAIEmbedder(client, dimensions=64)
     texts = docs(5000)
@@ -120,7 +119,7 @@ async def test_batches_by_input_count_and_keeps_order(
     assert vectors == [expected_vector(t, 64) for t in texts]
 
 
-async def test_batches_by_token_budget(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_batches_by_token_budget(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
     encoding = tiktoken.get_encoding("cl100k_base")
     texts = ["alpha beta gamma 1", "delta 2", "epsilon zeta eta theta iota 3", "kappa 4", "lambda 5"]
@@ -134,7 +133,7 @@ async def test_batches_by_token_budget(client: openai.AsyncOpenAI, mock: respx.M
     assert embedder.tokens_sent == sum(counts)
 
 
-async def test_batches_by_custom_input_limit(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_batches_by_custom_input_limit(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
     embedder = OpenAIEmbedder(client, dimensions=8, max_batch_inputs=2)
 
@@ -143,7 +142,7 @@ async def test_batches_by_custom_input_limit(client: openai.AsyncOpenAI, mock: r
     assert [b["input"] for b in sent(route)] == [["doc 0", "doc 1"], ["doc 2", "doc 3"], ["doc 4"]]
 
 
-async def test_order_kept_and_concurrency_bounded(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_order_kept_and_concurrency_bounded(client: OpenAIClient, mock: respx.MockRouter) -> None:
     in_flight = 0
     peak = 0
 
@@ -169,7 +168,7 @@ async def test_order_kept_and_concurrency_bounded(client: openai.AsyncOpenAI, mo
     ]
 
 
-async def test_empty_list_sends_nothing(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_empty_list_sends_nothing(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
 
     assert await OpenAIEmbedder(client, dimensions=8).embed_documents([]) == []
@@ -178,7 +177,7 @@ async def test_empty_list_sends_nothing(client: openai.AsyncOpenAI, mock: respx.
 
 @pytest.mark.parametrize("blank", ["", "   \n"])
 async def test_empty_text_is_rejected_before_sending(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter, blank: str
+    client: OpenAIClient, mock: respx.MockRouter, blank: str
 ) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
 
@@ -188,7 +187,7 @@ async def test_empty_text_is_rejected_before_sending(
 
 
 async def test_overlong_input_is_truncated_to_8191_tokens(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
+    client: OpenAIClient, mock: respx.MockRouter
 ) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
     encoding = tiktoken.get_encoding("cl100k_base")
@@ -203,7 +202,7 @@ async def test_overlong_input_is_truncated_to_8191_tokens(
     assert embedder.tokens_sent == 8191 + len(encoding.encode("doc 1"))
 
 
-async def test_vectors_are_renormalised(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_vectors_are_renormalised(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(4))
 
     (vector,) = await OpenAIEmbedder(client, dimensions=4).embed_documents(["doc 0"])
@@ -226,7 +225,7 @@ async def test_vectors_are_renormalised(client: openai.AsyncOpenAI, mock: respx.
     ],
 )
 async def test_rate_limit_waits_as_told_then_succeeds(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter, headers: dict[str, str], expected_wait: float
+    client: OpenAIClient, mock: respx.MockRouter, headers: dict[str, str], expected_wait: float
 ) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=[error(429, "slow down", headers), responder(8)])
     sleeps = Sleeps()
@@ -238,7 +237,7 @@ async def test_rate_limit_waits_as_told_then_succeeds(
     assert inputs(route) == [["doc 3"], ["doc 3"]]  # the retry resends the same batch
 
 
-async def test_retry_after_http_date_is_honoured(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_retry_after_http_date_is_honoured(client: OpenAIClient, mock: respx.MockRouter) -> None:
     when = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 10))
     route = mock.post(ENDPOINT).mock(side_effect=[error(503, headers={"retry-after": when}), responder(8)])
     sleeps = Sleeps()
@@ -252,7 +251,7 @@ async def test_retry_after_http_date_is_honoured(client: openai.AsyncOpenAI, moc
 
 
 async def test_server_error_is_retried_with_exponential_backoff(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+    client: OpenAIClient, mock: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Full jitter draws uniformly below a doubling ceiling; pin the draw to the ceiling.
     monkeypatch.setattr(tenacity.wait.random, "uniform", lambda low, high: high)
@@ -267,7 +266,7 @@ async def test_server_error_is_retried_with_exponential_backoff(
 
 @pytest.mark.parametrize("failure", [httpx.ReadTimeout("slow"), httpx.ConnectError("refused")])
 async def test_timeouts_and_connection_errors_are_retried(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter, failure: Exception
+    client: OpenAIClient, mock: respx.MockRouter, failure: Exception
 ) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=[failure, responder(8)])
     sleeps = Sleeps()
@@ -278,7 +277,7 @@ async def test_timeouts_and_connection_errors_are_retried(
     assert inputs(route) == [["doc 2"], ["doc 2"]]
 
 
-async def test_bad_request_is_not_retried(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_bad_request_is_not_retried(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=[error(400, "input is invalid"), responder(8)])
     sleeps = Sleeps()
 
@@ -294,7 +293,7 @@ async def test_bad_request_is_not_retried(client: openai.AsyncOpenAI, mock: resp
     assert inputs(route) == [["doc 1"]]
 
 
-async def test_bad_key_message_says_what_to_check(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_bad_key_message_says_what_to_check(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(return_value=error(401, "Incorrect API key provided"))
 
     with pytest.raises(EmbeddingError, match=r"HTTP 401: Incorrect API key provided \(check the API key\)"):
@@ -303,7 +302,7 @@ async def test_bad_key_message_says_what_to_check(client: openai.AsyncOpenAI, mo
     assert inputs(route) == [["doc 1"]]
 
 
-async def test_server_can_forbid_a_retry(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_server_can_forbid_a_retry(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(return_value=error(503, headers={"x-should-retry": "false"}))
 
     with pytest.raises(EmbeddingError) as caught:
@@ -313,9 +312,7 @@ async def test_server_can_forbid_a_retry(client: openai.AsyncOpenAI, mock: respx
     assert inputs(route) == [["doc 1"]]
 
 
-async def test_exhausted_retries_raise_retryable_error(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
-) -> None:
+async def test_exhausted_retries_raise_retryable_error(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(return_value=error(503, "overloaded"))
     sleeps = Sleeps()
     embedder = OpenAIEmbedder(client, dimensions=8, max_attempts=3, sleep=sleeps)
@@ -333,7 +330,7 @@ async def test_exhausted_retries_raise_retryable_error(
     assert inputs(route) == [["doc 1"]] * 3
 
 
-async def test_failed_batch_cancels_the_others(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_failed_batch_cancels_the_others(client: OpenAIClient, mock: respx.MockRouter) -> None:
     # Recorded here: respx records a call only once it has a response, so cancelled ones never.
     arrived: list[str] = []
     waiting: list[str] = []
@@ -372,7 +369,7 @@ async def test_failed_batch_cancels_the_others(client: openai.AsyncOpenAI, mock:
 # --- response validation --------------------------------------------------------------------
 
 
-async def test_wrong_dimensions_are_rejected(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_wrong_dimensions_are_rejected(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=lambda request: ok(request, 64, returned_dimensions=32))
 
     with pytest.raises(EmbeddingError) as caught:
@@ -385,7 +382,7 @@ async def test_wrong_dimensions_are_rejected(client: openai.AsyncOpenAI, mock: r
     assert [(body["input"], body["dimensions"]) for body in sent(route)] == [(["doc 1"], 64)]
 
 
-async def test_missing_vectors_are_rejected(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_missing_vectors_are_rejected(client: OpenAIClient, mock: respx.MockRouter) -> None:
     def drop_last(request: httpx.Request) -> httpx.Response:
         body = json.loads(ok(request, 8).content)
         body["data"] = body["data"][:-1]
@@ -411,7 +408,7 @@ async def test_missing_vectors_are_rejected(client: openai.AsyncOpenAI, mock: re
     ],
 )
 async def test_dimensions_parameter_only_for_v3_models(
-    client: openai.AsyncOpenAI,
+    client: OpenAIClient,
     mock: respx.MockRouter,
     model: str,
     dimensions: int | None,
@@ -444,7 +441,7 @@ async def test_dimensions_parameter_only_for_v3_models(
     ],
 )
 def test_invalid_model_dimensions_are_rejected(
-    client: openai.AsyncOpenAI, model: str, dimensions: int | None, message: str
+    client: OpenAIClient, model: str, dimensions: int | None, message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
         OpenAIEmbedder(client, model=model, dimensions=dimensions)
@@ -453,9 +450,7 @@ def test_invalid_model_dimensions_are_rejected(
 # --- query path -----------------------------------------------------------------------------
 
 
-async def test_query_is_one_request_with_one_input(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
-) -> None:
+async def test_query_is_one_request_with_one_input(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
     embedder = OpenAIEmbedder(client, dimensions=8)
 
@@ -465,7 +460,7 @@ async def test_query_is_one_request_with_one_input(
     assert (body["input"], body["dimensions"], vector) == (["doc 7"], 8, expected_vector("doc 7", 8))
 
 
-async def test_query_is_not_retried(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_query_is_not_retried(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=[error(500), responder(8)])
 
     with pytest.raises(EmbeddingError) as caught:
@@ -476,7 +471,7 @@ async def test_query_is_not_retried(client: openai.AsyncOpenAI, mock: respx.Mock
 
 
 async def test_query_http_timeout_becomes_embedding_error(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
+    client: OpenAIClient, mock: respx.MockRouter
 ) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=httpx.ReadTimeout("slow"))
 
@@ -491,9 +486,7 @@ async def test_query_http_timeout_becomes_embedding_error(
     assert inputs(route) == [["doc 1"]]
 
 
-async def test_query_deadline_bounds_a_slow_response(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
-) -> None:
+async def test_query_deadline_bounds_a_slow_response(client: OpenAIClient, mock: respx.MockRouter) -> None:
     # Recorded here: respx records a call only once it has a response, so a cancelled one never.
     arrived: list[dict[str, Any]] = []
     cancelled: list[dict[str, Any]] = []
@@ -519,9 +512,7 @@ async def test_query_deadline_bounds_a_slow_response(
     assert cancelled == arrived
 
 
-async def test_query_timeout_is_sent_to_the_http_client(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
-) -> None:
+async def test_query_timeout_is_sent_to_the_http_client(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
 
     await OpenAIEmbedder(client, dimensions=8, request_timeout=30.0).embed_query("doc 1", timeout=0.75)
@@ -535,7 +526,7 @@ async def test_query_timeout_is_sent_to_the_http_client(
     }
 
 
-async def test_documents_use_the_request_timeout(client: openai.AsyncOpenAI, mock: respx.MockRouter) -> None:
+async def test_documents_use_the_request_timeout(client: OpenAIClient, mock: respx.MockRouter) -> None:
     route = mock.post(ENDPOINT).mock(side_effect=responder(8))
 
     await OpenAIEmbedder(client, dimensions=8, request_timeout=12.0).embed_documents(["doc 1"])
@@ -544,9 +535,7 @@ async def test_documents_use_the_request_timeout(client: openai.AsyncOpenAI, moc
     assert route.calls.last.request.extensions["timeout"]["read"] == 12.0
 
 
-async def test_vectors_sent_as_float_lists_are_accepted(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
-) -> None:
+async def test_vectors_sent_as_float_lists_are_accepted(client: OpenAIClient, mock: respx.MockRouter) -> None:
     """Some OpenAI-compatible servers ignore encoding_format and answer with numbers."""
 
     def floats(request: httpx.Request) -> httpx.Response:
@@ -590,7 +579,7 @@ async def test_vectors_sent_as_float_lists_are_accepted(
     ],
 )
 async def test_malformed_replies_are_invalid_not_retried(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter, content: bytes, reason: str
+    client: OpenAIClient, mock: respx.MockRouter, content: bytes, reason: str
 ) -> None:
     route = mock.post(ENDPOINT).mock(return_value=httpx.Response(200, content=content))
 
@@ -604,7 +593,7 @@ async def test_malformed_replies_are_invalid_not_retried(
 
 
 async def test_one_vector_for_different_texts_is_rejected(
-    client: openai.AsyncOpenAI, mock: respx.MockRouter
+    client: OpenAIClient, mock: respx.MockRouter
 ) -> None:
     def same_vector(request: httpx.Request) -> httpx.Response:
         body = json.loads(ok(request, 8).content)

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from app.ingestion.worker import drain
 from app.main import create_app
-from tests.conftest import PUBLIC_IP, SHARED, fake_resolver, make_ingestor
+from tests.conftest import PUBLIC_IP, SHARED, fake_resolver, make_ingestor, openai_client_mocked
 from tests.fixtures.pdfs import paper_pdf, password_protected_pdf
 from tests.helpers import create_kb, create_text_doc, embeddings_reply
 
@@ -350,7 +350,7 @@ async def test_reindex_of_unchanged_content_makes_no_embedding_call(database_url
     app = create_app(
         _openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False
     )
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(assert_all_called=False) as mock, openai_client_mocked(mock):
         route = mock.post("https://api.openai.test/v1/embeddings").mock(side_effect=embeddings_reply)
         async with AsyncTestClient(app=app) as c:
             kb = await create_kb(c, org.headers)
@@ -382,7 +382,7 @@ async def test_provider_outage_retries_then_fails_keeping_nothing_half_written(
     app = create_app(
         _openai_settings(settings), database_url=database_url, resolver=fake_resolver, run_workers=False
     )
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(assert_all_called=False) as mock, openai_client_mocked(mock):
         route = mock.post("https://api.openai.test/v1/embeddings").mock(
             return_value=httpx.Response(500, json={"error": {"message": "boom"}})
         )

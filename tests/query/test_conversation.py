@@ -427,7 +427,7 @@ async def test_a_failed_rewrite_falls_back_to_the_offline_completion(
         logged = await _queries(c, org, agent)
     assert r.status_code == 200, r.text
     assert route.call_count == 2
-    assert float(route.calls[0].request.headers["x-stainless-read-timeout"]) == 0.3
+    assert route.calls[0].request.extensions["timeout"]["read"] == 0.3
     context = r.json()["debug"]["context"]
     assert (context["standalone_question"], context["method"], context["model_error"]) == (
         "Where is it (parking)?",

@@ -98,7 +98,7 @@ async def test_sends_model_prompt_chunks_and_limits(llm, org, engine, respx_mock
     # fallback answer (service._generate). That retries are off is proven by the failure
     # test's call count (test_model_failure_degrades_to_top_chunk).
     request = route.calls[0].request
-    assert 0 < float(request.headers["x-stainless-read-timeout"]) <= app.state.settings.query.deadline_s - 0.1
+    assert 0 < request.extensions["timeout"]["read"] <= app.state.settings.query.deadline_s - 0.1
 
 
 async def test_model_saying_not_found_is_not_found(llm, org, engine, respx_mock):

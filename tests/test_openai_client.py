@@ -233,3 +233,21 @@ async def test_a_failed_answer_over_the_real_transport_is_an_llm_error(provider:
             )
     finally:
         await client.close()
+
+
+async def test_the_proxy_of_the_environment_is_used(
+    provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", str(provider.server.make_url("")))
+    client = openai_client("sk-local", "http://provider.test/v1")
+    provider.reply = _json({"ok": True})
+    try:
+        raw = await client.post_json("/embeddings", {"model": "m"}, timeout=5.0)
+    finally:
+        await client.close()
+
+    assert json.loads(raw) == {"ok": True}
+    (seen,) = provider.seen
+    assert (seen.path, seen.headers["Host"]) == ("/v1/embeddings", "provider.test")

@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestServer
 from app.answering.llm import ChatAnswerer, LLMError
 from app.config import Settings
 from app.embeddings.openai import OpenAIEmbedder
-from app.openai_client import make_openai_client, openai_client
+from app.openai_client import OpenAIClient, make_openai_client, openai_client
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -69,6 +69,21 @@ async def provider() -> AsyncIterator[Provider]:
         await server.close()
 
 
+@pytest.fixture
+async def client(provider: Provider) -> AsyncIterator[OpenAIClient]:
+    """The client as the service makes it, for the local server."""
+    made = openai_client("sk-local", provider.base_url)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+# A short answer asked of the model, as the service asks it.
+ASK: dict[str, Any] = {"model": "gpt-4o-mini", "temperature": 0.0, "max_tokens": 50, "timeout": 5.0}
+HOURS = [{"role": "user", "content": "Hours?"}]
+
+
 def _json(payload: Any, status: int = 200) -> Handler:
     async def reply(request: web.Request) -> web.StreamResponse:
         return web.json_response(payload, status=status)
@@ -78,13 +93,11 @@ def _json(payload: Any, status: int = 200) -> Handler:
 
 async def test_the_service_client_runs_over_aiohttp_with_the_settings_key(provider: Provider) -> None:
     settings = Settings(openai_api_key="sk-local", openai_base_url=provider.base_url)
-    client = make_openai_client(settings)
-    assert client is not None
+    made = make_openai_client(settings)
+    assert made is not None
     provider.reply = _json({"ok": True})
-    try:
+    async with made as client:
         raw = await client.post_json("/embeddings", {"model": "m", "input": ["café"]}, timeout=5.0)
-    finally:
-        await client.close()
 
     assert json.loads(raw) == {"ok": True}
     (seen,) = provider.seen
@@ -96,51 +109,44 @@ async def test_the_service_client_runs_over_aiohttp_with_the_settings_key(provid
     assert make_openai_client(Settings(openai_api_key=None)) is None
 
 
-async def test_an_error_status_is_the_sdk_error_with_the_server_message(provider: Provider) -> None:
-    client = openai_client("sk-local", provider.base_url)
+async def test_an_error_status_is_the_sdk_error_with_the_server_message(
+    provider: Provider, client: OpenAIClient
+) -> None:
     provider.reply = _json({"error": {"message": "slow down", "type": "rate_limit"}}, status=429)
-    try:
-        with pytest.raises(openai.RateLimitError) as caught:
-            await client.post_json("/chat/completions", {"model": "m"}, timeout=5.0)
-    finally:
-        await client.close()
+    with pytest.raises(openai.RateLimitError) as caught:
+        await client.post_json("/chat/completions", {"model": "m"}, timeout=5.0)
 
     assert caught.value.status_code == 429
     assert caught.value.body == {"message": "slow down", "type": "rate_limit"}
     assert len(provider.seen) == 1  # no retry
 
 
-async def test_a_server_that_does_not_answer_in_time_is_a_timeout(provider: Provider) -> None:
-    client = openai_client("sk-local", provider.base_url)
-
+async def test_a_server_that_does_not_answer_in_time_is_a_timeout(
+    provider: Provider, client: OpenAIClient
+) -> None:
     async def stall(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(5)
         return web.json_response({})
 
     provider.reply = stall
-    try:
-        with pytest.raises(openai.APITimeoutError):
-            await client.post_json("/embeddings", {"model": "m"}, timeout=0.2)
-    finally:
-        await client.close()
+    with pytest.raises(openai.APITimeoutError):
+        await client.post_json("/embeddings", {"model": "m"}, timeout=0.2)
 
 
 async def test_a_closed_port_is_a_connection_error_not_a_timeout() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    client = openai_client("sk-local", f"http://127.0.0.1:{port}/v1")
-    try:
+    async with openai_client("sk-local", f"http://127.0.0.1:{port}/v1") as client:
         with pytest.raises(openai.APIConnectionError) as caught:
             await client.post_json("/embeddings", {"model": "m"}, timeout=5.0)
-    finally:
-        await client.close()
 
     assert not isinstance(caught.value, openai.APITimeoutError)
 
 
-async def test_the_query_embedding_and_the_answer_over_the_real_transport(provider: Provider) -> None:
-    client = openai_client("sk-local", provider.base_url)
+async def test_the_query_embedding_and_the_answer_over_the_real_transport(
+    provider: Provider, client: OpenAIClient
+) -> None:
     vector = [0.6, 0.8, 0.0]
 
     async def reply(request: web.Request) -> web.StreamResponse:
@@ -156,18 +162,9 @@ async def test_the_query_embedding_and_the_answer_over_the_real_transport(provid
         )
 
     provider.reply = reply
-    try:
-        embedder = OpenAIEmbedder(client, model="text-embedding-3-small", dimensions=3)
-        embedded = await embedder.embed_query("When are you open?", timeout=5.0)
-        answer = await ChatAnswerer(client).complete(
-            [{"role": "user", "content": "Hours?"}],
-            model="gpt-4o-mini",
-            temperature=0.0,
-            max_tokens=50,
-            timeout=5.0,
-        )
-    finally:
-        await client.close()
+    embedder = OpenAIEmbedder(client, model="text-embedding-3-small", dimensions=3)
+    embedded = await embedder.embed_query("When are you open?", timeout=5.0)
+    answer = await ChatAnswerer(client).complete(HOURS, **ASK)
 
     assert embedded == pytest.approx(vector)
     assert (answer.text, answer.prompt_tokens, answer.completion_tokens) == ("Nine to five.", 30, 4)
@@ -180,16 +177,16 @@ async def test_the_query_embedding_and_the_answer_over_the_real_transport(provid
         },
         {
             "model": "gpt-4o-mini",
-            "messages": [{"role": "user", "content": "Hours?"}],
+            "messages": HOURS,
             "temperature": 0.0,
             "max_tokens": 50,
         },
     ]
 
 
-async def test_a_streamed_answer_through_the_sdk_on_the_same_client(provider: Provider) -> None:
-    client = openai_client("sk-local", provider.base_url)
-
+async def test_a_streamed_answer_through_the_sdk_on_the_same_client(
+    provider: Provider, client: OpenAIClient
+) -> None:
     async def stream(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -205,34 +202,18 @@ async def test_a_streamed_answer_through_the_sdk_on_the_same_client(provider: Pr
         return response
 
     provider.reply = stream
-    try:
-        pieces = [
-            piece
-            async for piece in ChatAnswerer(client).stream(
-                [{"role": "user", "content": "Parking?"}],
-                model="gpt-4o-mini",
-                temperature=0.0,
-                max_tokens=50,
-                timeout=5.0,
-            )
-        ]
-    finally:
-        await client.close()
+    pieces = [piece async for piece in ChatAnswerer(client).stream(HOURS, **ASK)]
 
     assert pieces == ["Parking is ", "free."]
     assert json.loads(provider.seen[0].body)["stream"] is True
 
 
-async def test_a_failed_answer_over_the_real_transport_is_an_llm_error(provider: Provider) -> None:
-    client = openai_client("sk-local", provider.base_url)
+async def test_a_failed_answer_over_the_real_transport_is_an_llm_error(
+    provider: Provider, client: OpenAIClient
+) -> None:
     provider.reply = _json({"error": {"message": "down"}}, status=503)
-    try:
-        with pytest.raises(LLMError, match="the model answered HTTP 503"):
-            await ChatAnswerer(client).complete(
-                [{"role": "user", "content": "Hours?"}], model="m", temperature=0.0, max_tokens=5, timeout=5.0
-            )
-    finally:
-        await client.close()
+    with pytest.raises(LLMError, match="the model answered HTTP 503"):
+        await ChatAnswerer(client).complete(HOURS, **ASK)
 
 
 async def test_the_proxy_of_the_environment_is_used(
@@ -241,12 +222,9 @@ async def test_the_proxy_of_the_environment_is_used(
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", str(provider.server.make_url("")))
-    client = openai_client("sk-local", "http://provider.test/v1")
     provider.reply = _json({"ok": True})
-    try:
+    async with openai_client("sk-local", "http://provider.test/v1") as client:
         raw = await client.post_json("/embeddings", {"model": "m"}, timeout=5.0)
-    finally:
-        await client.close()
 
     assert json.loads(raw) == {"ok": True}
     (seen,) = provider.seen

@@ -7,7 +7,7 @@ the OpenAI stub, driver processes), ``metering`` (CPU per process, foreign load,
 ``corpus`` (markdown documents to ingest) and ``openai_stub``.
 
 Benchmarks: ``query`` (latency), ``load`` (fixed arrival rate), ``stream``, ``console``,
-``ingest``, ``isolation``, ``sync``, ``crawl``, ``embed``, ``prompt_render``,
+``ingest``, ``isolation``, ``sync``, ``crawl``, ``embed``, ``provider_client``, ``prompt_render``,
 ``webhook_trigger``, ``office_extraction``, ``html_extraction``; evaluations: ``context_eval``,
 ``semantic_cache_eval``; ``calibrate`` refits the offline default's confidence from `vk eval` reports.
 """

@@ -2,22 +2,23 @@
 lean request for the two a query_knowledge call makes.
 
 A call sends two requests, the question's embedding and the answer. Through the SDK's
-``post`` over its default httpx transport they cost 1.75 ms of the service's CPU each on the
-development machine, against 0.63 ms for httpx over aiohttp with the request built once
-(docs/BENCHMARKS.md, "The provider's requests"): on a call of about 7.7 ms that is most of
-the way to issue 18's aim. So:
+``post`` over its default httpx transport each cost 1.6 to 1.7 ms of the service's CPU on the
+development machine; through ``post_json`` below, 0.7 to 0.85 ms (``python -m
+bench.provider_client``, docs/BENCHMARKS.md). So:
 
 - The SDK runs over aiohttp (``openai.DefaultAioHttpClient``, the SDK's own option), which
   parses HTTP in C where httpcore and anyio do it in Python. Everything the SDK sends (the
   answer's stream, the readiness check) goes the same way, on one connection pool.
 - ``post_json`` skips the SDK's request layer (options models, header merging, URL
-  preparation: a third of what is left) and sends the body with the headers the SDK would,
-  prepared once; errors are the SDK's own types, made the SDK's way, so callers handle them
-  as they would the SDK's.
+  preparation) and sends the body with the headers the SDK would, prepared once; errors are
+  the SDK's own types, made the SDK's way, so callers handle them as they would the SDK's.
+- No cookie jar: httpx reads every reply into one (building urllib's request and response
+  objects for it, about 0.1 ms a request), and an API authenticated by its key has no use for
+  what a proxy in front of it sets.
 
-The request still goes through ``httpx.AsyncClient.send``, where respx (``using="httpx"``)
-sees it: the tests assert what is sent as before. The aiohttp transport under it is tested
-against a real server (tests/test_openai_client.py).
+The request still goes through ``httpx.AsyncClient.send``, where respx, mocking at httpx's
+level, sees it: the tests assert what is sent as before. The aiohttp transport under it is
+tested against a real server (tests/test_openai_client.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,29 @@ from app.config import Settings
 # Per request the caller passes its own timeout; this bounds the rest (the readiness check,
 # ingestion's batches) where the SDK's default would wait 600 s.
 DEFAULT_TIMEOUT_S = 30.0
+
+
+class _NoCookies(httpx.Cookies):
+    """A jar that keeps nothing and reads nothing."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
+class _ProviderHTTP(openai.DefaultAioHttpClient):
+    """httpx's client over aiohttp (the SDK's defaults), without a cookie jar."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        if cookies:
+            raise ValueError("the provider's client keeps no cookies")
+
+
+_NO_COOKIES = _NoCookies()
 
 
 class OpenAIClient(openai.AsyncOpenAI):
@@ -97,7 +121,7 @@ def openai_client(api_key: str, base_url: str | None = None, *, max_retries: int
         base_url=base_url,
         max_retries=max_retries,
         timeout=DEFAULT_TIMEOUT_S,
-        http_client=openai.DefaultAioHttpClient(timeout=DEFAULT_TIMEOUT_S),
+        http_client=_ProviderHTTP(timeout=DEFAULT_TIMEOUT_S),
     )
 
 

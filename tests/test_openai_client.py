@@ -229,3 +229,20 @@ async def test_the_proxy_of_the_environment_is_used(
     assert json.loads(raw) == {"ok": True}
     (seen,) = provider.seen
     assert (seen.path, seen.headers["Host"]) == ("/v1/embeddings", "provider.test")
+
+
+async def test_cookies_the_server_sets_are_neither_kept_nor_sent(
+    provider: Provider, client: OpenAIClient
+) -> None:
+    async def set_cookie(request: web.Request) -> web.StreamResponse:
+        response = web.json_response({"ok": True})
+        response.set_cookie("__cf_bm", "abc", path="/")
+        return response
+
+    provider.reply = set_cookie
+    await client.post_json("/embeddings", {"model": "m"}, timeout=5.0)
+    await client.post_json("/embeddings", {"model": "m"}, timeout=5.0)
+
+    assert [seen.headers.get("Cookie") for seen in provider.seen] == [None, None]
+    with pytest.raises(ValueError, match="keeps no cookies"):
+        client._client.cookies = {"a": "b"}

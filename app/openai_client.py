@@ -1,10 +1,10 @@
 """The client for OpenAI (or any OpenAI-compatible server): the SDK's, over aiohttp, with one
 lean request for the two a query_knowledge call makes.
 
-A call sends two requests, the question's embedding and the answer. Through the SDK's
-``post`` over its default httpx transport each cost 1.6 to 1.7 ms of the service's CPU on the
-development machine; through ``post_json`` below, 0.7 to 0.85 ms (``python -m
-bench.provider_client``, docs/BENCHMARKS.md). So:
+A call sends two requests, the question's embedding and the answer. Through ``post_json``
+below each costs about a third of the service's CPU it took through the SDK's ``post`` over
+its default httpx transport: 0.30 to 0.36 ms against 0.94 to 1.21 ms in one sitting on the
+development machine (``python -m bench.provider_client``, docs/BENCHMARKS.md). So:
 
 - The SDK runs over aiohttp (``openai.DefaultAioHttpClient``, the SDK's own option), which
   parses HTTP in C where httpcore and anyio do it in Python. Everything the SDK sends (the

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -85,7 +87,19 @@ async def raw_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
     one hand-written statement over asyncpg costs a fraction of a millisecond.
     """
     async with engine.connect() as conn:
-        yield await driver_connection(conn)
+        driver = await driver_connection(conn)
+        try:
+            yield driver
+        except _CUT_OFF:
+            # A statement cancelled or timed out leaves asyncpg waiting for the server to
+            # acknowledge the cancel; the pool's reset on return does nothing for a
+            # connection SQLAlchemy started no transaction on, so the next request would
+            # inherit the wait. Thrown away instead (no I/O: asyncpg's terminate()).
+            await conn.invalidate()
+            raise
+
+
+_CUT_OFF = (asyncio.CancelledError, TimeoutError, asyncpg.InterfaceError)
 
 
 async def driver_connection(conn: AsyncConnection) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+import httpx_aiohttp.transport
 import msgspec
 import openai
 
@@ -58,6 +59,12 @@ class _ProviderHTTP(openai.DefaultAioHttpClient):
 
 
 _NO_COOKIES = _NoCookies()
+
+# httpx-aiohttp 0.2 maps every aiohttp connection error that is not a timeout (a refused
+# connection, a reset) to httpx's ConnectTimeout, which the SDK reports as a timeout: the
+# logs and the caller's error would say "did not answer in time" of a provider that is down.
+# NetworkError is httpx's name for it; aiohttp's timeouts keep their own, earlier entries.
+httpx_aiohttp.transport.AIOHTTP_EXC_MAP[aiohttp.ClientConnectionError] = httpx.NetworkError
 
 
 class OpenAIClient(openai.AsyncOpenAI):
@@ -92,11 +99,6 @@ class OpenAIClient(openai.AsyncOpenAI):
         try:
             response = await self._client.send(request)
         except httpx.TimeoutException as exc:
-            # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout, a refused
-            # connection included: only a real timeout is reported as one.
-            cause = exc.__cause__
-            if isinstance(cause, aiohttp.ClientError) and not isinstance(cause, TimeoutError):
-                raise openai.APIConnectionError(request=request) from exc
             raise openai.APITimeoutError(request=request) from exc
         except Exception as exc:
             raise openai.APIConnectionError(request=request) from exc

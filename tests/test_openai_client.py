@@ -133,15 +133,64 @@ async def test_a_server_that_does_not_answer_in_time_is_a_timeout(
         await client.post_json("/embeddings", {"model": "m"}, timeout=0.2)
 
 
-async def test_a_closed_port_is_a_connection_error_not_a_timeout() -> None:
+async def _event_stream(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    return response
+
+
+def _chunk(piece: str, finish: str | None = None) -> bytes:
+    """One server-sent event of a streamed answer, as OpenAI sends it."""
+    delta = {"content": piece} if piece else {}
+    event = {
+        "id": "s",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(event)}\n\n".encode()
+
+
+def _closed_port_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    async with openai_client("sk-local", f"http://127.0.0.1:{port}/v1") as client:
+    return f"http://127.0.0.1:{port}/v1"
+
+
+async def test_a_closed_port_is_a_connection_error_not_a_timeout() -> None:
+    async with openai_client("sk-local", _closed_port_url()) as client:
         with pytest.raises(openai.APIConnectionError) as caught:
             await client.post_json("/embeddings", {"model": "m"}, timeout=5.0)
 
     assert not isinstance(caught.value, openai.APITimeoutError)
+
+
+async def test_a_closed_port_is_a_connection_error_for_the_sdk_own_requests_too() -> None:
+    async with openai_client("sk-local", _closed_port_url()) as client:
+        with pytest.raises(openai.APIConnectionError) as caught:
+            await client.models.list(timeout=5.0)
+        with pytest.raises(LLMError) as streamed:
+            _ = [piece async for piece in ChatAnswerer(client).stream(HOURS, **ASK)]
+
+    assert not isinstance(caught.value, openai.APITimeoutError)
+    assert str(streamed.value) == "the model call failed: APIConnectionError"
+
+
+async def test_a_stream_the_server_drops_is_a_broken_stream_not_a_timeout(
+    provider: Provider, client: OpenAIClient
+) -> None:
+    async def drop(request: web.Request) -> web.StreamResponse:
+        response = await _event_stream(request)
+        await response.write(_chunk("Park"))
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    provider.reply = drop
+    with pytest.raises(LLMError) as caught:
+        _ = [piece async for piece in ChatAnswerer(client).stream(HOURS, **ASK)]
+
+    assert str(caught.value) == "the model's stream broke off: ReadError"
 
 
 async def test_the_query_embedding_and_the_answer_over_the_real_transport(
@@ -188,16 +237,9 @@ async def test_a_streamed_answer_through_the_sdk_on_the_same_client(
     provider: Provider, client: OpenAIClient
 ) -> None:
     async def stream(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
+        response = await _event_stream(request)
         for piece, finish in (("Parking is ", None), ("free.", None), ("", "stop")):
-            delta = {"content": piece} if piece else {}
-            event = {
-                "id": "s",
-                "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
-            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+            await response.write(_chunk(piece, finish))
         await response.write(b"data: [DONE]\n\n")
         return response
 

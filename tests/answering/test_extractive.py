@@ -3,6 +3,7 @@
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -339,19 +340,24 @@ def _semantics(question: str, passages: list[Passage]) -> Semantics:
     )
 
 
+def _meant(question: str, passages: list[Passage], **options: Any) -> ExtractiveAnswer:
+    """The answer chosen with the sentences' meaning, as the service chooses it offline."""
+    answer = extractive_answer(question, passages, semantics=_semantics(question, passages), **options)
+    assert answer is not None
+    return answer
+
+
 def test_a_sentence_without_the_fact_asked_for_loses_to_one_with_it() -> None:
     passages = [
         Passage("Dr. Chen specialises in root canal treatment.", "Our team", 1.0, "Dentists"),
         Passage("A root canal on a front tooth costs 700 dollars.", "Prices", 0.9, "Treatments"),
     ]
     question = "How much is a root canal?"
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     assert answer.text == "A root canal on a front tooth costs 700 dollars."
     assert answer.wants == "price"
     assert answer.has_wanted is True
-    alone = extractive_answer(question, passages[:1], semantics=_semantics(question, passages[:1]))
-    assert alone is not None
+    alone = _meant(question, passages[:1])
     assert alone.has_wanted is False
 
 
@@ -367,8 +373,7 @@ def test_a_heading_names_the_subject_of_the_sentences_under_it() -> None:
         )
     ]
     question = "What does the family pass cost?"
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     assert answer.text.startswith("Two adults and up to three children get in for 42 pounds.")
     assert answer.has_wanted is True
 
@@ -380,16 +385,14 @@ def test_a_day_asked_about_with_a_rate_stays_the_subject() -> None:
         Passage("Call-outs at the weekend are charged at 60 pounds per hour.", "Prices", 0.9, "Call-outs"),
     ]
     question = "What's your hourly rate at weekends?"
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     assert answer.text.startswith("Call-outs at the weekend are charged at 60 pounds per hour.")
 
 
 def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
     passages = [Passage("We offer a one-visit in-office whitening treatment.", "Whitening", 1.0, "Whitening")]
     question = "How much is teeth whitening?"
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     assert answer.wants == "price"
     assert answer.has_wanted is False
 
@@ -413,8 +416,7 @@ def test_a_number_that_is_no_amount_of_money_does_not_answer_a_price() -> None:
 )
 def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, sentence: str) -> None:
     passages = [Passage(sentence, None, 1.0)]
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     assert answer.has_wanted is True
 
 
@@ -439,8 +441,7 @@ def test_a_sentence_with_the_kind_of_fact_asked_for_has_it(question: str, senten
 )
 def test_a_number_of_another_kind_is_not_the_fact_asked_for(question: str, wants: str, sentence: str) -> None:
     passages = [Passage(sentence, None, 1.0)]
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     assert answer.wants == wants
     assert answer.has_wanted is False
 
@@ -463,8 +464,7 @@ IMPLANT_PRICE = Passage("Dental implants cost from 2,400 dollars per tooth.", "S
 
 
 def _answer(question: str, passages: list[Passage]) -> ExtractiveAnswer:
-    answer = extractive_answer(question, passages, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages)
     return answer
 
 
@@ -545,8 +545,7 @@ def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
         Passage("We place dental implants in two visits. They cost 2,400 dollars per tooth.", None, 0.9),
     ]
     question = "What do implants cost?"
-    answer = extractive_answer(question, passages, max_words=8, semantics=_semantics(question, passages))
-    assert answer is not None
+    answer = _meant(question, passages, max_words=8)
     assert answer.text == "They cost 2,400 dollars per tooth."
     assert answer.off_subject is False
 
@@ -588,8 +587,7 @@ def test_an_faq_entrys_first_sentence_joins_its_second() -> None:
         "Is the practice wheelchair accessible?",
     )
     question = "Can my wheelchair-using dad reach the treatment rooms?"
-    answer = extractive_answer(question, [passage], semantics=_semantics(question, [passage]))
-    assert answer is not None
+    answer = _meant(question, [passage])
     # The heading's "Yes" answers another question than the caller's (_as_said): the fact says it.
     assert answer.text.startswith("The main entrance is step-free")
     assert "lift" in answer.text

@@ -17,7 +17,9 @@ async def test_a_connection_cut_off_mid_statement_is_not_handed_to_the_next_requ
     database_url: str, settings: Settings
 ) -> None:
     # One connection in the pool, so the next checkout would get the same one back.
-    one = settings.model_copy(update={"db": settings.db.model_copy(update={"pool_size": 1, "max_overflow": 0})})
+    one = settings.model_copy(
+        update={"db": settings.db.model_copy(update={"pool_size": 1, "max_overflow": 0})}
+    )
     engine = make_engine(database_url, one)
     stopped: int | None = None
     try:

@@ -73,12 +73,18 @@ class OpenAIClient(openai.AsyncOpenAI):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        # What the SDK would send with this request (its user agent, organisation and
-        # project, the key), minus the headers it omits. The key is a string here
-        # (``openai_client``), never a provider the SDK would call to refresh it.
+        self._json_headers: dict[str, str] | None = None
+        self._urls: dict[str, httpx.URL] = {}
+
+    def _prepared_headers(self) -> dict[str, str]:
+        """What the SDK would send with this request (its user agent, organisation and project,
+        the key), minus the headers it omits. The key is a string here (``openai_client``),
+        never a provider the SDK would call to refresh it. Built at the first request, inside
+        the event loop: the SDK names the async library it runs on (X-Stainless-Async), and
+        says "false" when asked outside one, as at start-up."""
         headers = {name: value for name, value in self.default_headers.items() if isinstance(value, str)}
         self._json_headers = {**headers, **self.auth_headers}
-        self._urls: dict[str, httpx.URL] = {}
+        return self._json_headers
 
     async def post_json(self, path: str, body: dict[str, Any], *, timeout: float | None = None) -> bytes:
         """POST ``body`` as JSON to ``path`` under the base URL; the reply's bytes.
@@ -93,7 +99,7 @@ class OpenAIClient(openai.AsyncOpenAI):
             "POST",
             url,
             content=msgspec.json.encode(body),
-            headers=self._json_headers,
+            headers=self._json_headers or self._prepared_headers(),
             timeout=self.timeout if timeout is None else timeout,
         )
         try:

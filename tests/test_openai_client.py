@@ -109,6 +109,23 @@ async def test_the_service_client_runs_over_aiohttp_with_the_settings_key(provid
     assert make_openai_client(Settings(openai_api_key=None)) is None
 
 
+async def test_post_json_sends_the_headers_the_sdk_sends(provider: Provider) -> None:
+    provider.reply = _json({"data": [{"index": 0, "embedding": [0.5]}], "model": "m", "object": "list"})
+    # Made outside the event loop, as the app makes it before the server's loop runs.
+    made = await asyncio.to_thread(openai_client, "sk-local", provider.base_url)
+    async with made as client:
+        await client.embeddings.create(model="m", input=["a"], timeout=5.0)
+        await client.post_json("/embeddings", {"model": "m", "input": ["a"]}, timeout=5.0)
+
+    # What differs by request: the SDK's retry count and timeout, and the body's length.
+    per_request = {"x-stainless-retry-count", "x-stainless-read-timeout", "content-length"}
+    sdk, ours = (
+        {k.lower(): v for k, v in s.headers.items() if k.lower() not in per_request} for s in provider.seen
+    )
+    assert ours == sdk
+    assert sdk["x-stainless-async"] == "async:asyncio"
+
+
 async def test_an_error_status_is_the_sdk_error_with_the_server_message(
     provider: Provider, client: OpenAIClient
 ) -> None:

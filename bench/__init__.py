@@ -4,7 +4,8 @@ figures they printed are in docs/BENCHMARKS.md.
 Shared by all: ``harness`` (temporary folder, embedded PostgreSQL, ``vk`` commands, the service,
 the OpenAI stub, driver processes), ``metering`` (CPU per process, foreign load, quiet waits),
 ``report`` (percentiles, JSON), ``seed`` (a knowledge set seeded by SQL, and questions for it),
-``corpus`` (markdown documents to ingest) and ``openai_stub``.
+``corpus`` (markdown documents to ingest), ``openai_stub`` and ``reference_app`` (the minimal
+handler ``query --reference`` measures the service against).
 
 Benchmarks: ``query`` (latency), ``load`` (fixed arrival rate), ``stream``, ``console``,
 ``ingest``, ``isolation``, ``sync``, ``crawl``, ``embed``, ``provider_client``, ``prompt_render``,

@@ -53,7 +53,8 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,14 @@ from bench.harness import (
     add_service_env_argument,
     create_query_key,
     pg_connect,
+    postgres_url,
     reported_failure,
     run_driver,
+    tail,
     terminate_on_sigterm,
 )
 from bench.metering import CpuMeter, machine_info, speed_probe, wait_for_quiet
+from bench.openai_stub import free_port
 from bench.report import finish_report, now_iso, percentiles
 from bench.seed import QuestionMaker, SeedConfig, SeedResult, model_key, seeded_service
 
@@ -259,6 +263,45 @@ def _run_phase_once(
         spent = {plan: int(n - plans_before[series].get(plan, 0)) for plan, n in after.items()}
         result[series] = {plan: n for plan, n in spent.items() if n}
     return result
+
+
+@dataclass
+class Reference:
+    process: subprocess.Popen[bytes]
+    base: str
+
+
+def start_reference(harness: Harness, dims: int) -> Reference:
+    """bench.reference_app on the benchmark's database and stub, beside the service."""
+    assert harness.stub is not None
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": postgres_url(harness.pgdir),
+        "OPENAI_BASE_URL": harness.stub.base_url,
+    }
+    command = [sys.executable, "-m", "bench.reference_app", "--port", str(port), "--dims", str(dims)]
+    process = harness.spawn(command, "reference.log", env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
+                return Reference(process, base)
+        time.sleep(0.25)
+    raise BenchError(
+        f"bench.reference_app did not start:\n{tail((harness.tmp / 'reference.log').read_text())}"
+    )
+
+
+@contextlib.contextmanager
+def measured_as_service(harness: Harness, reference: Reference) -> Iterator[None]:
+    """The reference's CPU counted as the service's for one phase (the service idles meanwhile)."""
+    service, harness.service = harness.service, reference.process
+    try:
+        yield
+    finally:
+        harness.service = service
 
 
 def service_counters(base: str) -> tuple[dict[str, dict[str, float]], float]:
@@ -560,6 +603,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=3000, help="requests of the main run")
     parser.add_argument("--single", type=int, default=300, help="requests with one caller (0 = skip)")
     parser.add_argument(
+        "--reference",
+        type=int,
+        default=0,
+        help="requests with one caller to the service and to bench.reference_app (a minimal handler "
+        "doing vector search alone), two rounds alternating (0 = skip)",
+    )
+    parser.add_argument(
         "--paced",
         type=int,
         default=960,
@@ -674,6 +724,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fresh=lambda: maker.many(args.single),
             )  # fmt: skip
             print_phase(phases["single"])
+        if args.reference:
+            reference = start_reference(harness, args.dims)
+            with measured_as_service(harness, reference):
+                run_phase(
+                    harness, "reference-warmup", reference.base, key, maker.many(200), 1, args, quiet=False
+                )
+            for n in (1, 2):
+                phases[f"service-{n}"] = run_phase(
+                    harness, f"service-{n}", base, key, maker.many(args.reference), 1, args
+                )
+                print_phase(phases[f"service-{n}"])
+                with measured_as_service(harness, reference):
+                    phases[f"reference-{n}"] = run_phase(
+                        harness, f"reference-{n}", reference.base, key, maker.many(args.reference), 1, args
+                    )
+                print_phase(phases[f"reference-{n}"])
         main_items = maker.many(args.requests)
         fresh_main: list[tuple[str, str]] = []
 
@@ -762,7 +828,8 @@ def print_summary(result: dict[str, Any]) -> None:
             f"{t['insert_chunks_with_tsv']} s, vacuum/analyze {t['vacuum_analyze']} s); HNSW build "
             f"{t.get('hnsw_build')} s; service start {t.get('service_start')} s"
         )
-    for name in ("single", "main", "paced", "cached", "cached-single", "slow"):
+    phase_names = ("single", "service-1", "reference-1", "service-2", "reference-2", "main", "paced")
+    for name in (*phase_names, "cached", "cached-single", "slow"):
         phase = result["phases"].get(name)
         if phase:
             total, load = phase["service_ms"]["total"], phase["load"]

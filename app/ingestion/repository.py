@@ -13,13 +13,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CLAIM_SQL = """
-WITH picked AS (
-    SELECT id FROM documents
-    WHERE (status = 'pending' AND (lease_expires_at IS NULL OR lease_expires_at < now()))
-       OR (status = 'processing' AND lease_expires_at < now() AND attempts < $3)
-    ORDER BY reread, created_at  -- an upgrade's backlog of re-reads waits behind new work
-    FOR UPDATE SKIP LOCKED
+# Organisations take turns: each one's documents are numbered in its own queue, after those
+# it already has in work, and the lowest numbers go first, so one organisation's backlog of
+# thousands does not hold back another's single upload (oldest first between equal turns).
+# An upgrade's backlog of re-reads waits behind new work. FOR UPDATE cannot share a query
+# level with a window function: the turns are numbered in one step and the rows locked in
+# the next, where the claim's condition is checked again under the lock.
+_CLAIMABLE = """(
+    (d.status = 'pending' AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now()))
+    OR (d.status = 'processing' AND d.lease_expires_at < now() AND d.attempts < $3)
+)"""
+CLAIM_SQL = f"""
+WITH in_work AS (
+    SELECT org_id, count(*) AS n FROM documents
+    WHERE status = 'processing' AND lease_expires_at >= now()
+    GROUP BY org_id
+), queued AS (
+    SELECT d.id, d.reread, d.created_at,
+           coalesce(w.n, 0)
+           + row_number() OVER (PARTITION BY d.org_id, d.reread ORDER BY d.created_at) AS turn
+    FROM documents d LEFT JOIN in_work w ON w.org_id = d.org_id
+    WHERE {_CLAIMABLE}
+), next_up AS (
+    -- Enough to skip the few rows other claims hold locked at this instant.
+    SELECT id, reread, turn, created_at FROM queued ORDER BY reread, turn, created_at LIMIT $4 + 32
+), picked AS (
+    SELECT d.id FROM documents d JOIN next_up q ON q.id = d.id
+    WHERE {_CLAIMABLE}
+    ORDER BY q.reread, q.turn, q.created_at
+    FOR UPDATE OF d SKIP LOCKED
     LIMIT $4
 )
 UPDATE documents d

@@ -559,3 +559,33 @@ async def test_a_fetched_page_over_the_storage_quota_fails_the_document(
         0,
         True,
     )
+
+
+async def test_organisations_take_turns_in_the_queue(client, app, org, other_org, engine):
+    """One organisation's backlog does not hold back another's upload: each claim goes to the
+    organisation with the fewest documents in work and waiting ahead, oldest first."""
+    kb = await create_kb(client, org.headers)
+    backlog = [await create_text_doc(client, org.headers, kb["id"], content=f"Page {i}.") for i in range(4)]
+    other_kb = await create_kb(client, other_org.headers)
+    late = await create_text_doc(client, other_org.headers, other_kb["id"])
+    worker = make_ingestor(app, engine)
+
+    one_by_one = [str(d.id) for _ in range(2) for d in await worker.claim(1)]
+    rest = {str(d.id) for d in await worker.claim(5)}
+
+    ids = [str(d["id"]) for d in backlog]
+    assert (one_by_one, rest) == ([ids[0], str(late["id"])], set(ids[1:]))
+
+
+async def test_rereads_wait_behind_new_work(client, app, org, other_org, engine):
+    kb = await create_kb(client, org.headers)
+    old = await create_text_doc(client, org.headers, kb["id"])
+    async with engine.begin() as conn:  # as an extractor upgrade queues it (STALE_SQL)
+        await conn.execute(text("UPDATE documents SET reread = true WHERE id = :d"), {"d": old["id"]})
+    other_kb = await create_kb(client, other_org.headers)
+    new = await create_text_doc(client, other_org.headers, other_kb["id"])
+    worker = make_ingestor(app, engine)
+
+    claimed = [str(d.id) for d in await worker.claim(1)] + [str(d.id) for d in await worker.claim(1)]
+
+    assert claimed == [str(new["id"]), str(old["id"])]

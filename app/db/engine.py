@@ -79,6 +79,11 @@ def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
 
 
+# How a statement ends when it is cut off mid-way (the call's deadline, the command
+# timeout), or finds its connection still busy or closed.
+_CUT_OFF = (asyncio.CancelledError, TimeoutError, asyncpg.InterfaceError)
+
+
 @asynccontextmanager
 async def raw_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
     """A pooled connection's underlying asyncpg connection, for the hot path.
@@ -90,16 +95,18 @@ async def raw_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
         driver = await driver_connection(conn)
         try:
             yield driver
-        except _CUT_OFF:
+        except _CUT_OFF as exc:
+            if isinstance(exc, asyncpg.DataError):  # refused before sending: nothing in flight
+                raise
             # A statement cancelled or timed out leaves asyncpg waiting for the server to
             # acknowledge the cancel; the pool's reset on return does nothing for a
             # connection SQLAlchemy started no transaction on, so the next request would
-            # inherit the wait. Thrown away instead (no I/O: asyncpg's terminate()).
+            # inherit the wait. Closed at once (terminate(): no I/O) and thrown away: a
+            # graceful close, SQLAlchemy's first try, would wait up to 2 s on a server that
+            # hangs, past the call's deadline.
+            driver.terminate()
             await conn.invalidate()
             raise
-
-
-_CUT_OFF = (asyncio.CancelledError, TimeoutError, asyncpg.InterfaceError)
 
 
 async def driver_connection(conn: AsyncConnection) -> Any:

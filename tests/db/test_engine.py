@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 
+import asyncpg
 import pytest
 
 from app.config import Settings
@@ -14,8 +15,18 @@ from app.db.engine import make_engine, raw_connection
 
 
 async def test_a_connection_cut_off_mid_statement_is_not_handed_to_the_next_request(
-    database_url: str, settings: Settings
+    database_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A graceful close waits for a server that may hang (up to 2 s, past the call's deadline).
+    closed_gracefully: list[int] = []
+    close = asyncpg.Connection.close
+
+    async def recorded_close(self: asyncpg.Connection, *, timeout: float | None = None) -> None:
+        if not self.is_closed():
+            closed_gracefully.append(self.get_server_pid())
+        await close(self, timeout=timeout)
+
+    monkeypatch.setattr(asyncpg.Connection, "close", recorded_close)
     # One connection in the pool, so the next checkout would get the same one back.
     one = settings.model_copy(
         update={"db": settings.db.model_copy(update={"pool_size": 1, "max_overflow": 0})}
@@ -35,6 +46,7 @@ async def test_a_connection_cut_off_mid_statement_is_not_handed_to_the_next_requ
 
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(cut_off(), timeout=0.2)
+        assert closed_gracefully == []
 
         async with raw_connection(engine) as conn:
             assert (await conn.fetchval("SELECT pg_backend_pid()")) != stopped

@@ -113,10 +113,12 @@ class Ingestor:
         # document re-queued by an edit may be taken again by this pool while the loop on the
         # old version still runs; fencing by owner alone would let that loop write stale chunks.
         lease = f"{self.owner}/{uuid.uuid4().hex[:12]}"
+        args = (lease, self.settings.lease_s, self.settings.max_attempts)
         async with raw_connection(self.engine) as conn:
-            rows = await conn.fetch(
-                sql.CLAIM_SQL, lease, self.settings.lease_s, self.settings.max_attempts, limit
-            )
+            rows = await conn.fetch(sql.CLAIM_SQL, *args, limit)
+            if len(rows) < limit:
+                # The queue's head may be held by other claims at this instant (or empty).
+                rows += await conn.fetch(sql.CLAIM_ANY_SQL, *args, limit - len(rows))
         return [ClaimedDocument.from_row(r) for r in rows]
 
     async def maintenance(self, embedder_key: str | None = None) -> None:

@@ -18,32 +18,14 @@ from typing import Any
 # thousands does not hold back another's single upload (oldest first between equal turns).
 # An upgrade's backlog of re-reads waits behind new work. FOR UPDATE cannot share a query
 # level with a window function: the turns are numbered in one step and the rows locked in
-# the next, where the claim's condition is checked again under the lock.
+# the next, where the claim's condition is checked again under the lock. Only the head of
+# the queue is locked from: a claim that finds it all held by other claims at this instant
+# falls back to CLAIM_ANY_SQL (Ingestor.claim).
 _CLAIMABLE = """(
     (d.status = 'pending' AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now()))
     OR (d.status = 'processing' AND d.lease_expires_at < now() AND d.attempts < $3)
 )"""
-CLAIM_SQL = f"""
-WITH in_work AS (
-    SELECT org_id, count(*) AS n FROM documents
-    WHERE status = 'processing' AND lease_expires_at >= now()
-    GROUP BY org_id
-), queued AS (
-    SELECT d.id, d.reread, d.created_at,
-           coalesce(w.n, 0)
-           + row_number() OVER (PARTITION BY d.org_id, d.reread ORDER BY d.created_at) AS turn
-    FROM documents d LEFT JOIN in_work w ON w.org_id = d.org_id
-    WHERE {_CLAIMABLE}
-), next_up AS (
-    -- Enough to skip the few rows other claims hold locked at this instant.
-    SELECT id, reread, turn, created_at FROM queued ORDER BY reread, turn, created_at LIMIT $4 + 32
-), picked AS (
-    SELECT d.id FROM documents d JOIN next_up q ON q.id = d.id
-    WHERE {_CLAIMABLE}
-    ORDER BY q.reread, q.turn, q.created_at
-    FOR UPDATE OF d SKIP LOCKED
-    LIMIT $4
-)
+_TAKE = """
 UPDATE documents d
 SET status = 'processing', attempts = d.attempts + 1, lease_owner = $1,
     lease_expires_at = now() + make_interval(secs => $2), progress_done = 0, progress_total = 0,
@@ -55,6 +37,37 @@ RETURNING d.id, d.lease_owner AS lease, d.org_id, d.kb_id, d.title, d.source_kin
           d.sync_interval_s, d.status, d.reread, d.fetched_kind, d.fetched_charset,
           kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
 """
+CLAIM_SQL = f"""
+WITH in_work AS (
+    SELECT org_id, count(*) AS n FROM documents
+    WHERE status = 'processing' AND lease_expires_at >= now()
+    GROUP BY org_id
+), queued AS (
+    SELECT d.id, d.reread, d.created_at,
+           coalesce(w.n, 0)
+           + row_number() OVER (PARTITION BY d.org_id, d.reread ORDER BY d.created_at) AS turn
+    FROM documents d LEFT JOIN in_work w ON w.org_id = d.org_id
+    WHERE {_CLAIMABLE}
+), head AS (
+    SELECT id, reread, turn, created_at FROM queued ORDER BY reread, turn, created_at LIMIT $4 + 32
+), picked AS (
+    SELECT d.id FROM documents d JOIN head q ON q.id = d.id
+    WHERE {_CLAIMABLE}
+    ORDER BY q.reread, q.turn, q.created_at
+    FOR UPDATE OF d SKIP LOCKED
+    LIMIT $4
+)
+{_TAKE}"""
+# First come, first served, skipping whatever other claims hold: never stalls.
+CLAIM_ANY_SQL = f"""
+WITH picked AS (
+    SELECT d.id FROM documents d
+    WHERE {_CLAIMABLE}
+    ORDER BY d.reread, d.created_at
+    FOR UPDATE SKIP LOCKED
+    LIMIT $4
+)
+{_TAKE}"""
 
 # A job whose worker died more often than allowed is not retried forever.
 GIVE_UP_SQL = """

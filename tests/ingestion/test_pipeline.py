@@ -589,3 +589,17 @@ async def test_rereads_wait_behind_new_work(client, app, org, other_org, engine)
     claimed = [str(d.id) for d in await worker.claim(1)] + [str(d.id) for d in await worker.claim(1)]
 
     assert claimed == [str(new["id"]), str(old["id"])]
+
+
+async def test_a_claim_skips_a_queue_head_that_other_claims_hold(client, app, org, engine):
+    kb = await create_kb(client, org.headers)
+    docs = [await create_text_doc(client, org.headers, kb["id"], content=f"Page {i}.") for i in range(34)]
+    async with engine.connect() as other:
+        # Other claims hold the first 33 at this instant: the turns' whole head.
+        await other.execute(
+            text("SELECT id FROM documents ORDER BY created_at LIMIT 33 FOR UPDATE"),
+        )
+        claimed = await make_ingestor(app, engine).claim(1)
+        await other.rollback()
+
+    assert [str(d.id) for d in claimed] == [str(docs[33]["id"])]

@@ -740,6 +740,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         harness, f"reference-{n}", reference.base, key, maker.many(args.reference), 1, args
                     )
                 print_phase(phases[f"reference-{n}"])
+            reference.process.terminate()  # its pool's connections leave the phases that follow
+            reference.process.wait(30)
         main_items = maker.many(args.requests)
         fresh_main: list[tuple[str, str]] = []
 

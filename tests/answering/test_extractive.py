@@ -463,17 +463,12 @@ TREATMENTS = Passage(
 IMPLANT_PRICE = Passage("Dental implants cost from 2,400 dollars per tooth.", "Sunrise Dental Prices", 0.8)
 
 
-def _answer(question: str, passages: list[Passage]) -> ExtractiveAnswer:
-    answer = _meant(question, passages)
-    return answer
-
-
 def test_a_price_read_for_a_subject_the_passages_name_without_one_is_off_subject() -> None:
-    answer = _answer("How much do dental implants cost?", [PRICE_LIST, TREATMENTS])
+    answer = _meant("How much do dental implants cost?", [PRICE_LIST, TREATMENTS])
     assert answer.text.startswith("A white filling costs 150 dollars")
     assert answer.off_subject is True
     # "implant" and "implants" meet: with the implants' price there, it is read, on subject.
-    priced = _answer("How much does an implant cost?", [PRICE_LIST, TREATMENTS, IMPLANT_PRICE])
+    priced = _meant("How much does an implant cost?", [PRICE_LIST, TREATMENTS, IMPLANT_PRICE])
     assert "2,400" in priced.text
     assert priced.off_subject is False
 
@@ -502,7 +497,7 @@ def test_a_price_read_for_a_subject_the_passages_name_without_one_is_off_subject
     ids=["named", "yes-no", "not in the passages", "in every passage", "a longer form named"],
 )
 def test_the_subject_check_says_nothing_unless_it_is_certain(question: str, passages: list[Passage]) -> None:
-    assert _answer(question, passages).off_subject is False
+    assert _meant(question, passages).off_subject is False
 
 
 MENU_ROWS = Passage(
@@ -515,8 +510,8 @@ MENU_ROWS = Passage(
 
 def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None:
     # "crown" in prose says nothing (above); a table's row names its item, and no row is a lasagne.
-    assert _answer("How much is the lasagne?", [MENU_ROWS]).off_subject is True
-    assert _answer("How much is the club sandwich?", [MENU_ROWS]).off_subject is False
+    assert _meant("How much is the lasagne?", [MENU_ROWS]).off_subject is True
+    assert _meant("How much is the club sandwich?", [MENU_ROWS]).off_subject is False
 
 
 @pytest.mark.parametrize(
@@ -535,7 +530,7 @@ def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None
     ids=["heading", "hyphen", "misspelt", "longer-form"],
 )
 def test_a_row_for_a_subject_found_loosely_is_on_subject(question: str, passage: Passage) -> None:
-    assert _answer(question, [passage]).off_subject is False
+    assert _meant(question, [passage]).off_subject is False
 
 
 def test_a_sentence_after_the_one_naming_the_subject_is_on_subject() -> None:
@@ -604,7 +599,7 @@ VOUCHERS = Passage(
 
 def test_an_faq_reply_word_is_said_to_the_headings_own_question() -> None:
     question = "Do you sell gift vouchers?"
-    answer = _answer(question, [VOUCHERS])
+    answer = _meant(question, [VOUCHERS])
     assert answer.text.startswith("Yes, gift vouchers are sold in the restaurant")
 
 
@@ -627,7 +622,7 @@ def test_a_bare_faq_reply_goes_when_another_sentence_is_said() -> None:
         "Do you take walk-ins?",
     )
     question = "Can I just turn up without an appointment?"
-    answer = _answer(question, [passage])
+    answer = _meant(question, [passage])
     assert answer.text == "Please book an appointment by phone or online before you come in."
 
 
@@ -636,7 +631,7 @@ def test_no_as_a_determiner_is_not_a_reply_word() -> None:
         "No pets are allowed inside, except assistance dogs.", "FAQ", 1.0, "Can I bring my dog?"
     )
     question = "Can my cat come along?"
-    answer = _answer(question, [passage])
+    answer = _meant(question, [passage])
     assert answer.text == "No pets are allowed inside, except assistance dogs."
 
 

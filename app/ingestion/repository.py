@@ -135,6 +135,8 @@ FROM unnest($8::int[], $9::text[], $10::text[], $11::int[], $12::int[], $13::tex
      AS u(ordinal, text, section, page, token_count, embedding)
 """
 
+# A re-read (the stored copy read again, reread) fetched nothing: the page's sync stays when
+# it was due. Any other finish schedules the next sync from now.
 FINISH_READY_SQL = """
 UPDATE documents
 SET status = 'ready', error = NULL, chunk_count = $3, text = $4, title = $5, pages_total = $6,
@@ -142,7 +144,8 @@ SET status = 'ready', error = NULL, chunk_count = $3, text = $4, title = $5, pag
     size_bytes = coalesce(octet_length($9), size_bytes),
     etag = $11, last_modified = $12, indexed_at = now(), updated_at = now(),
     progress_done = $3, progress_total = $3, lease_owner = NULL, lease_expires_at = NULL,
-    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END,
+    next_sync_at = CASE WHEN reread AND next_sync_at IS NOT NULL THEN next_sync_at
+                        WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END,
     reread = false, fetched_kind = $13, fetched_charset = $14, extraction_version = $15, embedding_model = $16
 WHERE id = $1 AND lease_owner = $2
 """
@@ -153,7 +156,8 @@ UPDATE documents
 SET status = 'ready', error = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
     progress_done = chunk_count, progress_total = chunk_count, etag = coalesce($3, etag),
     last_modified = coalesce($4, last_modified), reread = false,
-    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
+    next_sync_at = CASE WHEN reread AND next_sync_at IS NOT NULL THEN next_sync_at
+                        WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
 WHERE id = $1 AND lease_owner = $2
 """
 
@@ -162,7 +166,8 @@ FAIL_SQL = """
 UPDATE documents
 SET status = 'failed', error = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
     reread = false, extraction_version = $4, embedding_model = $5,
-    next_sync_at = CASE WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
+    next_sync_at = CASE WHEN reread AND next_sync_at IS NOT NULL THEN next_sync_at
+                        WHEN sync_interval_s > 0 THEN now() + make_interval(secs => sync_interval_s) END
 WHERE id = $1 AND lease_owner = $2
 """
 

@@ -244,3 +244,26 @@ async def test_a_sync_asked_for_while_a_reread_waits_fetches_the_page(
     got = await state(engine, page["id"])
     assert got["chunks"] == [CHUNK.replace("ogrodzie", "kuchni")]
     assert got["extraction_version"] == EXTRACTION_VERSION
+
+
+async def test_a_reread_keeps_the_page_sync_when_it_was_due(client, org, engine, ingestor, respx_mock):
+    # The stored copy is read again and nothing is fetched: the page's next sync stays put.
+    kb = await create_kb(client, org.headers)
+    page, route = await add_page(client, org, kb["id"], respx_mock)
+    assert await drain(ingestor) == {"ready": 1}
+    due = "SELECT next_sync_at FROM documents WHERE id = :d"
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE documents SET next_sync_at = now() + interval '10 minutes' WHERE id = :d"),
+            {"d": page["id"]},
+        )
+        planned = (await conn.execute(text(due), {"d": page["id"]})).scalar_one()
+
+    await age(engine, page["id"])
+    await ingestor.maintenance()
+    assert (await state(engine, page["id"]))["reread"] is True
+    assert await drain(ingestor) == {"ready": 1}
+
+    async with engine.connect() as conn:
+        assert (await conn.execute(text(due), {"d": page["id"]})).scalar_one() == planned
+    assert route.call_count == 1

@@ -68,10 +68,16 @@ def _is_public(scope: Scope) -> bool:
 
 class ApiKeyAuthMiddleware(ASGIMiddleware):
     """Authenticates the key, counts the request against its organisation's budget (one
-    statement), and adds ``RateLimit-*`` headers to the response."""
+    statement), bounds the organisation's voice-runtime calls in flight in this process, and
+    adds ``RateLimit-*`` headers to the response."""
 
     scopes = (ScopeType.HTTP,)
     should_bypass_for_scope = staticmethod(_is_public)
+
+    def __init__(self) -> None:
+        # The per-minute budget bounds a rate, not a burst: 500 calls of one organisation at
+        # once took every pooled connection, and another organisation's call waited 4.2 s.
+        self._in_flight: dict[uuid.UUID, int] = {}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         state = scope["app"].state
@@ -131,7 +137,26 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
                     response_headers[name] = value
             await send(message)
 
-        await next_app(scope, receive, send_with_limits)
+        cap = limits.query_in_flight if budget == "query" else 0
+        if not cap:
+            await next_app(scope, receive, send_with_limits)
+            return
+        org = principal.org_id
+        held = self._in_flight.get(org, 0)
+        if held >= cap:
+            RATE_LIMITED.labels("query_in_flight").inc()
+            raise TooManyRequests(
+                f"{cap} calls of this organisation are already in progress here; retry shortly",
+                headers={**rate_headers, "Retry-After": "1"},
+            )
+        self._in_flight[org] = held + 1
+        try:
+            await next_app(scope, receive, send_with_limits)
+        finally:
+            if (left := self._in_flight[org] - 1) > 0:
+                self._in_flight[org] = left
+            else:
+                del self._in_flight[org]
 
 
 def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

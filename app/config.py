@@ -58,6 +58,13 @@ class LimitSettings(Section):
     manage_per_minute: int = Field(
         300, ge=0, description="Other calls with an admin key per organisation per minute (0 = no limit)."
     )
+    query_in_flight: int = Field(
+        64,
+        ge=0,
+        description="Voice-runtime calls one organisation may have in progress at once in each server "
+        "process; more get 429 at once, so one organisation's burst is bounded before it reaches "
+        "the database (0 = no limit).",
+    )
     documents_per_kb: int = Field(10_000, ge=1, description="Most documents one knowledge base may hold.")
     org_storage_bytes: int = Field(
         2 * 1024**3, ge=1024, description="Most bytes of documents one organisation may store."

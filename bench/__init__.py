@@ -7,7 +7,8 @@ the OpenAI stub, driver processes), ``metering`` (CPU per process, foreign load,
 ``corpus`` (markdown documents to ingest), ``openai_stub`` and ``reference_app`` (the minimal
 handler ``query --reference`` measures the service against).
 
-Benchmarks: ``query`` (latency), ``load`` (fixed arrival rate), ``stream``, ``console``,
+Benchmarks: ``query`` (latency), ``load`` (fixed arrival rate), ``burst`` (one organisation's
+burst beside another's calls), ``stream``, ``console``,
 ``ingest``, ``isolation``, ``sync``, ``crawl``, ``embed``, ``provider_client``, ``prompt_render``,
 ``webhook_trigger``, ``office_extraction``, ``html_extraction``; evaluations: ``context_eval``,
 ``semantic_cache_eval``; ``calibrate`` refits the offline default's confidence from `vk eval` reports.

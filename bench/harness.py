@@ -127,6 +127,7 @@ def service_env(
             **({"EMBEDDING__OPENAI_DIMENSIONS": str(dims)} if dims else {}),
             "INGESTION__WORKERS": str(workers),
             "LIMITS__QUERY_PER_MINUTE": "0",
+            "LIMITS__QUERY_IN_FLIGHT": "0",
             "LIMITS__MANAGE_PER_MINUTE": "0",
             "LOG_LEVEL": "WARNING",
             "NO_PROXY": "127.0.0.1,localhost",

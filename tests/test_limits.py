@@ -1,13 +1,17 @@
 """Rate limits (shared in PostgreSQL, per organisation, separate budgets) and quotas."""
 
+import asyncio
+import threading
 import uuid
+from typing import Any
 
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
 from app.auth import budget_for
+from app.ingestion.worker import drain
 from app.main import create_app
-from tests.conftest import fake_resolver
+from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc, in_one_rate_window
 
 
@@ -167,3 +171,54 @@ async def test_daily_embedding_quota_defers_the_document(database_url, settings,
             )
         ).scalar_one()
     assert wait is True
+
+
+async def test_an_organisation_has_at_most_so_many_calls_in_progress(
+    database_url, settings, org, other_org, engine
+):
+    """The per-minute budget bounds a rate, not a burst: beyond its calls in progress, an
+    organisation's next call is refused at once; another organisation's goes through, and the
+    slot is free again when the call ends."""
+    app = _app(database_url, settings, query_in_flight=1)
+    stalled, release = threading.Event(), threading.Event()
+    async with AsyncTestClient(app=app) as c:
+        agents = []
+        for owner in (org, other_org):
+            kb = await create_kb(c, owner.headers)
+            await create_text_doc(c, owner.headers, kb["id"], content="We open at nine on weekdays.")
+            agents.append(await assign_new_agent(c, owner.headers, kb["id"]))
+        assert await drain(make_ingestor(app, engine)) == {"ready": 2}
+        embedder = app.state.query_service.embedder
+        real_embed_query = embedder.embed_query
+
+        async def embed_query(text: str, *, timeout: float) -> list[float]:
+            if text == "when do you open on saturdays":
+                stalled.set()
+                await asyncio.to_thread(release.wait, 10)
+            return await real_embed_query(text, timeout=timeout)
+
+        embedder.embed_query = embed_query
+
+        def ask(headers: dict[str, str], agent: str, query: str) -> Any:
+            return c.post(f"/api/agents/{agent}/query_knowledge", json={"query": query}, headers=headers)
+
+        # The test client blocks its caller until the response: the stalled call gets a thread.
+        first = asyncio.create_task(
+            asyncio.to_thread(asyncio.run, ask(org.headers, agents[0], "When do you open on Saturdays?"))
+        )
+        assert await asyncio.to_thread(stalled.wait, 10)
+        refused = await ask(org.headers, agents[0], "When do you open?")
+        other = await ask(other_org.headers, agents[1], "When do you open?")
+        release.set()
+        answered = await first
+        again = await ask(org.headers, agents[0], "When do you open?")
+
+    assert (refused.status_code, refused.json()["error"], refused.headers["Retry-After"]) == (
+        429,
+        "rate_limited",
+        "1",
+    )
+    assert (
+        refused.json()["detail"] == "1 calls of this organisation are already in progress here; retry shortly"
+    )
+    assert [r.status_code for r in (other, answered, again)] == [200, 200, 200]

@@ -49,13 +49,16 @@ def embedded_postgres() -> Iterator[str]:
 
 
 def evaluation_settings(settings: Settings | None = None) -> Settings:
-    """The service's settings (environment, .env) without the per-organisation rate limits.
+    """The service's settings (environment, .env) without the per-organisation rate limits
+    and the cap on calls in progress.
 
     An evaluation sends thousands of calls a minute from one organisation, which the
     limits exist to stop; everything that shapes answers stays as configured.
     """
     settings = settings or Settings()
-    limits = settings.limits.model_copy(update={"query_per_minute": 0, "manage_per_minute": 0})
+    limits = settings.limits.model_copy(
+        update={"query_per_minute": 0, "manage_per_minute": 0, "query_in_flight": 0}
+    )
     return settings.model_copy(update={"limits": limits})
 
 

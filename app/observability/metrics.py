@@ -79,7 +79,11 @@ INGESTION_QUEUE = Gauge(
 PROVIDER_ERRORS = Counter(
     "vk_provider_errors_total", "Failed calls to model providers, by kind (embedding, chat).", ["kind"]
 )
-RATE_LIMITED = Counter("vk_rate_limited_total", "Requests refused by a rate limit, by budget.", ["budget"])
+RATE_LIMITED = Counter(
+    "vk_rate_limited_total",
+    "Requests refused by a rate limit, by budget (query, manage; query_in_flight: too many at once).",
+    ["budget"],
+)
 SEARCH_PLANS = Counter(
     "vk_query_search_plans_total",
     "query_knowledge searches by plan: memory (KBs held in the process), exact, iterative, hnsw.",

@@ -9,7 +9,7 @@ import pytest
 from app.config import PROJECT_ROOT
 
 BENCHMARKS = (
-    "calibrate", "console", "context_eval", "crawl", "embed", "html_extraction", "ingest", "isolation", "load",
+    "burst", "calibrate", "console", "context_eval", "crawl", "embed", "html_extraction", "ingest", "isolation", "load",
     "office_extraction", "openai_stub", "prompt_render", "provider_client", "query", "reference_app", "seed", "semantic_cache_eval",
     "stream", "sync", "webhook_trigger",
 )  # fmt: skip

@@ -42,9 +42,12 @@ FAQ = "# Opening hours\n\nWe are open from nine to five on weekdays, and from te
 
 @pytest.fixture
 def unlimited_app(database_url: str, settings: Settings) -> Litestar:
-    """The tests' app without the per-organisation rate limits: the fuzzer sends thousands of
-    requests a minute from one organisation, which the limits exist to stop."""
-    limits = settings.limits.model_copy(update={"query_per_minute": 0, "manage_per_minute": 0})
+    """The tests' app without the per-organisation rate limits and cap on calls in progress:
+    the fuzzer sends thousands of requests a minute from one organisation, which the limits
+    exist to stop."""
+    limits = settings.limits.model_copy(
+        update={"query_per_minute": 0, "manage_per_minute": 0, "query_in_flight": 0}
+    )
     return create_app(
         settings.model_copy(update={"limits": limits}),
         database_url=database_url,

@@ -2,7 +2,9 @@
 ``--calls`` query_knowledge calls at once from one organisation, and meanwhile ``--other``
 calls, one after another, from a second, on one ``vk serve`` (offline default, rate limits
 off), with the cap on an organisation's calls in progress (``LIMITS__QUERY_IN_FLIGHT``) off and
-on, alternating, the service restarted for each round.
+on, alternating, the service restarted for each round. With ``--stub-ms`` the calls
+embed and answer through the OpenAI stub, and wait for its replies as they would for a
+provider.
 
 Run from the repository root::
 
@@ -23,7 +25,14 @@ from typing import Any
 
 import httpx
 
-from bench.harness import BenchError, Harness, create_query_key, offline_env, terminate_on_sigterm
+from bench.harness import (
+    BenchError,
+    Harness,
+    create_query_key,
+    offline_env,
+    service_env,
+    terminate_on_sigterm,
+)
 from bench.metering import machine_info
 from bench.report import now_iso, percentiles
 
@@ -37,9 +46,22 @@ Visitors park behind the building, on level two of the car park.
 """
 
 
-def set_up(harness: Harness) -> list[tuple[str, str]]:
+def environment(harness: Harness, args: argparse.Namespace, cap: int = 0, workers: int = 0) -> dict[str, str]:
+    """The offline default, or the OpenAI provider through the stub (``--stub-ms``)."""
+    if args.stub_ms is None:
+        env = offline_env(harness.pgdir, workers=workers)
+    else:
+        assert harness.stub is not None
+        env = service_env(harness.pgdir, harness.stub.base_url, dims=512, workers=workers)
+    env["LIMITS__QUERY_IN_FLIGHT"] = str(cap)
+    return env
+
+
+def set_up(harness: Harness, args: argparse.Namespace) -> list[tuple[str, str]]:
     """Two organisations, each with a KB, its FAQ ready and an agent: (query key, agent) each."""
-    env = offline_env(harness.pgdir, workers=1)
+    if args.stub_ms is not None:
+        harness.start_stub(embed_delay_ms=args.stub_ms, chat_delay_ms=args.stub_ms, dims=512)
+    env = environment(harness, args, workers=1)
     callers = []
     for name in ("burst", "other"):
         admin_key = harness.create_org(env, name)
@@ -69,14 +91,17 @@ async def burst(
     limits = httpx.Limits(max_connections=args.calls + 10, max_keepalive_connections=args.calls + 10)
     async with httpx.AsyncClient(base_url=base, timeout=120.0, trust_env=False, limits=limits) as http:
 
-        async def ask(caller: tuple[str, str], question: str) -> tuple[int, float]:
+        async def ask(caller: tuple[str, str], question: str) -> tuple[int | str, float]:
             key, agent = caller
             started = time.perf_counter()
-            response = await http.post(
-                f"/api/agents/{agent}/query_knowledge",
-                json={"query": question},
-                headers={"Authorization": f"Bearer {key}"},
-            )
+            try:
+                response = await http.post(
+                    f"/api/agents/{agent}/query_knowledge",
+                    json={"query": question},
+                    headers={"Authorization": f"Bearer {key}"},
+                )
+            except httpx.TransportError as exc:  # counted by kind: a connection reset, refused
+                return type(exc).__name__, (time.perf_counter() - started) * 1000
             return response.status_code, (time.perf_counter() - started) * 1000
 
         for caller in callers:  # the model loaded, connections pooled
@@ -106,6 +131,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--other", type=int, default=5, help="calls from the other organisation, one by one")
     parser.add_argument("--caps", default="0,64", help="LIMITS__QUERY_IN_FLIGHT per round, in turn")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each cap")
+    parser.add_argument(
+        "--stub-ms",
+        type=float,
+        help="embed and answer through the OpenAI stub, its replies this late (default: offline)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--keep-tmp", action="store_true")
     return parser.parse_args(argv)
@@ -119,12 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds: list[dict[str, Any]] = []
     started = now_iso()
     try:
-        callers = set_up(harness)
+        callers = set_up(harness, args)
         for index in range(args.rounds * len(caps)):
             cap = caps[index % len(caps)]
-            env = offline_env(harness.pgdir)
-            env["LIMITS__QUERY_IN_FLIGHT"] = str(cap)
-            base, _ = harness.start_service(env)
+            base, _ = harness.start_service(environment(harness, args, cap))
             result = {"cap": cap, **asyncio.run(burst(base, callers, args, index))}
             harness.stop_service()
             rounds.append(result)

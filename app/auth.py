@@ -137,7 +137,10 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
                     response_headers[name] = value
             await send(message)
 
-        cap = limits.query_in_flight if budget == "query" else 0
+        # Questions only: the tool declaration (a GET) is read once as a call starts, and a
+        # call started without it has no knowledge at all.
+        asks = scope["type"] == ScopeType.HTTP and scope["method"] == "POST"
+        cap = limits.query_in_flight if budget == "query" and asks else 0
         if not cap:
             await next_app(scope, receive, send_with_limits)
             return

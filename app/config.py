@@ -62,8 +62,8 @@ class LimitSettings(Section):
         64,
         ge=0,
         description="Voice-runtime calls one organisation may have in progress at once in each server "
-        "process; more get 429 at once, so one organisation's burst is bounded before it reaches "
-        "the database (0 = no limit).",
+        "process (questions; the tool declaration is not counted); more get 429 at once, so one "
+        "organisation's burst is bounded before the search and the model (0 = no limit).",
     )
     documents_per_kb: int = Field(10_000, ge=1, description="Most documents one knowledge base may hold.")
     org_storage_bytes: int = Field(

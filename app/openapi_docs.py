@@ -56,7 +56,7 @@ _DESCRIPTIONS = {
     413: "The body is larger than the configured limit",
     415: "Unsupported content or file type",
     422: "The body failed validation; `fields` names each problem",
-    429: "Rate limit reached; see Retry-After and RateLimit-* headers",
+    429: "Rate limit reached, or too many of the organisation's questions in progress; see Retry-After",
     503: "The database is unavailable; see Retry-After",
 }
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}

@@ -176,9 +176,9 @@ async def test_daily_embedding_quota_defers_the_document(database_url, settings,
 async def test_an_organisation_has_at_most_so_many_calls_in_progress(
     database_url, settings, org, other_org, engine
 ):
-    """The per-minute budget bounds a rate, not a burst: beyond its calls in progress, an
-    organisation's next call is refused at once; another organisation's goes through, and the
-    slot is free again when the call ends."""
+    """The per-minute budget bounds a rate, not a burst: beyond its questions in progress, an
+    organisation's next question is refused at once; its tool declaration and another
+    organisation's question go through, and the slot is free again when the question ends."""
     app = _app(database_url, settings, query_in_flight=1)
     stalled, release = threading.Event(), threading.Event()
     async with AsyncTestClient(app=app) as c:
@@ -208,6 +208,8 @@ async def test_an_organisation_has_at_most_so_many_calls_in_progress(
         )
         assert await asyncio.to_thread(stalled.wait, 10)
         refused = await ask(org.headers, agents[0], "When do you open?")
+        # A call starting meanwhile still gets its tool declaration: without it, no knowledge.
+        declared = await c.get(f"/api/agents/{agents[0]}/tool", headers=org.headers)
         other = await ask(other_org.headers, agents[1], "When do you open?")
         release.set()
         answered = await first
@@ -221,4 +223,4 @@ async def test_an_organisation_has_at_most_so_many_calls_in_progress(
     assert (
         refused.json()["detail"] == "1 calls of this organisation are already in progress here; retry shortly"
     )
-    assert [r.status_code for r in (other, answered, again)] == [200, 200, 200]
+    assert [r.status_code for r in (declared, other, answered, again)] == [200, 200, 200, 200]

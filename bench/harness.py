@@ -159,6 +159,20 @@ def vk_command(*args: str, repo: Path = REPO_ROOT) -> list[str]:
     return [sys.executable, "-m", "app.cli", *args]
 
 
+def wait_ready(process: subprocess.Popen[Any], base: str, log: Path, name: str, timeout_s: float) -> None:
+    """Until ``base``/ready answers 200; BenchError (with the log's end) if ``process`` exits
+    or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchError(f"{name} exited with status {process.returncode}:\n{tail(log.read_text())}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
+                return
+        time.sleep(0.25)
+    raise BenchError(f"{name} was not ready within {timeout_s:g} s:\n{tail(log.read_text())}")
+
+
 def tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
@@ -251,17 +265,8 @@ class Harness:
             start_new_session=True, preexec_fn=die_with_parent,  # noqa: PLW1509
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.service.poll() is not None:
-                raise BenchError(
-                    f"vk serve exited with status {self.service.returncode}:\n{tail(log.read_text())}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
-                    return base, round(time.perf_counter() - started, 2)
-            time.sleep(0.25)
-        raise BenchError(f"vk serve was not ready within {timeout_s:g} s:\n{tail(log.read_text())}")
+        wait_ready(self.service, base, log, "vk serve", timeout_s)
+        return base, round(time.perf_counter() - started, 2)
 
     def service_log(self) -> str:
         logs = sorted(self.tmp.glob("service-*.log"), key=lambda p: p.stat().st_mtime)

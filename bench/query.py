@@ -73,8 +73,8 @@ from bench.harness import (
     postgres_url,
     reported_failure,
     run_driver,
-    tail,
     terminate_on_sigterm,
+    wait_ready,
 )
 from bench.metering import CpuMeter, machine_info, speed_probe, wait_for_quiet
 from bench.openai_stub import free_port
@@ -283,15 +283,8 @@ def start_reference(harness: Harness, dims: int) -> Reference:
     command = [sys.executable, "-m", "bench.reference_app", "--port", str(port), "--dims", str(dims)]
     process = harness.spawn(command, "reference.log", env)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base}/ready", timeout=2.0, trust_env=False).status_code == 200:
-                return Reference(process, base)
-        time.sleep(0.25)
-    raise BenchError(
-        f"bench.reference_app did not start:\n{tail((harness.tmp / 'reference.log').read_text())}"
-    )
+    wait_ready(process, base, harness.tmp / "reference.log", "bench.reference_app", 60)
+    return Reference(process, base)
 
 
 @contextlib.contextmanager

@@ -28,6 +28,9 @@ WINDOW_S = 60
 # The voice runtime's calls: the tool declaration at a session's start, then the questions.
 _RUNTIME_PATH = re.compile(r"^/api/agents/[^/]+/(?:query_knowledge(?:/stream)?|tool)$")
 _SLASHES = re.compile(r"/{2,}")
+# Keys whose organisation a process remembers for the cap on calls in progress; past this
+# many (a key is 32 bytes and a UUID), it starts again.
+_KEYS_REMEMBERED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,11 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         # The per-minute budget bounds a rate, not a burst: 500 calls of one organisation at
         # once took every pooled connection, and another organisation's call waited 4.2 s.
         self._in_flight: dict[uuid.UUID, int] = {}
+        # The organisation of each key this process has let in. A call over its organisation's
+        # cap is refused before the key's statement: counted after it, a burst's calls still
+        # queued for pooled connections, and past the pool's timeout they were 503s. Every call
+        # under the cap is still looked up, so a revoked key is refused (401) on its next call.
+        self._org_of_key: dict[bytes, uuid.UUID] = {}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         state = scope["app"].state
@@ -93,10 +101,39 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
             raise Unauthorized("unknown or revoked API key")
         limits = state.settings.limits
         budget = budget_for(scope["path"])
+        # Questions only: the tool declaration (a GET) is read once as a call starts, and a
+        # call started without it has no knowledge at all.
+        asks = scope["type"] == ScopeType.HTTP and scope["method"] == "POST"
+        cap = limits.query_in_flight if asks else 0
+        hashed = hash_key(token)
+        held_by = self._org_of_key.get(hashed) if cap and budget == "query" else None
+        if held_by is not None:
+            self._take_call(held_by, cap)
+        try:
+            await self._authenticated(scope, receive, send, next_app, hashed, cap, held_by)
+        finally:
+            if held_by is not None:
+                self._end_call(held_by)
+
+    async def _authenticated(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        next_app: ASGIApp,
+        hashed: bytes,
+        cap: int,
+        held_by: uuid.UUID | None,
+    ) -> None:
+        """The rest of ``handle``: the key's statement, its budget, then the request; a call
+        whose organisation was not known before the statement takes its place in the cap here."""
+        state = scope["app"].state
+        limits = state.settings.limits
+        budget = budget_for(scope["path"])
         async with raw_connection(state.engine) as conn:
             row = await conn.fetchrow(
                 AUTHENTICATE_SQL,
-                hash_key(token),
+                hashed,
                 budget,
                 WINDOW_S,
                 limits.query_per_minute > 0,
@@ -106,6 +143,7 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
                 timeout=state.settings.query.deadline_s if budget == "query" else None,
             )
         if row is None:
+            self._org_of_key.pop(hashed, None)
             raise Unauthorized("unknown or revoked API key")
         principal = Principal(key_id=row["id"], org_id=row["org_id"], role=row["role"])
         scope["user"] = scope["auth"] = principal
@@ -137,29 +175,34 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
                     response_headers[name] = value
             await send(message)
 
-        # Questions only: the tool declaration (a GET) is read once as a call starts, and a
-        # call started without it has no knowledge at all.
-        asks = scope["type"] == ScopeType.HTTP and scope["method"] == "POST"
-        cap = limits.query_in_flight if budget == "query" and asks else 0
-        if not cap:
+        if not cap or budget != "query" or held_by is not None:
             await next_app(scope, receive, send_with_limits)
             return
         org = principal.org_id
+        self._take_call(org, cap, rate_headers)
+        if len(self._org_of_key) >= _KEYS_REMEMBERED:
+            self._org_of_key.clear()
+        self._org_of_key[hashed] = org
+        try:
+            await next_app(scope, receive, send_with_limits)
+        finally:
+            self._end_call(org)
+
+    def _take_call(self, org: uuid.UUID, cap: int, rate_headers: dict[str, str] | None = None) -> None:
         held = self._in_flight.get(org, 0)
         if held >= cap:
             RATE_LIMITED.labels("query_in_flight").inc()
             raise TooManyRequests(
                 f"{cap} calls of this organisation are already in progress here; retry shortly",
-                headers={**rate_headers, "Retry-After": "1"},
+                headers={**(rate_headers or {}), "Retry-After": "1"},
             )
         self._in_flight[org] = held + 1
-        try:
-            await next_app(scope, receive, send_with_limits)
-        finally:
-            if (left := self._in_flight[org] - 1) > 0:
-                self._in_flight[org] = left
-            else:
-                del self._in_flight[org]
+
+    def _end_call(self, org: uuid.UUID) -> None:
+        if (left := self._in_flight[org] - 1) > 0:
+            self._in_flight[org] = left
+        else:
+            del self._in_flight[org]
 
 
 def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

@@ -124,6 +124,20 @@ def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Res
     )
 
 
+def service_busy(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    # Every pooled connection stayed taken for DB__POOL_TIMEOUT_S: too many requests at once,
+    # not a database that is down, and an operator reading the log should not look for one.
+    log.warning(
+        "no database connection free on %s %s within the pool's timeout", request.method, request.url.path
+    )
+    return _json(
+        503,
+        "unavailable",
+        "the service is busy: no database connection came free in time; retry shortly",
+        headers={"Retry-After": "2"},
+    )
+
+
 def concurrent_change(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     # PostgreSQL aborted the transaction for another one (deadlock, serialization failure):
     # nothing was written, and the same request will most likely go through if sent again.
@@ -205,7 +219,7 @@ HANDLERS: dict[type[Exception] | int, Any] = {
     AppError: app_error,
     ValidationException: validation_error,
     HTTPException: http_error,
-    PoolTimeout: database_unavailable,
+    PoolTimeout: service_busy,
     DBAPIError: dbapi_error,
     Exception: internal_error,
 }

@@ -57,7 +57,7 @@ _DESCRIPTIONS = {
     415: "Unsupported content or file type",
     422: "The body failed validation; `fields` names each problem",
     429: "Rate limit reached, or too many of the organisation's questions in progress; see Retry-After",
-    503: "The database is unavailable; see Retry-After",
+    503: "The database is unavailable, or the service too busy to reach it; see Retry-After",
 }
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _SCHEMAS = "#/components/schemas/"

@@ -88,7 +88,9 @@ def set_up(harness: Harness, args: argparse.Namespace) -> list[tuple[str, str]]:
 async def burst(
     base: str, callers: list[tuple[str, str]], args: argparse.Namespace, index: int
 ) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=args.calls + 10, max_keepalive_connections=args.calls + 10)
+    # Without keep-alive, each call comes on a connection of its own, as from separate runtimes.
+    keep = 0 if args.no_keep_alive else args.calls + 10
+    limits = httpx.Limits(max_connections=args.calls + 10, max_keepalive_connections=keep)
     async with httpx.AsyncClient(base_url=base, timeout=120.0, trust_env=False, limits=limits) as http:
 
         async def ask(caller: tuple[str, str], question: str) -> tuple[int | str, float]:
@@ -135,6 +137,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--stub-ms",
         type=float,
         help="embed and answer through the OpenAI stub, its replies this late (default: offline)",
+    )
+    parser.add_argument(
+        "--no-keep-alive", action="store_true", help="a new connection for each call, none kept open"
     )
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--keep-tmp", action="store_true")

@@ -224,3 +224,82 @@ async def test_an_organisation_has_at_most_so_many_calls_in_progress(
         refused.json()["detail"] == "1 calls of this organisation are already in progress here; retry shortly"
     )
     assert [r.status_code for r in (declared, other, answered, again)] == [200, 200, 200, 200]
+
+
+async def test_a_call_over_the_cap_is_refused_before_its_key_is_looked_up(
+    database_url, settings, org, other_org, engine
+):
+    """A burst must not queue for pooled connections only to be refused: while one call holds
+    the pool's only connection, the same organisation's next call is a 429 at once, not a 503
+    after the pool's timeout. Another organisation's key, never seen by this process, waits for
+    the pool as before, and is told the service is busy, not that the database is down."""
+    one_connection = settings.db.model_copy(update={"pool_size": 1, "max_overflow": 0, "pool_timeout_s": 0.3})
+    app = _app(database_url, settings.model_copy(update={"db": one_connection}), query_in_flight=1)
+    stalled, release = threading.Event(), threading.Event()
+    async with AsyncTestClient(app=app) as c:
+        agents = []
+        for owner in (org, other_org):
+            kb = await create_kb(c, owner.headers)
+            await create_text_doc(c, owner.headers, kb["id"], content="We open at nine on weekdays.")
+            agents.append(await assign_new_agent(c, owner.headers, kb["id"]))
+        assert await drain(make_ingestor(app, engine)) == {"ready": 2}
+        service = app.state.query_service
+        real_embed_query = service.embedder.embed_query
+
+        async def embed_query(text: str, *, timeout: float) -> list[float]:
+            if text == "when do you open on saturdays":
+                async with service.engine.connect():  # the pool's only connection
+                    stalled.set()
+                    await asyncio.to_thread(release.wait, 10)
+            return await real_embed_query(text, timeout=timeout)
+
+        service.embedder.embed_query = embed_query
+
+        def ask(headers: dict[str, str], agent: str, query: str) -> Any:
+            return c.post(f"/api/agents/{agent}/query_knowledge", json={"query": query}, headers=headers)
+
+        first = asyncio.create_task(
+            asyncio.to_thread(asyncio.run, ask(org.headers, agents[0], "When do you open on Saturdays?"))
+        )
+        assert await asyncio.to_thread(stalled.wait, 10)
+        refused = await ask(org.headers, agents[0], "When do you open?")
+        busy = await ask(other_org.headers, agents[1], "When do you open?")
+        release.set()
+        answered = await first
+
+    assert (refused.status_code, refused.headers["Retry-After"], refused.json()) == (
+        429,
+        "1",
+        {
+            "error": "rate_limited",
+            "detail": "1 calls of this organisation are already in progress here; retry shortly",
+        },
+    )
+    assert (busy.status_code, busy.headers["Retry-After"], busy.json()) == (
+        503,
+        "2",
+        {
+            "error": "unavailable",
+            "detail": "the service is busy: no database connection came free in time; retry shortly",
+        },
+    )
+    assert answered.status_code == 200
+
+
+async def test_a_key_revoked_after_a_call_is_refused_on_the_next(database_url, settings, org):
+    """The process remembers a key's organisation only to count its calls: a key revoked
+    after a call is refused on the next call, which is looked up as every call is."""
+    app = _app(database_url, settings, query_in_flight=4)
+    async with AsyncTestClient(app=app) as c:
+        kb = await create_kb(c, org.headers)
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        key = await create_key(c, org.headers, "query")
+        path = f"/api/agents/{agent}/query_knowledge"
+        before = await c.post(path, json={"query": "When do you open?"}, headers=bearer(key["key"]))
+        assert (await c.delete(f"/api/keys/{key['id']}", headers=org.headers)).status_code == 204
+        after = await c.post(path, json={"query": "When do you open?"}, headers=bearer(key["key"]))
+    assert before.status_code == 200
+    assert (after.status_code, after.json()) == (
+        401,
+        {"error": "unauthorized", "detail": "unknown or revoked API key"},
+    )

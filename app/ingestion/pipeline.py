@@ -116,9 +116,6 @@ class Ingestor:
         args = (lease, self.settings.lease_s, self.settings.max_attempts)
         async with raw_connection(self.engine) as conn:
             rows = await conn.fetch(sql.CLAIM_SQL, *args, limit)
-            if len(rows) < limit:
-                # The queue's head may be held by other claims at this instant (or empty).
-                rows += await conn.fetch(sql.CLAIM_ANY_SQL, *args, limit - len(rows))
         return [ClaimedDocument.from_row(r) for r in rows]
 
     async def maintenance(self, embedder_key: str | None = None) -> None:

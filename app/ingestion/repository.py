@@ -19,24 +19,13 @@ from typing import Any
 # An upgrade's backlog of re-reads waits behind new work. FOR UPDATE cannot share a query
 # level with a window function: the turns are numbered in one step and the rows locked in
 # the next, where the claim's condition is checked again under the lock. Only the head of
-# the queue is locked from: a claim that finds it all held by other claims at this instant
-# falls back to CLAIM_ANY_SQL (Ingestor.claim).
+# the queue is locked from; when other claims hold enough of a full head at this instant,
+# the rest is taken first come, first served (``more``), so a claim never stalls. A head
+# shorter than its limit held the whole queue, and then nothing is scanned twice.
 _CLAIMABLE = """(
     (d.status = 'pending' AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now()))
     OR (d.status = 'processing' AND d.lease_expires_at < now() AND d.attempts < $3)
 )"""
-_TAKE = """
-UPDATE documents d
-SET status = 'processing', attempts = d.attempts + 1, lease_owner = $1,
-    lease_expires_at = now() + make_interval(secs => $2), progress_done = 0, progress_total = 0,
-    updated_at = now()
-FROM picked, knowledge_bases kb
-WHERE d.id = picked.id AND kb.id = d.kb_id
-RETURNING d.id, d.lease_owner AS lease, d.org_id, d.kb_id, d.title, d.source_kind, d.source_url,
-          d.file_name, d.original, d.content_hash, d.chunk_count, d.attempts, d.etag, d.last_modified,
-          d.sync_interval_s, d.status, d.reread, d.fetched_kind, d.fetched_charset,
-          kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
-"""
 CLAIM_SQL = f"""
 WITH in_work AS (
     SELECT org_id, count(*) AS n FROM documents
@@ -50,24 +39,36 @@ WITH in_work AS (
     WHERE {_CLAIMABLE}
 ), head AS (
     SELECT id, reread, turn, created_at FROM queued ORDER BY reread, turn, created_at LIMIT $4 + 32
-), picked AS (
+), fair AS (
     SELECT d.id FROM documents d JOIN head q ON q.id = d.id
     WHERE {_CLAIMABLE}
     ORDER BY q.reread, q.turn, q.created_at
     FOR UPDATE OF d SKIP LOCKED
     LIMIT $4
-)
-{_TAKE}"""
-# First come, first served, skipping whatever other claims hold: never stalls.
-CLAIM_ANY_SQL = f"""
-WITH picked AS (
+), more AS (
     SELECT d.id FROM documents d
-    WHERE {_CLAIMABLE}
+    WHERE (SELECT count(*) FROM head) = $4 + 32
+      AND (SELECT count(*) FROM fair) < $4
+      AND d.id NOT IN (SELECT id FROM fair)
+      AND {_CLAIMABLE}
     ORDER BY d.reread, d.created_at
     FOR UPDATE SKIP LOCKED
     LIMIT $4
+), picked AS (
+    -- what ``more`` locked past the limit is left untouched, and unlocked as the statement ends
+    SELECT id FROM fair UNION ALL SELECT id FROM more LIMIT $4
 )
-{_TAKE}"""
+UPDATE documents d
+SET status = 'processing', attempts = d.attempts + 1, lease_owner = $1,
+    lease_expires_at = now() + make_interval(secs => $2), progress_done = 0, progress_total = 0,
+    updated_at = now()
+FROM picked, knowledge_bases kb
+WHERE d.id = picked.id AND kb.id = d.kb_id
+RETURNING d.id, d.lease_owner AS lease, d.org_id, d.kb_id, d.title, d.source_kind, d.source_url,
+          d.file_name, d.original, d.content_hash, d.chunk_count, d.attempts, d.etag, d.last_modified,
+          d.sync_interval_s, d.status, d.reread, d.fetched_kind, d.fetched_charset,
+          kb.language, kb.chunk_tokens, kb.chunk_overlap_tokens
+"""
 
 # A job whose worker died more often than allowed is not retried forever.
 GIVE_UP_SQL = """

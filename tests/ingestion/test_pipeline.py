@@ -603,3 +603,17 @@ async def test_a_claim_skips_a_queue_head_that_other_claims_hold(client, app, or
         await other.rollback()
 
     assert [str(d.id) for d in claimed] == [str(docs[33]["id"])]
+
+
+async def test_a_claim_takes_what_it_can_from_the_head_then_the_rest(client, app, org, engine):
+    kb = await create_kb(client, org.headers)
+    docs = [await create_text_doc(client, org.headers, kb["id"], content=f"Page {i}.") for i in range(35)]
+    async with engine.connect() as other:
+        # The head of a claim of two is 34 documents; other claims hold 33 of them.
+        await other.execute(
+            text("SELECT id FROM documents ORDER BY created_at LIMIT 33 FOR UPDATE"),
+        )
+        claimed = await make_ingestor(app, engine).claim(2)
+        await other.rollback()
+
+    assert sorted(str(d.id) for d in claimed) == sorted([str(docs[33]["id"]), str(docs[34]["id"])])

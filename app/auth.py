@@ -80,11 +80,12 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
     def __init__(self) -> None:
         # The per-minute budget bounds a rate, not a burst: 500 calls of one organisation at
         # once took every pooled connection, and another organisation's call waited 4.2 s.
-        self._in_flight: dict[uuid.UUID, int] = {}
-        # The organisation of each key this process has let in. A call over its organisation's
-        # cap is refused before the key's statement: counted after it, a burst's calls still
-        # queued for pooled connections, and past the pool's timeout they were 503s. Every call
+        # A question is counted before its key's statement: counted after it, a burst's calls
+        # all queued for pooled connections first, and past the pool's timeout they were 503s.
+        # It counts against its organisation when this process has let the key in before,
+        # else against the key itself until the statement names the organisation. Every call
         # under the cap is still looked up, so a revoked key is refused (401) on its next call.
+        self._in_flight: dict[uuid.UUID | bytes, int] = {}
         self._org_of_key: dict[bytes, uuid.UUID] = {}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
@@ -106,14 +107,17 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         asks = scope["type"] == ScopeType.HTTP and scope["method"] == "POST"
         cap = limits.query_in_flight if asks else 0
         hashed = hash_key(token)
-        held_by = self._org_of_key.get(hashed) if cap and budget == "query" else None
-        if held_by is not None:
-            self._take_call(held_by, cap)
+        if not cap or budget != "query":
+            await self._authenticated(scope, receive, send, next_app, hashed, cap, None)
+            return
+        held_by: uuid.UUID | bytes = self._org_of_key.get(hashed, hashed)
+        if isinstance(held_by, uuid.UUID):
+            org_id_var.set(str(held_by))
+        self._take_call(held_by, cap)
         try:
             await self._authenticated(scope, receive, send, next_app, hashed, cap, held_by)
         finally:
-            if held_by is not None:
-                self._end_call(held_by)
+            self._end_call(held_by)
 
     async def _authenticated(
         self,
@@ -123,10 +127,11 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         next_app: ASGIApp,
         hashed: bytes,
         cap: int,
-        held_by: uuid.UUID | None,
+        held_by: uuid.UUID | bytes | None,
     ) -> None:
-        """The rest of ``handle``: the key's statement, its budget, then the request; a call
-        whose organisation was not known before the statement takes its place in the cap here."""
+        """The rest of ``handle``: the key's statement, its budget, then the request. A call
+        counted against its key (``held_by``), or not counted, takes its organisation's place
+        in the cap here."""
         state = scope["app"].state
         limits = state.settings.limits
         budget = budget_for(scope["path"])
@@ -175,7 +180,7 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
                     response_headers[name] = value
             await send(message)
 
-        if not cap or budget != "query" or held_by is not None:
+        if not cap or budget != "query" or isinstance(held_by, uuid.UUID):
             await next_app(scope, receive, send_with_limits)
             return
         org = principal.org_id
@@ -188,21 +193,24 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         finally:
             self._end_call(org)
 
-    def _take_call(self, org: uuid.UUID, cap: int, rate_headers: dict[str, str] | None = None) -> None:
-        held = self._in_flight.get(org, 0)
+    def _take_call(
+        self, unit: uuid.UUID | bytes, cap: int, rate_headers: dict[str, str] | None = None
+    ) -> None:
+        held = self._in_flight.get(unit, 0)
         if held >= cap:
             RATE_LIMITED.labels("query_in_flight").inc()
+            whose = "with this key" if isinstance(unit, bytes) else "of this organisation"
             raise TooManyRequests(
-                f"{cap} calls of this organisation are already in progress here; retry shortly",
+                f"{cap} calls {whose} are already in progress here; retry shortly",
                 headers={**(rate_headers or {}), "Retry-After": "1"},
             )
-        self._in_flight[org] = held + 1
+        self._in_flight[unit] = held + 1
 
-    def _end_call(self, org: uuid.UUID) -> None:
-        if (left := self._in_flight[org] - 1) > 0:
-            self._in_flight[org] = left
+    def _end_call(self, unit: uuid.UUID | bytes) -> None:
+        if (left := self._in_flight[unit] - 1) > 0:
+            self._in_flight[unit] = left
         else:
-            del self._in_flight[org]
+            del self._in_flight[unit]
 
 
 def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

@@ -125,15 +125,18 @@ def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Res
 
 
 def service_busy(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    # Every pooled connection stayed taken for DB__POOL_TIMEOUT_S: too many requests at once,
-    # not a database that is down, and an operator reading the log should not look for one.
+    # Every pooled connection stayed taken for DB__POOL_TIMEOUT_S: most often too many requests
+    # at once, though a database that stopped answering holds them too. Said as what happened.
     log.warning(
-        "no database connection free on %s %s within the pool's timeout", request.method, request.url.path
+        "no database connection came free within the pool's timeout on %s %s",
+        request.method,
+        request.url.path,
     )
     return _json(
         503,
         "unavailable",
-        "the service is busy: no database connection came free in time; retry shortly",
+        "no database connection came free in time (too many requests at once, or a database "
+        "that does not answer); retry shortly",
         headers={"Retry-After": "2"},
     )
 

@@ -55,7 +55,7 @@ WITH in_work AS (
     FOR UPDATE SKIP LOCKED
     LIMIT $4
 ), picked AS (
-    -- what ``more`` locked past the limit is left untouched, and unlocked as the statement ends
+    -- read in order and lazily: ``more`` is read, and locks, only for what ``fair`` left
     SELECT id FROM fair UNION ALL SELECT id FROM more LIMIT $4
 )
 UPDATE documents d

@@ -88,6 +88,9 @@ def serve(
         "log_level": settings.log_level.lower(),
         "log_config": None,  # keep the JSON logging configured above
         "timeout_graceful_shutdown": 30,
+        # uvicorn's 5 s closed idle connections under a proxy's feet, and under load: a server
+        # busier than 5 s closed connections whose next request was already waiting unread.
+        "timeout_keep_alive": settings.keep_alive_s,
     }
     # uvicorn ends a graceful shutdown on SIGTERM by raising the signal again, with the
     # handler found before it started: this one, so the worker process is stopped on the way out.

@@ -401,6 +401,14 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Bind address of `vk serve`.")
     port: int = Field(8000, ge=1, le=65535, description="Port of `vk serve`.")
+    keep_alive_s: float = Field(
+        75.0,
+        gt=0,
+        le=3600,
+        description="How long `vk serve` keeps an idle client connection open. Longer than the "
+        "idle timeout of the proxy in front (60 s on many load balancers), or the proxy may send a "
+        "request on a connection the service is closing (a reset, a 502).",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
     prompts_dir: Path = Field(PROJECT_ROOT / "prompts", description="Folder of prompt files.")
     debug: bool = Field(

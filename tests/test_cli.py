@@ -3,6 +3,7 @@ its input is one line that says what is wrong."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.config import PROJECT_ROOT, get_settings
+from tests.helpers import free_port, wait_until_up
 
 
 def _commands(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -186,3 +188,35 @@ def test_a_webhook_lease_no_longer_than_an_attempt_is_refused(fresh_settings):
 def test_create_org_refuses_a_name_the_api_would(name, message):
     result = CliRunner().invoke(cli, ["create-org", name])
     assert (result.exit_code, f"Invalid value for NAME: {message}" in result.output) == (2, True)
+
+
+async def test_serve_keeps_an_idle_connection_open_as_long_as_configured(database_url, engine):
+    """uvicorn's own 5 s is shorter than a load balancer's idle timeout: a proxy would send a
+    request on a connection the service is closing. `KEEP_ALIVE_S` reaches the server: with 8,
+    a connection idle for 6 s is still served, and the server ends it later."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
+    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", LOG_LEVEL="WARNING", KEEP_ALIVE_S="8")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"],
+        cwd=PROJECT_ROOT,
+        env=env,
+    )
+    request = f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    try:
+        await wait_until_up(f"http://127.0.0.1:{port}")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        statuses = []
+        for pause in (0, 6):
+            await asyncio.sleep(pause)
+            writer.write(request)
+            statuses.append(await reader.readline())
+            await reader.readuntil(b'{"status":"ok"}')
+        # Past the 8 s, the server ends the connection: the reader sees its end, nothing else.
+        closed = await asyncio.wait_for(reader.read(), timeout=30)
+        writer.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=40)
+    assert statuses == [b"HTTP/1.1 200 OK\r\n"] * 2
+    assert closed == b""

@@ -82,9 +82,10 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         # once took every pooled connection, and another organisation's call waited 4.2 s.
         # A question is counted before its key's statement: counted after it, a burst's calls
         # all queued for pooled connections first, and past the pool's timeout they were 503s.
-        # It counts against its organisation when this process has let the key in before,
-        # else against the key itself until the statement names the organisation. Every call
-        # under the cap is still looked up, so a revoked key is refused (401) on its next call.
+        # It counts against its organisation when this process knows the key's organisation,
+        # else against the key itself, and then against the organisation too once the
+        # statement names it. Every call under the cap is still looked up, so a revoked key is
+        # refused (401) on its next call.
         self._in_flight: dict[uuid.UUID | bytes, int] = {}
         self._org_of_key: dict[bytes, uuid.UUID] = {}
 
@@ -184,10 +185,12 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
             await next_app(scope, receive, send_with_limits)
             return
         org = principal.org_id
-        self._take_call(org, cap, rate_headers)
+        # Remembered even when refused below: the key's next calls are then refused before
+        # their statement while its organisation is at the cap.
         if len(self._org_of_key) >= _KEYS_REMEMBERED:
             self._org_of_key.clear()
         self._org_of_key[hashed] = org
+        self._take_call(org, cap, rate_headers)
         try:
             await next_app(scope, receive, send_with_limits)
         finally:

@@ -272,7 +272,9 @@ def create_app(
 
 def app_factory() -> Litestar:
     """Entry point for ``uvicorn --factory app.main:app_factory`` (and each ``vk serve --workers``
-    process): settings from the environment, JSON logs as ``vk serve`` configures them."""
+    process): settings from the environment, JSON logs as ``vk serve`` configures them. The
+    server's own options (``KEEP_ALIVE_S`` among them) are ``vk serve``'s: uvicorn run by hand
+    takes them as its flags (``--timeout-keep-alive 75``)."""
     configure_logging(get_settings().log_level)
     app = create_app()
     tune_gc()

@@ -192,11 +192,11 @@ def test_create_org_refuses_a_name_the_api_would(name, message):
 
 async def test_serve_keeps_an_idle_connection_open_as_long_as_configured(database_url, engine):
     """uvicorn's own 5 s is shorter than a load balancer's idle timeout: a proxy would send a
-    request on a connection the service is closing. `KEEP_ALIVE_S` reaches the server: with 8,
+    request on a connection the service is closing. `KEEP_ALIVE_S` reaches the server: with 12,
     a connection idle for 6 s is still served, and the server ends it later."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "INGESTION__", "PROMETHEUS"))}
-    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", LOG_LEVEL="WARNING", KEEP_ALIVE_S="8")
+    env.update(DATABASE_URL=database_url, INGESTION__WORKERS="0", LOG_LEVEL="WARNING", KEEP_ALIVE_S="12")
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--no-migrate"],
         cwd=PROJECT_ROOT,
@@ -212,7 +212,7 @@ async def test_serve_keeps_an_idle_connection_open_as_long_as_configured(databas
             writer.write(request)
             statuses.append(await reader.readline())
             await reader.readuntil(b'{"status":"ok"}')
-        # Past the 8 s, the server ends the connection: the reader sees its end, nothing else.
+        # Past the 12 s, the server ends the connection: the reader sees its end, nothing else.
         closed = await asyncio.wait_for(reader.read(), timeout=30)
         writer.close()
     finally:

@@ -10,11 +10,16 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
 from app import auth
-from app.auth import budget_for
+from app.auth import ApiKeyAuthMiddleware, budget_for
 from app.ingestion.worker import drain
 from app.main import create_app
 from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import assign_new_agent, bearer, create_kb, create_key, create_text_doc, in_one_rate_window
+
+
+def _in_flight(app: Any) -> dict[Any, int]:
+    """The questions in progress the app's auth middleware counts (by organisation or key)."""
+    return next(m for m in app.middleware if isinstance(m, ApiKeyAuthMiddleware))._in_flight
 
 
 def _app(database_url, settings, **limits):
@@ -226,6 +231,7 @@ async def test_an_organisation_has_at_most_so_many_calls_in_progress(
         refused.json()["detail"] == "1 calls of this organisation are already in progress here; retry shortly"
     )
     assert [r.status_code for r in (declared, other, answered, again)] == [200, 200, 200, 200]
+    assert _in_flight(app) == {}  # every place given back, by organisation and by key
 
 
 async def test_a_call_over_the_cap_is_refused_before_its_key_is_looked_up(
@@ -234,7 +240,7 @@ async def test_a_call_over_the_cap_is_refused_before_its_key_is_looked_up(
     """A burst must not queue for pooled connections only to be refused: while one call holds
     the pool's only connection, the same organisation's next call is a 429 at once, not a 503
     after the pool's timeout. Another organisation's key, never seen by this process, waits for
-    the pool as before, and is told the service is busy, not that the database is down."""
+    the pool as before, and is told no connection came free, not that the database is down."""
     one_connection = settings.db.model_copy(update={"pool_size": 1, "max_overflow": 0, "pool_timeout_s": 0.3})
     app = _app(database_url, settings.model_copy(update={"db": one_connection}), query_in_flight=1)
     stalled, release = threading.Event(), threading.Event()
@@ -289,6 +295,7 @@ async def test_a_call_over_the_cap_is_refused_before_its_key_is_looked_up(
         },
     )
     assert [r.status_code for r in (answered, *afterwards)] == [200, 200, 200]
+    assert _in_flight(app) == {}  # every place given back, by organisation and by key
 
 
 async def test_a_key_revoked_after_a_call_is_refused_on_the_next(database_url, settings, org):
@@ -311,6 +318,7 @@ async def test_a_key_revoked_after_a_call_is_refused_on_the_next(database_url, s
         {"error": "unauthorized", "detail": "unknown or revoked API key"},
     )
     assert [r.status_code for r in others] == [200, 200]
+    assert _in_flight(app) == {}  # every place given back, by organisation and by key
 
 
 async def test_a_new_keys_calls_are_capped_before_its_first_lookup_ends(database_url, settings, org):
@@ -357,3 +365,27 @@ async def test_a_new_keys_calls_are_capped_before_its_first_lookup_ends(database
         },
     )
     assert [r.status_code for r in (answered, *afterwards)] == [200, 200, 200]
+    assert _in_flight(app) == {}  # every place given back, by organisation and by key
+
+
+async def test_a_call_over_the_per_minute_budget_gives_its_place_back(database_url, settings, org):
+    app = _app(database_url, settings, query_in_flight=1, query_per_minute=1)
+    async with AsyncTestClient(app=app) as c:
+        kb = await create_kb(c, org.headers)
+        agent = await assign_new_agent(c, org.headers, kb["id"])
+        keys = [(await create_key(c, org.headers, "query"))["key"] for _ in range(2)]
+        path = f"/api/agents/{agent}/query_knowledge"
+        await in_one_rate_window()
+        # A key this process knows, twice, then one it does not: counted by organisation, then
+        # by key, before the statement that finds the minute's budget spent.
+        responses = [
+            await c.post(path, json={"query": "When do you open?"}, headers=bearer(key))
+            for key in (keys[0], keys[0], keys[1])
+        ]
+        held = dict(_in_flight(app))
+    assert [r.status_code for r in responses] == [200, 429, 429]
+    assert [r.json()["detail"] for r in responses[1:]] == [
+        "rate limit of 1 query requests per minute reached; retry in " + r.headers["Retry-After"] + " s"
+        for r in responses[1:]
+    ]
+    assert held == {}

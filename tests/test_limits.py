@@ -22,6 +22,17 @@ def _in_flight(app: Any) -> dict[Any, int]:
     return next(m for m in app.middleware if isinstance(m, ApiKeyAuthMiddleware))._in_flight
 
 
+async def _agents_of(c: AsyncTestClient, app: Any, engine: Any, owners: Any) -> list[str]:
+    """An agent for each organisation, its knowledge base holding one ready sentence."""
+    agents = []
+    for owner in owners:
+        kb = await create_kb(c, owner.headers)
+        await create_text_doc(c, owner.headers, kb["id"], content="We open at nine on weekdays.")
+        agents.append(await assign_new_agent(c, owner.headers, kb["id"]))
+    assert await drain(make_ingestor(app, engine)) == {"ready": len(agents)}
+    return agents
+
+
 def _app(database_url, settings, **limits):
     limited = settings.model_copy(update={"limits": settings.limits.model_copy(update=limits)})
     return create_app(limited, database_url=database_url, resolver=fake_resolver, run_workers=False)
@@ -189,12 +200,7 @@ async def test_an_organisation_has_at_most_so_many_calls_in_progress(
     app = _app(database_url, settings, query_in_flight=1)
     stalled, release = threading.Event(), threading.Event()
     async with AsyncTestClient(app=app) as c:
-        agents = []
-        for owner in (org, other_org):
-            kb = await create_kb(c, owner.headers)
-            await create_text_doc(c, owner.headers, kb["id"], content="We open at nine on weekdays.")
-            agents.append(await assign_new_agent(c, owner.headers, kb["id"]))
-        assert await drain(make_ingestor(app, engine)) == {"ready": 2}
+        agents = await _agents_of(c, app, engine, (org, other_org))
         embedder = app.state.query_service.embedder
         real_embed_query = embedder.embed_query
 
@@ -245,12 +251,7 @@ async def test_a_call_over_the_cap_is_refused_before_its_key_is_looked_up(
     app = _app(database_url, settings.model_copy(update={"db": one_connection}), query_in_flight=1)
     stalled, release = threading.Event(), threading.Event()
     async with AsyncTestClient(app=app) as c:
-        agents = []
-        for owner in (org, other_org):
-            kb = await create_kb(c, owner.headers)
-            await create_text_doc(c, owner.headers, kb["id"], content="We open at nine on weekdays.")
-            agents.append(await assign_new_agent(c, owner.headers, kb["id"]))
-        assert await drain(make_ingestor(app, engine)) == {"ready": 2}
+        agents = await _agents_of(c, app, engine, (org, other_org))
         service = app.state.query_service
         real_embed_query = service.embedder.embed_query
 

@@ -21,8 +21,9 @@ TTS voice gets the written form wrong:
   are read digit by digit, group by group ("555-123-4567" -> "five five five, one two
   three, four five six seven"). Words rather than digits keep the result stable when it
   is cleaned again. Digit groups are a phone number in the North American shape, after
-  "+" or "(", or after a word that announces one ("call", "phone", "number"...); other
-  groups ("10 20 30", "1 234 567") stay as written.
+  "+" or "(", after a word that announces one ("call", "phone", "number"...), or when
+  they start with a zero ("01632 960318": no quantity does); other groups ("10 20 30",
+  "1 234 567") stay as written.
 - Money: "$5.50" -> "5 dollars 50 cents", "£4.2bn" -> "4.2 billion pounds", "-$5" ->
   "minus 5 dollars", "€5,50" -> "5 euros 50 cents", "C$20" -> "20 Canadian dollars",
   "R$149,90" -> "149 reais 90 centavos", "USD 25" -> "25 US dollars"; letters before "$"
@@ -136,7 +137,10 @@ _FENCE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})")
 _RULE_RE = re.compile(r"^(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|=+|-+)$")
 _HEADING_RE = re.compile(r"^#{1,6}(?:\s+(.*?))?(?:\s+#+)?\s*$")
 _BOLD_LINE_RE = re.compile(r"^(\*\*|__)(?=\S)(.+?)(?<=\S)\1:?$")
-_LIST_ITEM_RE = re.compile(r"^(?:[-*+•◦‣●○–]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+(.*)$")
+# "(555) 123-4567" at a line's start is an area code, not the item "(555)" of a list.
+_LIST_ITEM_RE = re.compile(
+    r"^(?:[-*+•◦‣●○–]|(?!\(\d{3}\)\s*\d{3}[ .-]?\d{4}(?!\d))\(?\d{1,3}[.)]|\(?[a-z]\))\s+(.*)$"
+)
 _TABLE_SEPARATOR_RE = re.compile(r"^\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?$")
 
 # --- inline markdown and markup -------------------------------------------------------
@@ -232,13 +236,18 @@ _ISO_DATE_RE = re.compile(
     r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})"
     r"(?:T(\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d-])"
 )
+# Groups of up to six digits (a UK number's "960318"), or one unbroken run of up to twelve.
 _PHONE_RE = re.compile(
-    r"(?<![\w.,+\-/:$€£])(\+\d{1,3}[ .-]?)?(\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]\d{1,5}){0,5}(?![\w/:-]|[.,]\d)"
+    r"(?<![\w.,+\-/:$€£])(\+\d{1,3}[ .-]?)?(\(\d{1,5}\)[ .-]?)?(?:\d{1,6}(?:[ .-]\d{1,6}){0,5}|\d{7,12})"
+    r"(?![\w/:-]|[.,]\d)"
 )
 _PHONE_GROUP_RE = re.compile(r"\d+")
 # Seven digits with separators need at least eight such characters in a row.
 _MAYBE_PHONE_RE = re.compile(r"[+(\d][\d ().+-]{6,}\d")
 _LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
+# A leading zero makes digits a code, never a quantity ("01632 960318", "07700900256"):
+# read digit by digit wherever they stand. Spaces only: "01-02-2024" is a date.
+_LEADING_ZERO_RE = re.compile(r"0\d*(?: \d+)*")
 # The North American shape (555-123-4567, 1 555 123 4567) is a phone number wherever it
 # stands; other digit groups ("10 20 30 40", "1 234 567", "2019 2020 2021") are one only
 # when they start with "+" or "(" or follow a word that announces one ("call 0800 123 456").
@@ -812,6 +821,7 @@ def _speak_phone(match: re.Match[str]) -> str:
         prefixed
         or _NANP_RE.fullmatch(number) is not None
         or _LOCAL_PHONE_RE.fullmatch(number) is not None
+        or _LEADING_ZERO_RE.fullmatch(number) is not None
         or _PHONE_CONTEXT_RE.search(match.string, max(0, match.start() - 60), match.start()) is not None
     )
     if digits < 7 or not shaped or _DOTTED_DATE_RE.fullmatch(number):

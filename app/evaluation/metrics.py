@@ -150,7 +150,13 @@ def spoken_forms(gold: str) -> list[str]:
     """
     written = normalise_space(gold).casefold()
     spoken = _TRAILING_STOP.sub("", normalise_space(make_speakable(gold)).casefold())
-    return [form for form in dict.fromkeys((written, spoken)) if form]
+    forms = [written, spoken]
+    if sum(c.isdigit() for c in gold) >= 7:
+        # In an answer the digits may follow a word that makes them a phone number ("call
+        # 1300 123 456"), read digit by digit, where the gold alone stays digits.
+        dialled = normalise_space(make_speakable(f"Call {gold}")).casefold()
+        forms.append(_TRAILING_STOP.sub("", dialled.removeprefix("call ")))
+    return [form for form in dict.fromkeys(forms) if form]
 
 
 def contains_gold(answer: str, golds: Iterable[str]) -> bool:

@@ -115,6 +115,11 @@ NUMBERS_AND_SYMBOLS = [
     ),
     ("Call 020 7946 0958.", "Call zero two zero, seven nine four six, zero nine five eight."),
     ("Call 555-1234.", "Call five five five, one two three four."),
+    # A UK number's six-digit group, with or without its country code.
+    ("Ring 01632 960318.", "Ring zero one six three two, nine six zero three one eight."),
+    ("Call +44 7700 900256.", "Call plus four four, seven seven zero zero, nine zero zero two five six."),
+    # An area code opening a line is no list item "(207)".
+    ("(207) 555-0187 is our line.", "two zero seven, five five five, zero one eight seven is our line."),
     ("Founded in 1998.", "Founded in 1998."),
     ("Between 1990 and 2000 it grew 3.5 times.", "Between 1990 and 2000 it grew 3.5 times."),
     ("Pages 1,000-2,000.", "Pages 1,000 to 2,000."),
@@ -163,6 +168,11 @@ NUMBERS_AND_SYMBOLS = [
     # Digit groups are a phone number only in a phone's shape or after a word that says so.
     ("Call 0800 123 456.", "Call zero eight zero zero, one two three, four five six."),
     ("Our number is 06 12 34 56 78.", "Our number is zero six, one two, three four, five six, seven eight."),
+    # No quantity starts with a zero: such digits are a number to dial wherever they stand.
+    ("Reception: 01632 960318.", "Reception: zero one six three two, nine six zero three one eight."),
+    ("Or 07700900256.", "Or zero seven seven zero zero nine zero zero two five six."),
+    ("Dated 01-02-2024, code 007, 0.50 pounds.", "Dated 01-02-2024, code 007, 0.50 pounds."),
+    ("(1) Bring ID.\n(2) Arrive early.", "Bring ID. Arrive early."),
     ("Sizes 10.5 11.5 12.5 13.5.", "Sizes 10.5 11.5 12.5 13.5."),
     ("Scores were 10 20 30 40.", "Scores were 10 20 30 40."),
     ("A town of 1 234 567 people.", "A town of 1 234 567 people."),

@@ -7,6 +7,7 @@ from app.evaluation.metrics import (
     GoldPassage,
     answer_sentence,
     best_f1,
+    contains_all_gold,
     contains_gold,
     first_gold_rank,
     hit_at_k,
@@ -80,6 +81,17 @@ def test_spoken_form_of_a_percentage():
 
 def test_spoken_form_of_an_ordinal():
     assert spoken_forms("21st") == ["21st", "twenty-first"]
+
+
+def test_spoken_forms_of_a_phone_number_read_digit_by_digit():
+    # Alone, "1300 123 456" could be three numbers; after "call" it is said digit by digit.
+    assert spoken_forms("1300 123 456") == [
+        "1300 123 456",
+        "one three zero zero, one two three, four five six",
+    ]
+    assert contains_all_gold(
+        "Text our mobile on zero four nine one, five seven zero, one five six.", ["0491 570 156"]
+    )
 
 
 def test_answer_in_spoken_form_contains_gold():

@@ -109,14 +109,14 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         cap = limits.query_in_flight if asks else 0
         hashed = hash_key(token)
         if not cap or budget != "query":
-            await self._authenticated(scope, receive, send, next_app, hashed, cap, None)
+            await self._authenticated(scope, receive, send, next_app, hashed, budget, cap, None)
             return
         held_by: uuid.UUID | bytes = self._org_of_key.get(hashed, hashed)
         if isinstance(held_by, uuid.UUID):
             org_id_var.set(str(held_by))
         self._take_call(held_by, cap)
         try:
-            await self._authenticated(scope, receive, send, next_app, hashed, cap, held_by)
+            await self._authenticated(scope, receive, send, next_app, hashed, budget, cap, held_by)
         finally:
             self._end_call(held_by)
 
@@ -127,15 +127,16 @@ class ApiKeyAuthMiddleware(ASGIMiddleware):
         send: Send,
         next_app: ASGIApp,
         hashed: bytes,
+        budget: str,
         cap: int,
         held_by: uuid.UUID | bytes | None,
     ) -> None:
         """The rest of ``handle``: the key's statement, its budget, then the request. A call
         counted against its key (``held_by``), or not counted, takes its organisation's place
-        in the cap here."""
+        in the cap here. ``budget`` is the path's; the statement may answer another (a query
+        key counts against "query" whatever it asks for)."""
         state = scope["app"].state
         limits = state.settings.limits
-        budget = budget_for(scope["path"])
         async with raw_connection(state.engine) as conn:
             row = await conn.fetchrow(
                 AUTHENTICATE_SQL,

@@ -60,8 +60,10 @@ def model_dir() -> Path:
 
 
 def model_key(precision: Precision) -> str:
-    """int8 vectors differ slightly from fp32 ones: documents and questions must share one."""
-    suffix = "-int8" if precision == "int8" else ""
+    """int8 vectors differ slightly from fp32 ones: documents and questions must share one.
+    "-int8-u8": the 8-bit model with unsigned weights (minilm_graph.py); the signed one
+    ("-int8") gave slightly other vectors on each CPU type, so its chunks are embedded again."""
+    suffix = "-int8-u8" if precision == "int8" else ""
     return f"minilm:{MODEL_NAME}{suffix}:384"
 
 

@@ -52,12 +52,14 @@ async def test_int8_vectors_stay_close_to_the_reference(embedder):
         got = await embedder.embed_query(sentence, timeout=5.0)
         assert len(got) == 384
         cosines.append(float(np.dot(got, expected)))
-    assert min(cosines) > 0.97
-    assert sum(cosines) / len(cosines) > 0.99
+    # Unsigned weights: 0.9931 at the least and 0.9975 on average on an AVX2 machine, where
+    # the signed ones (whose products saturate there) gave 0.9906 and 0.9950.
+    assert min(cosines) > 0.99
+    assert sum(cosines) / len(cosines) > 0.996
 
 
 def test_int8_and_fp32_vectors_never_mix():
-    assert shared_minilm("int8").model_key == "minilm:all-MiniLM-L6-v2-int8:384"
+    assert shared_minilm("int8").model_key == "minilm:all-MiniLM-L6-v2-int8-u8:384"
     assert shared_minilm("fp32").model_key == "minilm:all-MiniLM-L6-v2:384"
 
 
@@ -99,7 +101,7 @@ def test_the_offline_default_without_an_api_key():
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     assert settings.embedding_provider == "minilm"
     embedder = build_embedder(settings, None)
-    assert embedder.model_key == "minilm:all-MiniLM-L6-v2-int8:384"
+    assert embedder.model_key == "minilm:all-MiniLM-L6-v2-int8-u8:384"
     assert embedder.dimensions == 384
 
 

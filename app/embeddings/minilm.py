@@ -9,9 +9,9 @@ Why ONNX Runtime, in int8 (docs/EMBEDDINGS.md has the measurements): the registr
 is the multi-gigabyte CUDA build; numpy's float32 products took 8-14 ms for a caller's
 question and read 1,700 word pieces a second; ONNX Runtime over a graph written from the
 weights (``minilm_graph.py``) gives the reference vectors in fp32 at 1.7x that speed, and
-in int8 2-4 ms a question and 7,000 word pieces a second per core, at a cosine of 0.997 to
-the reference on average. The int8 model is built once (about 4 s) and kept in
-``EMBEDDING__MODEL_CACHE_DIR``.
+in int8 (unsigned weights: the same vectors on every CPU) 4-5 ms a question and 3,500 word
+pieces a second per core on an AVX2 machine, at a cosine of 0.998 to the reference on
+average. The int8 model is built once (about 4 s) and kept in ``EMBEDDING__MODEL_CACHE_DIR``.
 """
 
 from __future__ import annotations

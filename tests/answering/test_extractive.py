@@ -374,9 +374,9 @@ def test_a_heading_names_the_subject_of_the_sentences_under_it() -> None:
     ]
     question = "What does the family pass cost?"
     answer = _meant(question, passages)
-    # Which of the two sentences leads is a tie within the int8 encoder's spread from one CPU
-    # to another (0.001 on an AMD EPYC, 0.019 in fp32); without the heading, the price is
-    # left out whatever the CPU.
+    # Which of the two sentences leads is a near tie (0.027 apart with the unsigned int8
+    # weights, 0.019 in fp32, 0.001 the other way with the signed ones on an AVX2 CPU);
+    # without the heading, the price is left out with every encoder.
     assert "Two adults and up to three children get in for 42 pounds." in answer.text
     assert answer.has_wanted is True
 

@@ -59,7 +59,7 @@ async def test_int8_vectors_stay_close_to_the_reference(embedder):
 
 
 def test_int8_and_fp32_vectors_never_mix():
-    assert shared_minilm("int8").model_key == "minilm:all-MiniLM-L6-v2-int8-u8:384"
+    assert shared_minilm("int8").model_key == "minilm:all-MiniLM-L6-v2-int8:384"
     assert shared_minilm("fp32").model_key == "minilm:all-MiniLM-L6-v2:384"
 
 
@@ -101,7 +101,7 @@ def test_the_offline_default_without_an_api_key():
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     assert settings.embedding_provider == "minilm"
     embedder = build_embedder(settings, None)
-    assert embedder.model_key == "minilm:all-MiniLM-L6-v2-int8-u8:384"
+    assert embedder.model_key == "minilm:all-MiniLM-L6-v2-int8:384"
     assert embedder.dimensions == 384
 
 

@@ -48,7 +48,7 @@ async def dental_agent(client, org, drain_queue) -> str:
 
 
 async def test_the_offline_default_is_semantic(app, client):
-    assert app.state.embedder.model_key == "minilm:all-MiniLM-L6-v2-int8-u8:384"
+    assert app.state.embedder.model_key == "minilm:all-MiniLM-L6-v2-int8:384"
 
 
 @pytest.mark.parametrize("item", [_case(q) for q in QUESTIONS])

@@ -127,7 +127,7 @@ async def test_sentence_vectors_are_stored_at_ingestion(client, org, clinic, eng
         stored = (
             await conn.execute(
                 text("SELECT count(*) FROM embedding_cache WHERE model_key = :k AND text_hash = ANY(:h)"),
-                {"k": "minilm:all-MiniLM-L6-v2-int8-u8:384", "h": hashes},
+                {"k": "minilm:all-MiniLM-L6-v2-int8:384", "h": hashes},
             )
         ).scalar_one()
     assert stored == 2
@@ -166,7 +166,7 @@ async def _reindexed_with_minilm(semantic_settings, database_url, engine, org, k
         ingestor = make_ingestor(semantic_app, engine)
         await ingestor.maintenance(ingestor.embedder.model_key)
         assert (await _drain(ingestor)) == {"ready": 1}
-        assert await _models(engine) == {"minilm:all-MiniLM-L6-v2-int8-u8:384"}
+        assert await _models(engine) == {"minilm:all-MiniLM-L6-v2-int8:384"}
         await ingestor.maintenance(ingestor.embedder.model_key)
         assert (await _drain(ingestor)) == {}
         agent = await assign_new_agent(c, org.headers, kb_id)

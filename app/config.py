@@ -99,7 +99,7 @@ class EmbeddingSettings(Section):
     local_model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model (optional extra).")
     minilm_precision: Literal["int8", "fp32"] = Field(
         "int8",
-        description="minilm: int8 (2-4 ms a question, cosine 0.997 to the reference on average) or "
+        description="minilm: int8 (2-5 ms a question, cosine 0.998 to the reference on average) or "
         "fp32 (the reference's vectors, 1.7-2.5x slower). Changing it re-indexes the KBs.",
     )
     model_cache_dir: Path | None = Field(

@@ -137,9 +137,9 @@ _FENCE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})")
 _RULE_RE = re.compile(r"^(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|=+|-+)$")
 _HEADING_RE = re.compile(r"^#{1,6}(?:\s+(.*?))?(?:\s+#+)?\s*$")
 _BOLD_LINE_RE = re.compile(r"^(\*\*|__)(?=\S)(.+?)(?<=\S)\1:?$")
-# "(555) 123-4567" at a line's start is an area code, not the item "(555)" of a list.
+# "(555) 123-4567" or "(02) 9876 5432" at a line's start is an area code, not a list's item.
 _LIST_ITEM_RE = re.compile(
-    r"^(?:[-*+•◦‣●○–]|(?!\(\d{3}\)\s*\d{3}[ .-]?\d{4}(?!\d))\(?\d{1,3}[.)]|\(?[a-z]\))\s+(.*)$"
+    r"^(?:[-*+•◦‣●○–]|(?!\(\d{2,5}\)\s*\d{3,4}[ .-]?\d{3,4}(?!\d))\(?\d{1,3}[.)]|\(?[a-z]\))\s+(.*)$"
 )
 _TABLE_SEPARATOR_RE = re.compile(r"^\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?$")
 
@@ -236,18 +236,26 @@ _ISO_DATE_RE = re.compile(
     r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})"
     r"(?:T(\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d-])"
 )
-# Groups of up to six digits (a UK number's "960318"), or one unbroken run of up to twelve.
+# Digit groups (a UK number's "960318", a German "12345678" after its area code), one to
+# three spaces apart as a flattened table leaves them; unbroken, only after a leading zero.
 _PHONE_RE = re.compile(
-    r"(?<![\w.,+\-/:$€£])(\+\d{1,3}[ .-]?)?(\(\d{1,5}\)[ .-]?)?(?:\d{1,6}(?:[ .-]\d{1,6}){0,5}|\d{7,12})"
-    r"(?![\w/:-]|[.,]\d)"
+    r"(?<![\w.,+\-/:$€£])(\+\d{1,3}[ .-]?)?(\(\d{1,5}\)[ .-]?)?"
+    r"(?:\d{1,6}(?:(?:[.-]| {1,3})\d{1,8}){0,5}|0\d{7,11})(?![\w/:-]|[.,]\d)"
 )
 _PHONE_GROUP_RE = re.compile(r"\d+")
 # Seven digits with separators need at least eight such characters in a row.
 _MAYBE_PHONE_RE = re.compile(r"[+(\d][\d ().+-]{6,}\d")
 _LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
-# A leading zero makes digits a code, never a quantity ("01632 960318", "07700900256"):
-# read digit by digit wherever they stand. Spaces only: "01-02-2024" is a date.
-_LEADING_ZERO_RE = re.compile(r"0\d*(?: \d+)*")
+# A number that starts with a zero is a code, never a quantity ("01632 960318",
+# "07700900256"): read digit by digit wherever it stands. Its first group has two to five
+# digits ("0 2 4 6 months" is a list of numbers) and spaces part the groups ("01-02-2024" is
+# a date); 24-hour times ("0900 1700"), a date ("01 02 2024") and thousands ("000 000 000",
+# alone or the rest of an amount: "€2 000 000 000") are none.
+_LEADING_ZERO_RE = re.compile(r"0\d{1,4}(?: +\d+)*|0\d{7,11}")
+_CLOCKS_RE = re.compile(r"(?:[01]\d|2[0-3])[0-5]\d(?: +(?:[01]\d|2[0-3])[0-5]\d)+")
+_SPACED_DATE_RE = re.compile(r"(?:0[1-9]|[12]\d|3[01]) +(?:0[1-9]|1[0-2]) +(?:19|20)\d\d")
+_AFTER_DIGITS_RE = re.compile(r"\d[ .,]$")
+_THOUSANDS_RE = re.compile(r"\d{3}(?: +\d{3})+")
 # The North American shape (555-123-4567, 1 555 123 4567) is a phone number wherever it
 # stands; other digit groups ("10 20 30 40", "1 234 567", "2019 2020 2021") are one only
 # when they start with "+" or "(" or follow a word that announces one ("call 0800 123 456").
@@ -821,7 +829,7 @@ def _speak_phone(match: re.Match[str]) -> str:
         prefixed
         or _NANP_RE.fullmatch(number) is not None
         or _LOCAL_PHONE_RE.fullmatch(number) is not None
-        or _LEADING_ZERO_RE.fullmatch(number) is not None
+        or _leading_zero(match)
         or _PHONE_CONTEXT_RE.search(match.string, max(0, match.start() - 60), match.start()) is not None
     )
     if digits < 7 or not shaped or _DOTTED_DATE_RE.fullmatch(number):
@@ -830,6 +838,17 @@ def _speak_phone(match: re.Match[str]) -> str:
     if number.startswith("+"):
         spoken[0] = "plus " + spoken[0]
     return _bind(", ".join(spoken))
+
+
+def _leading_zero(match: re.Match[str]) -> bool:
+    number = match.group(0)
+    return (
+        _LEADING_ZERO_RE.fullmatch(number) is not None
+        and _CLOCKS_RE.fullmatch(number) is None
+        and _SPACED_DATE_RE.fullmatch(number) is None
+        and _THOUSANDS_RE.fullmatch(number) is None
+        and _AFTER_DIGITS_RE.search(match.string, max(0, match.start() - 2), match.start()) is None
+    )
 
 
 def _speak_range(match: re.Match[str]) -> str:

@@ -173,6 +173,18 @@ NUMBERS_AND_SYMBOLS = [
     ("Or 07700900256.", "Or zero seven seven zero zero nine zero zero two five six."),
     ("Dated 01-02-2024, code 007, 0.50 pounds.", "Dated 01-02-2024, code 007, 0.50 pounds."),
     ("(1) Bring ID.\n(2) Arrive early.", "Bring ID. Arrive early."),
+    (
+        "(02) 9876 5432 is our Sydney line.",
+        "zero two, nine eight seven six, five four three two is our Sydney line.",
+    ),
+    (
+        "Berlin office 030 12345678.",
+        "Berlin office zero three zero, one two three four five six seven eight.",
+    ),
+    # Numbers that start with a zero but are no number to dial: lists, times, dates, thousands.
+    ("Vaccines at 0 2 4 6 12 18 months.", "Vaccines at 0 2 4 6 12 18 months."),
+    ("Shifts 0600 1400 2200, since 01 02 2024.", "Shifts 0600 1400 2200, since 01 02 2024."),
+    ("The number of visitors reached 14000000.", "The number of visitors reached 14000000."),
     ("Sizes 10.5 11.5 12.5 13.5.", "Sizes 10.5 11.5 12.5 13.5."),
     ("Scores were 10 20 30 40.", "Scores were 10 20 30 40."),
     ("A town of 1 234 567 people.", "A town of 1 234 567 people."),
@@ -250,6 +262,11 @@ IDEMPOTENCE = [
     "The 2nd floor is 20°C, about 50% humid; No. 5 & #6 are 1 km away at 14:30 on 2024-03-05.",
     "**Bold** and _italic_ and `code` with [a link](http://x.org) and 24/7 support, 18+ only.",
     " ".join(["word"] * 100),
+    # "#" becomes "number", a word that announces a phone: the digits after it must not
+    # become one on the second pass; nor may spaces collapsed by the first.
+    "Your order #12345678 has shipped. Ticket #123456789.",
+    "Reception  01632  960318, distances 0   5   10   25   50.",
+    "It costs €2 000 000 000.",
 ]
 
 

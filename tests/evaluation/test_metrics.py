@@ -89,6 +89,8 @@ def test_spoken_forms_of_a_phone_number_read_digit_by_digit():
         "1300 123 456",
         "one three zero zero, one two three, four five six",
     ]
+    # An amount in thousands is no number to dial, even after "call".
+    assert spoken_forms("1 400 000 visitors") == ["1 400 000 visitors"]
     assert contains_all_gold(
         "Text our mobile on zero four nine one, five seven zero, one five six.", ["0491 570 156"]
     )

@@ -221,6 +221,12 @@ def _write_cache(path: Path, data: bytes) -> None:
         tmp = path.with_suffix(f".{np.random.default_rng().integers(1 << 30)}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)  # atomic: another process starting at once never reads half a file
+        # Earlier builds of this precision (another weights package, ONNX Runtime or graph
+        # version) would stay forever, 58-90 MB each. A process still running one has read it
+        # whole; restarted, it builds its own again.
+        for old in path.parent.glob(path.name.rsplit("-", 1)[0] + "-*.onnx"):
+            if old != path:
+                old.unlink(missing_ok=True)
     except OSError as exc:
         log.warning(
             "could not keep the built embedding model in %s (%s); it is rebuilt at each start", path, exc

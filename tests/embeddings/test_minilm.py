@@ -160,6 +160,18 @@ def test_the_built_model_is_kept_and_reused(tmp_path):
     assert np.array_equal(first.encode_many(["parking"]), second.encode_many(["parking"]))
 
 
+def test_a_new_build_replaces_the_earlier_ones_of_its_precision(tmp_path):
+    earlier = tmp_path / "all-MiniLM-L6-v2-fp32-0123456789ab.onnx"
+    other_precision = tmp_path / "all-MiniLM-L6-v2-int8-0123456789ab.onnx"
+    earlier.write_bytes(b"a build of another version")
+    other_precision.write_bytes(b"kept")
+    MiniLMEmbedder(precision="fp32", cache_dir=tmp_path)
+    kept = sorted(path.name for path in tmp_path.glob("*.onnx"))
+    assert len(kept) == 2
+    assert other_precision.name in kept
+    assert earlier.name not in kept
+
+
 def test_an_unwritable_cache_folder_only_costs_the_build(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -249,13 +249,17 @@ _LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
 # A number that starts with a zero is a code, never a quantity ("01632 960318",
 # "07700900256"): read digit by digit wherever it stands. Its first group has two to five
 # digits ("0 2 4 6 months" is a list of numbers) and spaces part the groups ("01-02-2024" is
-# a date); 24-hour times ("0900 1700"), a date ("01 02 2024") and thousands ("000 000 000",
-# alone or the rest of an amount: "€2 000 000 000") are none.
+# a date); 24-hour times ("0900 1700"), a date ("01 02 2024") and the rest of an amount
+# ("€2 000 000 000") are none.
 _LEADING_ZERO_RE = re.compile(r"0\d{1,4}(?: +\d+)*|0\d{7,11}")
 _CLOCKS_RE = re.compile(r"(?:[01]\d|2[0-3])[0-5]\d(?: +(?:[01]\d|2[0-3])[0-5]\d)+")
 _SPACED_DATE_RE = re.compile(r"(?:0[1-9]|[12]\d|3[01]) +(?:0[1-9]|1[0-2]) +(?:19|20)\d\d")
 _AFTER_DIGITS_RE = re.compile(r"\d[ .,]$")
-_THOUSANDS_RE = re.compile(r"\d{3}(?: +\d{3})+")
+# Thousands after a first group of one or two digits ("1 400 000"), or groups of "000"
+# ("125 000 000"), are an amount whatever word comes before them ("the number of visitors
+# is 1 400 000"). Three groups of three stay digits after such a word: Spanish numbers are
+# written so ("llame al 912 345 678").
+_GROUPED_AMOUNT_RE = re.compile(r"[1-9]\d?(?:[ .]\d{3})+|[1-9]\d{0,2}(?:[ .]000)+")
 # The North American shape (555-123-4567, 1 555 123 4567) is a phone number wherever it
 # stands; other digit groups ("10 20 30 40", "1 234 567", "2019 2020 2021") are one only
 # when they start with "+" or "(" or follow a word that announces one ("call 0800 123 456").
@@ -322,11 +326,14 @@ _SCALES = {
 }  # fmt: skip
 _SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+# After a symbol or a code, thousands may be grouped by spaces too ("€1 500", "EUR 23 800").
+_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3}(?!\d))+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
 # "27.–" (Swiss and German price tags): a whole amount.
 _WHOLE_MARK = r"(?:\.[–-](?!\w))?"
 _MONEY_BEFORE_RE = re.compile(
-    rf"(?:\b(US|U\.S\.) ?|(?<![A-Za-z]))([{_SYMBOLS}])\s?{_AMOUNT}{_SCALE}{_WHOLE_MARK}", re.IGNORECASE
+    rf"(?:\b(US|U\.S\.) ?|(?<![A-Za-z]))([{_SYMBOLS}])\s?{_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}",
+    re.IGNORECASE,
 )
 _MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([{_SYMBOLS}])", re.IGNORECASE)
 # The amount ends here: no letter, digit, apostrophe grouping ("1'000") or decimal comma
@@ -340,7 +347,6 @@ _REAIS_RE = re.compile(r"\bR\$\s?(\d{1,3}(?:\.\d{3})+|\d+)(?:,(\d{2}))?(?![.,]?\
 # With a code, thousands are often grouped by spaces ("EUR 23 800"): one amount, not 23 euros
 # and 800. A year after a code is a year ("constant USD 2015"); before one, only an amount no
 # other number stands right before ("children under 12 100 EUR").
-_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 _GROUP_SPACE_RE = re.compile(r"[ \u00a0\u202f]")
 _CODE_BEFORE_RE = re.compile(
     rf"\b({'|'.join(_CODES)})\s?(?!(?:19|20)\d\d\b(?!\.\d)){_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}{_AMOUNT_ENDS}"
@@ -680,7 +686,7 @@ def _numbers(text: str) -> str:
             text = _PLUS_MONEY_RE.sub(_bind("plus "), text)
         text = _MONEY_BEFORE_RE.sub(
             lambda m: _speak_money(
-                _NAMED_CURRENCIES[m[1].upper()] if m[1] else _CURRENCIES[m[2]], m[3], m[4], m[5]
+                _NAMED_CURRENCIES[m[1].upper()] if m[1] else _CURRENCIES[m[2]], _grouped(m[3]), m[4], m[5]
             ),
             text,
         )
@@ -834,6 +840,8 @@ def _speak_phone(match: re.Match[str]) -> str:
     )
     if digits < 7 or not shaped or _DOTTED_DATE_RE.fullmatch(number):
         return number
+    if not prefixed and _GROUPED_AMOUNT_RE.fullmatch(number):
+        return number
     spoken = [" ".join(_DIGIT_WORDS[int(digit)] for digit in group) for group in groups]
     if number.startswith("+"):
         spoken[0] = "plus " + spoken[0]
@@ -846,7 +854,6 @@ def _leading_zero(match: re.Match[str]) -> bool:
         _LEADING_ZERO_RE.fullmatch(number) is not None
         and _CLOCKS_RE.fullmatch(number) is None
         and _SPACED_DATE_RE.fullmatch(number) is None
-        and _THOUSANDS_RE.fullmatch(number) is None
         and _AFTER_DIGITS_RE.search(match.string, max(0, match.start() - 2), match.start()) is None
     )
 

@@ -142,10 +142,6 @@ def best_f1(prediction: str, golds: Iterable[str]) -> float:
     return max((token_f1(prediction, gold) for gold in golds), default=0.0)
 
 
-# "1 400 000", "$1,250,000": an amount in thousands, never a number to dial.
-_GROUPED_AMOUNT = re.compile(r"\D{0,3}\d{1,3}(?:[ ,]\d{3})+(?:\.\d+)?\D*")
-
-
 def spoken_forms(gold: str) -> list[str]:
     """The gold answer as written and as the speech shaping would say it, lower-cased.
 
@@ -155,7 +151,7 @@ def spoken_forms(gold: str) -> list[str]:
     written = normalise_space(gold).casefold()
     spoken = _TRAILING_STOP.sub("", normalise_space(make_speakable(gold)).casefold())
     forms = [written, spoken]
-    if sum(c.isdigit() for c in gold) >= 7 and not _GROUPED_AMOUNT.fullmatch(gold.strip()):
+    if sum(c.isdigit() for c in gold) >= 7:
         # In an answer the digits may follow a word that makes them a phone number ("call
         # 1300 123 456"), read digit by digit, where the gold alone stays digits.
         dialled = normalise_space(make_speakable(f"Call {gold}")).casefold()

@@ -161,6 +161,9 @@ NUMBERS_AND_SYMBOLS = [
     ("It draws 1.6 W/kg, 5% w/w, w/e.", "It draws 1.6 W/kg, 5 percent w/w, w/e."),
     ("If Income > Expenses, save.", "If Income > Expenses, save."),
     ("It costs CHF 27.– a day.", "It costs 27 Swiss francs a day."),
+    # Thousands grouped by spaces after a symbol are one amount.
+    ("It costs €2 000 000 000.", "It costs 2,000,000,000 euros."),
+    ("Fees from €1 500 a year, €20 2024 rate.", "Fees from 1,500 euros a year, 20 euros 2024 rate."),
     ("Only $.50 a call.", "Only 50 cents a call."),
     ("It takes about ~5 minutes.", "It takes about 5 minutes."),
     ("Approx. 5 minutes.", "Approximately 5 minutes."),
@@ -188,6 +191,16 @@ NUMBERS_AND_SYMBOLS = [
     ("Sizes 10.5 11.5 12.5 13.5.", "Sizes 10.5 11.5 12.5 13.5."),
     ("Scores were 10 20 30 40.", "Scores were 10 20 30 40."),
     ("A town of 1 234 567 people.", "A town of 1 234 567 people."),
+    # Thousands are an amount even after a word that announces a phone; three groups of three
+    # stay a number to dial there (Spanish numbers), and so do zero-led ones anywhere.
+    ("The number of visitors is 1 400 000.", "The number of visitors is 1 400 000."),
+    ("The phone line took 1 250 000 calls.", "The phone line took 1 250 000 calls."),
+    ("Call 125 000 000.", "Call 125 000 000."),
+    (
+        "Madrid office, call 912 345 678.",
+        "Madrid office, call nine one two, three four five, six seven eight.",
+    ),
+    ("Reception: 012 345 678.", "Reception: zero one two, three four five, six seven eight."),
     ("It has 1.000.000 users.", "It has 1.000.000 users."),
     ("Seasons 2019 2020 2021.", "Seasons 2019 2020 2021."),
     # Three or more hyphenated parts are a code, not a range.

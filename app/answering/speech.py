@@ -191,6 +191,8 @@ _EM_UNDERSCORE_RE = re.compile(r"(?<!\w)_(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)")
 _STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _TIMES_STAR_RE = re.compile(r"(?<=\d)\s*\*\s*(?=\d)")
 _STRAY_STAR_RE = re.compile(r"\*+")
+# A phone menu's star key ("press * then 2"), which the rule above would drop.
+_KEY_STAR_RE = re.compile(r"\b(press|dial|hit|tap|then|enter)\s+\*(?=[\s,.;]|$)", re.IGNORECASE)
 
 # --- links and addresses --------------------------------------------------------------
 _URL_BODY = r"(?:(?:https?|ftp)://|www\.)[^\s<>\"'`*\[\]{}()|]*(?:\([^\s()]*\)[^\s<>\"'`*\[\]{}()|]*)*"
@@ -222,13 +224,28 @@ _WITH_RE = re.compile(r"(?<![\w.%/])(?<!\d )w/(o\b|in\b|(?=\s?[a-z]{2,}))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
 _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
-_SENTENCE_GOES_ON_RE = re.compile(r"\s+[A-Z]")
+# A day's name after "5 p.m." goes on with the sentence ("open 9 a.m. to 5 p.m. Monday to
+# Friday"); another capital starts a new one.
+_DAY_WORD = r"(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\b"
+_SENTENCE_GOES_ON_RE = re.compile(rf"\s+(?!{_DAY_WORD})[A-Z]")
 _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
 }  # fmt: skip
 _DAY = r"(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?"
 _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
+# A day's short name alone, as opening hours write it ("Sat 9-1", "Wed: closed", "Sat & Sun"):
+# capitalised, and before a time, a colon, a list's comma, "&" or "to", or at the line's end;
+# a voice would otherwise say "sat", "wed" and "sun".
+_DAY_ALONE_RE = re.compile(
+    r"(?<![\w-])(?<!The )(?<!the )(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?"
+    r"(?=\s*(?:[:,;&]|\d|and\b|or\b|to\b|through\b|\.?\s*$)|\.\s)"
+)
+_DAY_PREFIXES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+# ... and the day after one ("Saturday & Sun closed", "Monday to Fri noon to 7 pm").
+_DAY_AFTER_DAY_RE = re.compile(
+    r"((?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\s*(?:&|and|or|to|through|,)\s*)(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?(?!\w)"
+)
 
 # --- numbers, dates, times ------------------------------------------------------------
 _TWENTY_FOUR_SEVEN_RE = re.compile(r"\b24\s?[/x]\s?7\b")
@@ -272,9 +289,27 @@ _PHONE_CONTEXT_RE = re.compile(
 # Three or more parts joined by hyphens (ISBNs, part numbers, "1-800-FLOWERS") are codes,
 # not ranges.
 _HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
+# Two hyphenated numbers that are one code, not a range: a ZIP+4 ("62704-1234") or a second
+# part that starts with a zero ("2024-00123"; "8:30-09:00" is a range of times).
+_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|\d+-0\d+(?![:.]\d))\W*")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
+# "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and
+# "08.30-17.30", a range of such times in 24 hours (a side zero-padded, or past 12 with
+# whole or quarter hours: "10.50-12.75" stays a range of amounts).
+_DOT_CLOCK_RE = re.compile(r"(?<![\d:.,])(\d{1,2})\.([0-5]\d)(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b))")
+_DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
+_DOT_CLOCKS_RE = re.compile(
+    r"(?<![\d:.,])((?:[01]?\d|2[0-3])\.[0-5]\d)(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.[0-5]\d)(?![\d.,]?\d)"
+)
+# Two times of one range: a side that can only be a 24-hour time makes the other one too
+# ("9:00-17:00" is 9 AM to 5 PM). Two sides that could be either stay as written: "9:30-5:30"
+# is no 5:30 AM, whatever else the paragraph says.
+_CLOCK_PAIR_RE = re.compile(
+    rf"(?<![\d:.])(\d{{1,2}}):([0-5]\d)((?:{_JOIN}|\s)(?:to|until|till|and)(?:{_JOIN}|\s)|\s*[-–]\s*)"
+    r"(\d{1,2}):([0-5]\d)(?![\d:]|\s?[AaPp](?:\.[Mm]\.|[Mm]\b))"
+)
 _CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
 _HOUR_AMPM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])(?:\.[Mm]\.|[Mm]\b)")
 _ORDINAL_RE = re.compile(r"\b(\d{1,6})(?:st|nd|rd|th)\b", re.IGNORECASE)
@@ -356,8 +391,14 @@ _CODE_AFTER_RE = re.compile(
 )
 _CENTS_ONLY_RE = re.compile(r"(?<![\w.])\$\.(\d{2})\b")
 _MAYBE_CODE_RE = re.compile(rf"\b(?:{'|'.join(_CODES)})\b")
-_PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
-_PER_WORDS = {"mo": "month", "yr": "year", "wk": "week", "hr": "hour"}
+_PER_RE = re.compile(
+    r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person|session|class|lesson|visit"
+    r"|appointment|consultation|item|unit|pet|child|adult|guest|room|head|km|mi|mile|kg|lb|min|minute)\b"
+)
+_PER_WORDS = {
+    "mo": "month", "yr": "year", "wk": "week", "hr": "hour", "km": "kilometer", "mi": "mile",
+    "kg": "kilogram", "lb": "pound", "min": "minute",
+}  # fmt: skip
 _PERCENT_RE = re.compile(r"\s?%")
 _TEMPERATURE_RE = re.compile(r"(?<![\w.])([-−]?)(\d+(?:\.\d+)?)\s?°\s?([CF])\b")
 _DEGREES_RE = re.compile(r"(?<=\d)\s?°")
@@ -411,6 +452,17 @@ _PLUS_MONEY_RE = re.compile(r"(?<![\w.,+])\+(?=[$€£¥]\s?\d)")
 _EURO_DECIMAL_RE = re.compile(
     r"€\s?(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})(?!\d|,\d)|(?<![\w.,])(\d{1,3}(?:\.\d{3})+|\d+),(\d{2})\s?€"
 )
+
+# A euro amount with dots every three digits and no decimal comma is in thousands ("€1.950",
+# "1.500 €": no price has three decimals), unless it is a price per unit ("€1.659/l").
+_EURO_THOUSANDS_RE = re.compile(
+    r"(€\s?)(\d{1,3}(?:\.\d{3})+)(?!\d|[.,]\d|\s?(?:/|per\b))"
+    r"|(?<![\w.,])(\d{1,3}(?:\.\d{3})+)(\s?€)(?!\s?(?:/|per\b))"
+)
+# "€35pp", "£20 p.p.": per person (after an amount only: "a 12pp booklet" has pages).
+_PER_PERSON_RE = re.compile(r"([$€£]\s?\d[\d,.]*)\s?(?:pp|p\.p\.)(?!\w)")
+# "inc. VAT", "incl GST", "ex VAT": a voice would say "inc" or "ex".
+_TAX_RE = re.compile(r"\b(?:(incl?)|(ex(?:cl?)?))\b\.?\s*(?=(?:VAT|GST|HST|tax)\b)", re.IGNORECASE)
 
 # --- tidying --------------------------------------------------------------------------
 _SPACE_BEFORE_PUNCT_RE = re.compile(r"\s+([,.;:!?)\]])")
@@ -608,8 +660,13 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _emphasis(text)
     if "." in text or "vs" in text:
         text = _ABBREVIATION_RE.sub(_speak_abbreviation, text)
+    if "VAT" in text or "GST" in text or "HST" in text or "tax" in text:
+        text = _TAX_RE.sub(_speak_tax, text)
     if "-" in text or "–" in text:
         text = _DAY_RANGE_RE.sub(_speak_day_range, text)
+    if any(day in text for day in _DAY_PREFIXES):
+        text = _sub_keeping_stop(_DAY_ALONE_RE, lambda m: _DAY_NAMES[m[1].lower()], text)
+        text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
     if _DIGIT_RE.search(text):
         text = _numbers(text)
     if "°" in text:
@@ -648,6 +705,7 @@ def _emphasis(text: str) -> str:
     text = _STRONG_RE.sub(r"\2", _STRONG_RE.sub(r"\2", text))
     text = _STRIKE_RE.sub("", text)  # struck-out words are retracted: not said at all
     text = _EM_UNDERSCORE_RE.sub(r"\1", _EM_STAR_RE.sub(r"\1", text))
+    text = _KEY_STAR_RE.sub(r"\1 star", text)
     return _STRAY_STAR_RE.sub("", _TIMES_STAR_RE.sub(" times ", text))
 
 
@@ -656,23 +714,26 @@ def _numbers(text: str) -> str:
     text = _TWENTY_FOUR_SEVEN_RE.sub("twenty four seven", text)
     if "-" in text:
         text = _ISO_DATE_RE.sub(_speak_iso_date, text)
+    if "." in text and _DOT_TIME_HINT_RE.search(text):
+        text = _DOT_CLOCK_RE.sub(r"\1:\2", text)
+        text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
     if _MAYBE_PHONE_RE.search(text):
         text = _PHONE_RE.sub(_speak_phone, text)
     if "-" in text or "–" in text:
         text = _RANGE_RE.sub(_speak_range, text)
     if ":" in text:
-        twenty_four_hour = any(
-            int(hour) > 12 or hour.startswith("0")
-            for hour, _minute, period in _CLOCK_RE.findall(text)
-            if not period
-        )
-        text = _sub_keeping_stop(
-            _CLOCK_RE, lambda m: _speak_clock(m, twenty_four_hour=twenty_four_hour), text
-        )
+        if text.count(":") > 1:
+            text = _CLOCK_PAIR_RE.sub(_speak_clock_pair, text)
+        text = _sub_keeping_stop(_CLOCK_RE, _speak_clock, text)
     text = _sub_keeping_stop(_HOUR_AMPM_RE, _speak_hour_ampm, text)
     if any(symbol in text for symbol in _SYMBOLS):
         if "€" in text:
             text = _EURO_DECIMAL_RE.sub(_euro_decimal, text)
+            text = _EURO_THOUSANDS_RE.sub(
+                lambda m: "".join(g or "" for g in m.groups()).replace(".", ","), text
+            )
+        if "p" in text:
+            text = _PER_PERSON_RE.sub(r"\1 per person", text)
         if "$" in text:
             text = _REAIS_RE.sub(
                 lambda m: _bind(_money_words(_NAMED_CURRENCIES["R"], m[1].replace(".", ","), m[2], None)),
@@ -864,6 +925,8 @@ def _speak_range(match: re.Match[str]) -> str:
     end = text.find(" ", match.end())
     if len(_HYPHEN_RE.findall(text, start, len(text) if end < 0 else end)) >= 2:
         return match.group(0)
+    if match.group(1).isdigit() and _CODE_PAIR_RE.fullmatch(text, start, len(text) if end < 0 else end):
+        return match.group(0)
     return match.group(1) + _bind(" to ")
 
 
@@ -884,7 +947,35 @@ def _clock_words(hour: int, minute: str) -> str:
     return f"{hour} {period}" if minute == "00" else f"{hour}:{minute} {period}"
 
 
-def _speak_clock(match: re.Match[str], *, twenty_four_hour: bool) -> str:
+def _speak_tax(match: re.Match[str]) -> str:
+    spoken = "including " if match[1] else "excluding "
+    return spoken.capitalize() if match[0][0].isupper() else spoken
+
+
+def _dot_clocks(match: re.Match[str]) -> str:
+    start, dash, end = match.groups()
+    hours = [int(side.split(".")[0]) for side in (start, end)]
+    minutes = {side.split(".")[1] for side in (start, end)}
+    padded = any(side.startswith("0") for side in (start, end))
+    if not (padded or (max(hours) > 12 and minutes <= {"00", "15", "30", "45"})):
+        return match.group(0)
+    return f"{start.replace('.', ':')}{dash}{end.replace('.', ':')}"
+
+
+def _twenty_four_hour(hour_text: str) -> bool:
+    return int(hour_text) > 12 or hour_text.startswith("0")
+
+
+def _speak_clock_pair(match: re.Match[str]) -> str:
+    hour1, minute1, to, hour2, minute2 = match.groups()
+    if int(hour1) > 23 or int(hour2) > 23:
+        return match.group(0)
+    if not (_twenty_four_hour(hour1) or _twenty_four_hour(hour2)):
+        return match.group(0)
+    return _bind(_clock_words(int(hour1), minute1)) + to + _bind(_clock_words(int(hour2), minute2))
+
+
+def _speak_clock(match: re.Match[str]) -> str:
     hour_text, minute, period = match.groups()
     hour = int(hour_text)
     if period:
@@ -892,7 +983,7 @@ def _speak_clock(match: re.Match[str], *, twenty_four_hour: bool) -> str:
             return match.group(0)
         spoken = str(hour) if minute == "00" else f"{hour}:{minute}"
         return _bind(f"{spoken} {period.upper()}M")
-    if hour > 23 or not (twenty_four_hour or hour > 12 or hour_text.startswith("0")):
+    if hour > 23 or not _twenty_four_hour(hour_text):
         return match.group(0)
     return _bind(_clock_words(hour, minute))
 

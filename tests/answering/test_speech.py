@@ -86,6 +86,23 @@ NUMBERS_AND_SYMBOLS = [
     ("Open 9:00-17:00.", "Open 9 AM to 5 PM."),
     ("Ambiguous 5:30 stays.", "Ambiguous 5:30 stays."),
     ("Dinner at 7:30 pm.", "Dinner at 7:30 PM."),
+    # A range's two sides share a notation; two that could be either stay as written, however
+    # many 24-hour times the paragraph holds.
+    ("Open 9:30-5:30, lunch 12:30-13:30.", "Open 9:30 to 5:30, lunch 12:30 PM to 1:30 PM."),
+    ("Lunch 1:00-2:00, dinner 18:00-22:00.", "Lunch 1:00 to 2:00, dinner 6 PM to 10 PM."),
+    ("Open 8:30-09:00.", "Open 8:30 AM to 9 AM."),
+    # Times written with a dot, as in Britain, Ireland and Australia.
+    ("Open 9am–5.30pm. Last orders 9.45 p.m.", "Open 9 AM to 5:30 PM. Last orders 9:45 PM."),
+    ("Open 08.30-17.30, 13.00-17.00 on Sundays.", "Open 8:30 AM to 5:30 PM, 1 PM to 5 PM on Sundays."),
+    ("Prices 10.50-12.75.", "Prices 10.50 to 12.75."),
+    # Days' short names alone, and the pause after "p.m." kept off a day's name.
+    ("Open Mon–Fri 8–6, Sat 9–1.", "Open Monday to Friday 8 to 6, Saturday 9 to 1."),
+    ("Wed: closed. Sat & Sun: 10-4.", "Wednesday: closed. Saturday and Sunday: 10 to 4."),
+    ("Closed Sun.", "Closed Sunday."),
+    ("Mon to Fri noon to 7 pm; Sat 10 am to 4 pm", "Monday to Friday noon to 7 PM; Saturday 10 AM to 4 PM."),
+    ("The Sun is out.", "The Sun is out."),
+    ("Open 9 a.m. to 5 p.m. Monday to Friday.", "Open 9 AM to 5 PM Monday to Friday."),
+    ("We close at 5 p.m. Sunshine Yoga is next door.", "We close at 5 PM. Sunshine Yoga is next door."),
     ("Open 9am-5pm.", "Open 9 AM to 5 PM."),
     ("We close at 5 p.m. Call before then.", "We close at 5 PM. Call before then."),
     ("We close at 5 p.m.", "We close at 5 PM."),
@@ -158,10 +175,22 @@ NUMBERS_AND_SYMBOLS = [
     ("Figures in constant USD 2015.", "Figures in constant USD 2015."),
     ("Under 12 100 EUR, in Room 101 200 EUR.", "Under 12 100 EUR, in Room 101 200 EUR."),
     ("CHF 1'000 for a CAD 3D model.", "CHF 1'000 for a CAD 3D model."),
-    ("It draws 1.6 W/kg, 5% w/w, w/e.", "It draws 1.6 W/kg, 5 percent w/w, w/e."),
+    ("It draws 1.6 W/kg, 5% w/w, w/e.", "It draws 1.6 W per kilogram, 5 percent w/w, w/e."),
     ("If Income > Expenses, save.", "If Income > Expenses, save."),
     ("It costs CHF 27.– a day.", "It costs 27 Swiss francs a day."),
-    # Thousands grouped by spaces after a symbol are one amount.
+    # Thousands grouped by spaces after a symbol are one amount; so are dots every three digits
+    # in euros, unless the amount is a price per unit.
+    ("Implants from €1.950, or 1.500 € with cover.", "Implants from 1,950 euros, or 1,500 euros with cover."),
+    ("Diesel €1.659/l.", "Diesel 1.659 euros/l."),
+    (
+        "Dinner is €35pp, £20 p.p. for groups; a 12pp booklet.",
+        "Dinner is 35 euros per person, 20 pounds per person for groups; a 12pp booklet.",
+    ),
+    (
+        "From £1,200 inc. VAT, £1,000 ex VAT; Excl. GST.",
+        "From 1,200 pounds including VAT, 1,000 pounds excluding VAT; Excluding GST.",
+    ),
+    ("$25/session, $80 + $1.20/km.", "25 dollars per session, 80 dollars + 1 dollar 20 cents per kilometer."),
     ("It costs €2 000 000 000.", "It costs 2,000,000,000 euros."),
     ("Fees from €1 500 a year, €20 2024 rate.", "Fees from 1,500 euros a year, 20 euros 2024 rate."),
     ("Only $.50 a call.", "Only 50 cents a call."),
@@ -205,6 +234,10 @@ NUMBERS_AND_SYMBOLS = [
     ("Seasons 2019 2020 2021.", "Seasons 2019 2020 2021."),
     # Three or more hyphenated parts are a code, not a range.
     ("ISBN 978-3-16-148410-0.", "ISBN 978-3-16-148410-0."),
+    ("ZIP 62704-1234, reference 2024-00123.", "ZIP 62704-1234, reference 2024-00123."),
+    ("Ages 5-12, years 1990-1995.", "Ages 5 to 12, years 1990 to 1995."),
+    # A phone menu's keys.
+    ("Press * then 2.", "Press star then 2."),
     ("Call 1-800-FLOWERS.", "Call 1-800-FLOWERS."),
     ("Not a date 2024-13-45.", "Not a date 2024-13-45."),
 ]
@@ -280,6 +313,7 @@ IDEMPOTENCE = [
     "Your order #12345678 has shipped. Ticket #123456789.",
     "Reception  01632  960318, distances 0   5   10   25   50.",
     "It costs €2 000 000 000.",
+    "Open 9:30-5:30, lunch 12:30-13:30; 08.30-17.30 Sat & Sun; (62704-1234); €35pp inc. VAT.",
 ]
 
 

@@ -260,6 +260,13 @@ _PHONE_RE = re.compile(
     r"(?:\d{1,6}(?:(?:[.-]| {1,3})\d{1,8}){0,5}|0\d{7,11})(?![\w/:-]|[.,]\d)"
 )
 _PHONE_GROUP_RE = re.compile(r"\d+")
+# "+44 (0)20 ...": the zero is dialled only from within the country; from abroad it is wrong.
+_TRUNK_ZERO_RE = re.compile(r"(\+\d{1,3})\s?\(0\)\s?(?=\d)")
+_DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+# "555-123-4567 x204": an extension (x and digits written together; "2 x 10" is a product).
+_EXTENSION_X_RE = re.compile(
+    "(?:" + "|".join(f"(?<={w})" for w in (r"\d{4}", *_DIGIT_WORDS)) + r") x\.?(?=\d{1,5}\b)"
+)
 # Seven digits with separators need at least eight such characters in a row.
 _MAYBE_PHONE_RE = re.compile(r"[+(\d][\d ().+-]{6,}\d")
 _LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
@@ -293,7 +300,6 @@ _HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
 # part that starts with a zero ("2024-00123"; "8:30-09:00" is a range of times).
 _CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|\d+-0\d+(?![:.]\d))\W*")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
-_DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
 # "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and
 # "08.30-17.30", a range of such times in 24 hours (a side zero-padded, or past 12 with
@@ -718,7 +724,11 @@ def _numbers(text: str) -> str:
         text = _DOT_CLOCK_RE.sub(r"\1:\2", text)
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
     if _MAYBE_PHONE_RE.search(text):
+        if "(0)" in text:
+            text = _TRUNK_ZERO_RE.sub(r"\1 ", text)
         text = _PHONE_RE.sub(_speak_phone, text)
+        if " x" in text:
+            text = _EXTENSION_X_RE.sub(" extension ", text)
     if "-" in text or "–" in text:
         text = _RANGE_RE.sub(_speak_range, text)
     if ":" in text:

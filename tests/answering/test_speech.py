@@ -152,6 +152,12 @@ NUMBERS_AND_SYMBOLS = [
         "Free for children less than 5 years, or if it is more than 30 degrees.",
     ),
     ("Call ext. 123.", "Call extension 123."),
+    ("Call 555-123-4567 x204.", "Call five five five, one two three, four five six seven extension 204."),
+    ("Mix 2 x 10 minutes.", "Mix 2 x 10 minutes."),
+    (
+        "Call us on +44 (0)20 7946 0958.",
+        "Call us on plus four four, two zero, seven nine four six, zero nine five eight.",
+    ),
     # A menu's and a rate card's notation (a review of structured documents).
     ("Gluten-free base +£2.00, takes 2 h.", "Gluten-free base plus 2 pounds, takes 2 hours."),
     ("Weekend visits: n/a.", "Weekend visits: not available."),

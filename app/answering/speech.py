@@ -263,6 +263,14 @@ _PHONE_GROUP_RE = re.compile(r"\d+")
 # "+44 (0)20 ...": the zero is dialled only from within the country; from abroad it is wrong.
 _TRUNK_ZERO_RE = re.compile(r"(\+\d{1,3})\s?\(0\)\s?(?=\d)")
 _DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+# A US ZIP code after its state ("Portland, ME 04101", "IL 62704-1234") or after "ZIP": digit
+# by digit, as people say them, not "four thousand one hundred one".
+_STATES = (
+    "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ"
+    "|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY"
+)
+_ZIP_HINT_RE = re.compile(r"[A-Za-z]:? \d{5}\b")
+_ZIP_RE = re.compile(rf"(\b(?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b(?!-)")
 # "555-123-4567 x204": an extension (x and digits written together; "2 x 10" is a product).
 _EXTENSION_X_RE = re.compile(
     "(?:" + "|".join(f"(?<={w})" for w in (r"\d{4}", *_DIGIT_WORDS)) + r") x\.?(?=\d{1,5}\b)"
@@ -723,6 +731,8 @@ def _numbers(text: str) -> str:
     if "." in text and _DOT_TIME_HINT_RE.search(text):
         text = _DOT_CLOCK_RE.sub(r"\1:\2", text)
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
+    if _ZIP_HINT_RE.search(text):
+        text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
     if _MAYBE_PHONE_RE.search(text):
         if "(0)" in text:
             text = _TRUNK_ZERO_RE.sub(r"\1 ", text)
@@ -913,10 +923,14 @@ def _speak_phone(match: re.Match[str]) -> str:
         return number
     if not prefixed and _GROUPED_AMOUNT_RE.fullmatch(number):
         return number
-    spoken = [" ".join(_DIGIT_WORDS[int(digit)] for digit in group) for group in groups]
+    spoken = [_spell_digits(group) for group in groups]
     if number.startswith("+"):
         spoken[0] = "plus " + spoken[0]
     return _bind(", ".join(spoken))
+
+
+def _spell_digits(digits: str) -> str:
+    return " ".join(_DIGIT_WORDS[int(digit)] for digit in digits)
 
 
 def _leading_zero(match: re.Match[str]) -> bool:

@@ -142,6 +142,9 @@ def best_f1(prediction: str, golds: Iterable[str]) -> float:
     return max((token_f1(prediction, gold) for gold in golds), default=0.0)
 
 
+_ZIP_CODE = re.compile(r"\d{5}(?:-\d{4})?")
+
+
 def spoken_forms(gold: str) -> list[str]:
     """The gold answer as written and as the speech shaping would say it, lower-cased.
 
@@ -156,6 +159,10 @@ def spoken_forms(gold: str) -> list[str]:
         # 1300 123 456"), read digit by digit, where the gold alone stays digits.
         dialled = normalise_space(make_speakable(f"Call {gold}")).casefold()
         forms.append(_TRAILING_STOP.sub("", dialled.removeprefix("call ")))
+    elif _ZIP_CODE.fullmatch(gold.strip()):
+        # After a state ("Portland, ME 04101") a ZIP code is said digit by digit.
+        zip_code = normalise_space(make_speakable(f"ZIP {gold.strip()}")).casefold()
+        forms.append(_TRAILING_STOP.sub("", zip_code.removeprefix("zip ")))
     return [form for form in dict.fromkeys(forms) if form]
 
 

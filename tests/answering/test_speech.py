@@ -240,7 +240,16 @@ NUMBERS_AND_SYMBOLS = [
     ("Seasons 2019 2020 2021.", "Seasons 2019 2020 2021."),
     # Three or more hyphenated parts are a code, not a range.
     ("ISBN 978-3-16-148410-0.", "ISBN 978-3-16-148410-0."),
-    ("ZIP 62704-1234, reference 2024-00123.", "ZIP 62704-1234, reference 2024-00123."),
+    ("Reference 2024-00123.", "Reference 2024-00123."),
+    # A ZIP code after its state or "ZIP" is said digit by digit; other five-digit numbers not.
+    (
+        "Portland, ME 04101 or IL 62704-1234.",
+        "Portland, ME zero four one zero one or IL six two seven zero four, one two three four.",
+    ),
+    (
+        "Our ZIP code: 90210. We hold 12345 books.",
+        "Our ZIP code: nine zero two one zero. We hold 12345 books.",
+    ),
     ("Ages 5-12, years 1990-1995.", "Ages 5 to 12, years 1990 to 1995."),
     # A phone menu's keys.
     ("Press * then 2.", "Press star then 2."),

@@ -96,6 +96,11 @@ def test_spoken_forms_of_a_phone_number_read_digit_by_digit():
     )
 
 
+def test_spoken_forms_of_a_zip_code_read_digit_by_digit():
+    assert spoken_forms("04101") == ["04101", "zero four one zero one"]
+    assert contains_gold("We are at 12 Harbor Rd, Portland, ME zero four one zero one.", ["04101"])
+
+
 def test_answer_in_spoken_form_contains_gold():
     assert contains_gold("Members pay 90 percent of the list price.", ["90%"]) is True
 

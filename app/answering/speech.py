@@ -32,8 +32,8 @@ TTS voice gets the written form wrong:
   degrees and common units become words; a menu's path "Settings > Account" is "Settings,
   then Account".
 - ISO dates become "March 5, 2024"; 24-hour times become "2:30 PM". A time with a
-  one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the same
-  paragraph shows that it uses the 24-hour clock.
+  one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the other
+  side of its range is a 24-hour time ("9:00-17:00").
 - A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5"; three or more
   hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS").
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
@@ -224,27 +224,28 @@ _WITH_RE = re.compile(r"(?<![\w.%/])(?<!\d )w/(o\b|in\b|(?=\s?[a-z]{2,}))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
 _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
-# A day's name after "5 p.m." goes on with the sentence ("open 9 a.m. to 5 p.m. Monday to
-# Friday"); another capital starts a new one.
-_DAY_WORD = r"(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\b"
-_SENTENCE_GOES_ON_RE = re.compile(rf"\s+(?!{_DAY_WORD})[A-Z]")
+_SENTENCE_GOES_ON_RE = re.compile(r"\s+[A-Z]")
 _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
 }  # fmt: skip
 _DAY = r"(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?"
 _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
-# A day's short name alone, as opening hours write it ("Sat 9-1", "Wed: closed", "Sat & Sun"):
-# capitalised, and before a time, a colon, a list's comma, "&" or "to", or at the line's end;
-# a voice would otherwise say "sat", "wed" and "sun".
+# A day's short name alone, as opening hours write it: capitalised, and before a time, a
+# colon or another day ("Sat 9-1", "Wed: closed", "Sat & Sun", "Mon Tue Wed"), or after
+# "closed" or "open" ("Closed Sun."). A voice would say "sat", "wed" and "sun"; names and
+# words ("Dr Wei Sun", "Herald Sun", "Sun, sea and sand") are left alone.
+_SHORT_DAY = r"(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
 _DAY_ALONE_RE = re.compile(
-    r"(?<![\w-])(?<!The )(?<!the )(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?"
-    r"(?=\s*(?:[:,;&]|\d|and\b|or\b|to\b|through\b|\.?\s*$)|\.\s)"
+    rf"\b(?<!-)({_SHORT_DAY})(\.?)"
+    rf"(?=\s*(?::|\d|noon\b|midday\b)|\s*(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)"
 )
-_DAY_PREFIXES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_DAY_CLOSED_RE = re.compile(rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)")
+# Cheap to look for in every answer; most name no day, or name it in full.
+_SHORT_DAY_HINT_RE = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)(?![a-z])")
 # ... and the day after one ("Saturday & Sun closed", "Monday to Fri noon to 7 pm").
 _DAY_AFTER_DAY_RE = re.compile(
-    r"((?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\s*(?:&|and|or|to|through|,)\s*)(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?(?!\w)"
+    r"((?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\s*(?:&|and|or|to|through|,|/)\s*)(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?(?!\w)"
 )
 
 # --- numbers, dates, times ------------------------------------------------------------
@@ -263,18 +264,19 @@ _PHONE_GROUP_RE = re.compile(r"\d+")
 # "+44 (0)20 ...": the zero is dialled only from within the country; from abroad it is wrong.
 _TRUNK_ZERO_RE = re.compile(r"(\+\d{1,3})\s?\(0\)\s?(?=\d)")
 _DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-# A US ZIP code after its state ("Portland, ME 04101", "IL 62704-1234") or after "ZIP": digit
-# by digit, as people say them, not "four thousand one hundred one".
+# A US ZIP code after its city and state ("Portland, ME 04101", ", IL 62704-1234") or after
+# "ZIP": digit by digit, as people say them, not "four thousand one hundred one".
 _STATES = (
     "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ"
     "|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY"
 )
-_ZIP_HINT_RE = re.compile(r"[A-Za-z]:? \d{5}\b")
-_ZIP_RE = re.compile(rf"(\b(?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b(?!-)")
-# "555-123-4567 x204": an extension (x and digits written together; "2 x 10" is a product).
-_EXTENSION_X_RE = re.compile(
-    "(?:" + "|".join(f"(?<={w})" for w in (r"\d{4}", *_DIGIT_WORDS)) + r") x\.?(?=\d{1,5}\b)"
+_ZIP_HINT_RE = re.compile(r"\b\d{5}\b")
+_ZIP_RE = re.compile(
+    rf"(, (?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b(?!-?\d| \d)"
 )
+# "555-123-4567 x204": an extension after a number read digit by digit (x and digits written
+# together; "2 x 10" is a product, "scone x2" a count).
+_EXTENSION_X_RE = re.compile(r" x\.?(?=\d{1,5}\b)")
 # Seven digits with separators need at least eight such characters in a row.
 _MAYBE_PHONE_RE = re.compile(r"[+(\d][\d ().+-]{6,}\d")
 _LOCAL_PHONE_RE = re.compile(r"\d{3}-\d{4}")
@@ -287,11 +289,10 @@ _LEADING_ZERO_RE = re.compile(r"0\d{1,4}(?: +\d+)*|0\d{7,11}")
 _CLOCKS_RE = re.compile(r"(?:[01]\d|2[0-3])[0-5]\d(?: +(?:[01]\d|2[0-3])[0-5]\d)+")
 _SPACED_DATE_RE = re.compile(r"(?:0[1-9]|[12]\d|3[01]) +(?:0[1-9]|1[0-2]) +(?:19|20)\d\d")
 _AFTER_DIGITS_RE = re.compile(r"\d[ .,]$")
-# Thousands after a first group of one or two digits ("1 400 000"), or groups of "000"
-# ("125 000 000"), are an amount whatever word comes before them ("the number of visitors
-# is 1 400 000"). Three groups of three stay digits after such a word: Spanish numbers are
-# written so ("llame al 912 345 678").
-_GROUPED_AMOUNT_RE = re.compile(r"[1-9]\d?(?:[ .]\d{3})+|[1-9]\d{0,2}(?:[ .]000)+")
+# Thousands that end in "000" ("1 400 000", "125 000 000") are an amount whatever word comes
+# before them ("the number of visitors is 1 400 000"); other groups of three after such a
+# word stay a number to dial ("call 1 800 123 456", Spanish "912 345 678").
+_GROUPED_AMOUNT_RE = re.compile(r"[1-9]\d{0,2}(?:[ .]\d{3})*[ .]000")
 # The North American shape (555-123-4567, 1 555 123 4567) is a phone number wherever it
 # stands; other digit groups ("10 20 30 40", "1 234 567", "2019 2020 2021") are one only
 # when they start with "+" or "(" or follow a word that announces one ("call 0800 123 456").
@@ -305,23 +306,25 @@ _PHONE_CONTEXT_RE = re.compile(
 # not ranges.
 _HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
 # Two hyphenated numbers that are one code, not a range: a ZIP+4 ("62704-1234") or a second
-# part that starts with a zero ("2024-00123"; "8:30-09:00" is a range of times).
-_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|\d+-0\d+(?![:.]\d))\W*")
+# part that starts with a zero ("2024-00123"; "2200-0100" is a range of times).
+_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|(?!\d{4}-\d{4}\W*$)\d+-0\d+)\W*")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
 # "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and
-# "08.30-17.30", a range of such times in 24 hours (a side zero-padded, or past 12 with
-# whole or quarter hours: "10.50-12.75" stays a range of amounts).
-_DOT_CLOCK_RE = re.compile(r"(?<![\d:.,])(\d{1,2})\.([0-5]\d)(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b))")
+# "08.30-17.30", a range of such times in 24 hours: whole or quarter hours, a side
+# zero-padded ("08") or past 12, no amount ("£15.00-20.00"), unit or percent after it
+# ("0.25-0.50 ml", "13.00-15.00 kg"), and no date ("20.12-03.01").
+_DOT_CLOCK_RE = re.compile(r"\b(?<![:.,$€£¥])(\d{1,2})\.([0-5]\d)(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b))")
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
 _DOT_CLOCKS_RE = re.compile(
-    r"(?<![\d:.,])((?:[01]?\d|2[0-3])\.[0-5]\d)(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.[0-5]\d)(?![\d.,]?\d)"
+    r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
+    r"(?![\d.,]?\d|\s?(?:%|[a-zµ]{1,2}\b(?<!\bon)(?<!\bat)(?<!\bto)))"
 )
 # Two times of one range: a side that can only be a 24-hour time makes the other one too
 # ("9:00-17:00" is 9 AM to 5 PM). Two sides that could be either stay as written: "9:30-5:30"
 # is no 5:30 AM, whatever else the paragraph says.
 _CLOCK_PAIR_RE = re.compile(
-    rf"(?<![\d:.])(\d{{1,2}}):([0-5]\d)((?:{_JOIN}|\s)(?:to|until|till|and)(?:{_JOIN}|\s)|\s*[-–]\s*)"
+    rf"\b(?<![:.])(\d{{1,2}}):([0-5]\d)((?:{_JOIN}|\s)(?:to|until|till|and)(?:{_JOIN}|\s)|\s*[-–]\s*)"
     r"(\d{1,2}):([0-5]\d)(?![\d:]|\s?[AaPp](?:\.[Mm]\.|[Mm]\b))"
 )
 _CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
@@ -376,7 +379,7 @@ _SCALES = {
 _SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 # After a symbol or a code, thousands may be grouped by spaces too ("€1 500", "EUR 23 800").
-_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3}(?!\d))+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3}(?!\w))+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
 # "27.–" (Swiss and German price tags): a whole amount.
 _WHOLE_MARK = r"(?:\.[–-](?!\w))?"
@@ -405,10 +408,13 @@ _CODE_AFTER_RE = re.compile(
 )
 _CENTS_ONLY_RE = re.compile(r"(?<![\w.])\$\.(\d{2})\b")
 _MAYBE_CODE_RE = re.compile(rf"\b(?:{'|'.join(_CODES)})\b")
-_PER_RE = re.compile(
-    r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person|session|class|lesson|visit"
-    r"|appointment|consultation|item|unit|pet|child|adult|guest|room|head|km|mi|mile|kg|lb|min|minute)\b"
+_PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
+# Other rates only after a number or an amount: "parent/child" and "call/visit" are no rates.
+_PER_UNIT_RE = re.compile(
+    r"/\s?(session|class|lesson|visit|appointment|consultation|item|unit|pet|child|adult|guest|room"
+    r"|head|km|mi|mile|kg|lb|min|minute)\b"
 )
+_AMOUNT_BEFORE_RE = re.compile(r"(?:\d|dollars?|euros?|pounds?|cents?|pence)\s?$")
 _PER_WORDS = {
     "mo": "month", "yr": "year", "wk": "week", "hr": "hour", "km": "kilometer", "mi": "mile",
     "kg": "kilogram", "lb": "pound", "min": "minute",
@@ -468,15 +474,23 @@ _EURO_DECIMAL_RE = re.compile(
 )
 
 # A euro amount with dots every three digits and no decimal comma is in thousands ("€1.950",
-# "1.500 €": no price has three decimals), unless it is a price per unit ("€1.659/l").
+# "1.500 €": no price has three decimals), unless it is a price per unit ("€1.659/l", "a
+# litre") or has a scale ("€1.125 million").
+_NOT_THOUSANDS = (
+    r"\s?(?:/|per\b|an?\s(?:litre|liter|kilo|kg|kwh|unit)\b|thousand\b|million\b|billion\b|bn\b|mn\b|[kmb]\b)"
+)
 _EURO_THOUSANDS_RE = re.compile(
-    r"(€\s?)(\d{1,3}(?:\.\d{3})+)(?!\d|[.,]\d|\s?(?:/|per\b))"
-    r"|(?<![\w.,])(\d{1,3}(?:\.\d{3})+)(\s?€)(?!\s?(?:/|per\b))"
+    rf"(€\s?)(\d{{1,3}}(?:\.\d{{3}})+)(?!\d|[.,]\d|{_NOT_THOUSANDS})"
+    rf"|(?<![\w.,])(\d{{1,3}}(?:\.\d{{3}})+)(\s?€)(?!{_NOT_THOUSANDS})"
 )
 # "€35pp", "£20 p.p.": per person (after an amount only: "a 12pp booklet" has pages).
 _PER_PERSON_RE = re.compile(r"([$€£]\s?\d[\d,.]*)\s?(?:pp|p\.p\.)(?!\w)")
-# "inc. VAT", "incl GST", "ex VAT": a voice would say "inc" or "ex".
-_TAX_RE = re.compile(r"\b(?:(incl?)|(ex(?:cl?)?))\b\.?\s*(?=(?:VAT|GST|HST|tax)\b)", re.IGNORECASE)
+# "inc. VAT", "incl GST", "ex VAT", "excl. tax": a voice would say "inc" or "ex". Not "Inc."
+# (a company) nor "ex" before "tax" ("our ex tax adviser").
+_TAX_RE = re.compile(
+    r"\b(?:(inc|incl|Incl|INCL)|(ex|excl|Excl|EXCL))\b\.?\s*(?=(?:VAT|GST|HST)\b)"
+    r"|\b(?:(incl|Incl)|(excl|Excl))\b\.?\s*(?=tax\b)"
+)
 
 # --- tidying --------------------------------------------------------------------------
 _SPACE_BEFORE_PUNCT_RE = re.compile(r"\s+([,.;:!?)\]])")
@@ -678,8 +692,9 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _TAX_RE.sub(_speak_tax, text)
     if "-" in text or "–" in text:
         text = _DAY_RANGE_RE.sub(_speak_day_range, text)
-    if any(day in text for day in _DAY_PREFIXES):
-        text = _sub_keeping_stop(_DAY_ALONE_RE, lambda m: _DAY_NAMES[m[1].lower()], text)
+    if _SHORT_DAY_HINT_RE.search(text):
+        text = _sub_keeping_stop(_DAY_ALONE_RE, _speak_day_alone, text)
+        text = _sub_keeping_stop(_DAY_CLOSED_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
         text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
     if _DIGIT_RE.search(text):
         text = _numbers(text)
@@ -738,7 +753,7 @@ def _numbers(text: str) -> str:
             text = _TRUNK_ZERO_RE.sub(r"\1 ", text)
         text = _PHONE_RE.sub(_speak_phone, text)
         if " x" in text:
-            text = _EXTENSION_X_RE.sub(" extension ", text)
+            text = _EXTENSION_X_RE.sub(_speak_extension_x, text)
     if "-" in text or "–" in text:
         text = _RANGE_RE.sub(_speak_range, text)
     if ":" in text:
@@ -753,7 +768,7 @@ def _numbers(text: str) -> str:
                 lambda m: "".join(g or "" for g in m.groups()).replace(".", ","), text
             )
         if "p" in text:
-            text = _PER_PERSON_RE.sub(r"\1 per person", text)
+            text = _sub_keeping_stop(_PER_PERSON_RE, lambda m: m[1] + " per person", text)
         if "$" in text:
             text = _REAIS_RE.sub(
                 lambda m: _bind(_money_words(_NAMED_CURRENCIES["R"], m[1].replace(".", ","), m[2], None)),
@@ -777,6 +792,7 @@ def _numbers(text: str) -> str:
         text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], m[1], m[2], m[3]), text)
     if "/" in text:
         text = _PER_RE.sub(lambda m: _bind(" per " + _PER_WORDS.get(m[1], m[1])), text)
+        text = _PER_UNIT_RE.sub(_speak_per_unit, text)
     if "°" in text:
         text = _TEMPERATURE_RE.sub(_speak_temperature, text)
     text = _UNIT_RE.sub(_speak_unit, text)
@@ -893,6 +909,14 @@ def _speak_email(match: re.Match[str]) -> str:
     return f"{local} at {domain}"
 
 
+def _speak_day_alone(match: re.Match[str]) -> str:
+    day, dot = match.groups()
+    end = match.end()
+    # "Sat.9-1": the dot parted the day from the time; a space does now.
+    gap = " " if dot and end < len(match.string) and not match.string[end].isspace() else ""
+    return _DAY_NAMES[day.lower()] + gap
+
+
 def _speak_day_range(match: re.Match[str]) -> str:
     return f"{_DAY_NAMES[match.group(1).lower()]} to {_DAY_NAMES[match.group(2).lower()]}"
 
@@ -927,6 +951,19 @@ def _speak_phone(match: re.Match[str]) -> str:
     if number.startswith("+"):
         spoken[0] = "plus " + spoken[0]
     return _bind(", ".join(spoken))
+
+
+def _speak_per_unit(match: re.Match[str]) -> str:
+    if _AMOUNT_BEFORE_RE.search(match.string, max(0, match.start() - 8), match.start()) is None:
+        return match.group(0)
+    spaced = match.start() > 0 and match.string[match.start() - 1].isspace()
+    return _bind(("per " if spaced else " per ") + _PER_WORDS.get(match[1], match[1]))
+
+
+def _speak_extension_x(match: re.Match[str]) -> str:
+    before = match.string[max(0, match.start() - 6) : match.start()]
+    # A number read digit by digit ends in a digit's name (its words joined by _JOIN).
+    return " extension " if before.replace(_JOIN, " ").rsplit(" ", 1)[-1] in _DIGIT_WORDS else match.group(0)
 
 
 def _spell_digits(digits: str) -> str:
@@ -972,16 +1009,15 @@ def _clock_words(hour: int, minute: str) -> str:
 
 
 def _speak_tax(match: re.Match[str]) -> str:
-    spoken = "including " if match[1] else "excluding "
+    spoken = "including " if match[1] or match[3] else "excluding "
     return spoken.capitalize() if match[0][0].isupper() else spoken
 
 
 def _dot_clocks(match: re.Match[str]) -> str:
     start, dash, end = match.groups()
-    hours = [int(side.split(".")[0]) for side in (start, end)]
-    minutes = {side.split(".")[1] for side in (start, end)}
-    padded = any(side.startswith("0") for side in (start, end))
-    if not (padded or (max(hours) > 12 and minutes <= {"00", "15", "30", "45"})):
+    hours = [side.split(".")[0] for side in (start, end)]
+    padded = any(len(hour) == 2 and hour.startswith("0") for hour in hours)
+    if not (padded or max(int(hour) for hour in hours) > 12):
         return match.group(0)
     return f"{start.replace('.', ':')}{dash}{end.replace('.', ':')}"
 

@@ -101,7 +101,10 @@ NUMBERS_AND_SYMBOLS = [
     ("Closed Sun.", "Closed Sunday."),
     ("Mon to Fri noon to 7 pm; Sat 10 am to 4 pm", "Monday to Friday noon to 7 PM; Saturday 10 AM to 4 PM."),
     ("The Sun is out.", "The Sun is out."),
-    ("Open 9 a.m. to 5 p.m. Monday to Friday.", "Open 9 AM to 5 PM Monday to Friday."),
+    (
+        "Weekdays we are open until 6 p.m. Saturday we open at 9 a.m.",
+        "Weekdays we are open until 6 PM. Saturday we open at 9 AM.",
+    ),
     ("We close at 5 p.m. Sunshine Yoga is next door.", "We close at 5 PM. Sunshine Yoga is next door."),
     ("Open 9am-5pm.", "Open 9 AM to 5 PM."),
     ("We close at 5 p.m. Call before then.", "We close at 5 PM. Call before then."),
@@ -181,7 +184,7 @@ NUMBERS_AND_SYMBOLS = [
     ("Figures in constant USD 2015.", "Figures in constant USD 2015."),
     ("Under 12 100 EUR, in Room 101 200 EUR.", "Under 12 100 EUR, in Room 101 200 EUR."),
     ("CHF 1'000 for a CAD 3D model.", "CHF 1'000 for a CAD 3D model."),
-    ("It draws 1.6 W/kg, 5% w/w, w/e.", "It draws 1.6 W per kilogram, 5 percent w/w, w/e."),
+    ("It draws 1.6 W/kg, 5% w/w, w/e.", "It draws 1.6 W/kg, 5 percent w/w, w/e."),
     ("If Income > Expenses, save.", "If Income > Expenses, save."),
     ("It costs CHF 27.– a day.", "It costs 27 Swiss francs a day."),
     # Thousands grouped by spaces after a symbol are one amount; so are dots every three digits
@@ -243,8 +246,8 @@ NUMBERS_AND_SYMBOLS = [
     ("Reference 2024-00123.", "Reference 2024-00123."),
     # A ZIP code after its state or "ZIP" is said digit by digit; other five-digit numbers not.
     (
-        "Portland, ME 04101 or IL 62704-1234.",
-        "Portland, ME zero four one zero one or IL six two seven zero four, one two three four.",
+        "Portland, ME 04101 or Springfield, IL 62704-1234.",
+        "Portland, ME zero four one zero one or Springfield, IL six two seven zero four, one two three four.",
     ),
     (
         "Our ZIP code: 90210. We hold 12345 books.",
@@ -256,6 +259,54 @@ NUMBERS_AND_SYMBOLS = [
     ("Call 1-800-FLOWERS.", "Call 1-800-FLOWERS."),
     ("Not a date 2024-13-45.", "Not a date 2024-13-45."),
 ]
+
+# Text the rules above must not take for what they read: amounts, doses, dates, names and
+# words that look like times, days, rates, codes, ZIP codes, extensions or taxes.
+LOOKALIKES = [
+    ("Fines €0.20-0.50 per day.", "Fines 20 cents to 0.50 per day."),
+    ("Dose: 0.25-0.50 ml per kg.", "Dose: 0.25 to 0.50 milliliters per kg."),
+    ("Haircuts £15.00-20.00.", "Haircuts 15 pounds to 20.00."),
+    ("Weights 13.00-15.00 kg.", "Weights 13.00 to 15.00 kilograms."),
+    ("Christmas closure 20.12-03.01.", "Christmas closure 20.12 to 03.01."),
+    ("Our dentists are Dr Wei Sun and Dr Patel.", "Our dentists are Dr Wei Sun and Dr Patel."),
+    ("Nurse Thu, RN, will call you.", "Nurse Thu, RN, will call you."),
+    ("As featured in the Herald Sun.", "As featured in the Herald Sun."),
+    ("Sun, sea and sand packages.", "Sun, sea and sand packages."),
+    ("Parent/child swim lessons start at age 1.", "Parent/child swim lessons start at age 1."),
+    ("The council approved €1.125 million.", "The council approved 1.125 million euros."),
+    ("Diesel is €1.659 a litre.", "Diesel is 1.659 euros a litre."),
+    ("Coke €2 330ml.", "Coke 2 euros 330 milliliters."),
+    (
+        "Call our freephone 1 800 123 456.",
+        "Call our freephone one, eight zero zero, one two three, four five six.",
+    ),
+    ("Late bar 2200-0100.", "Late bar 2200 to 0100."),
+    (
+        "Call 01632 960317 OR 07700 900123.",
+        "Call zero one six three two, nine six zero three one seven OR zero seven seven zero zero, nine zero"
+        " zero one two three.",
+    ),
+    ("IN 10000 HOMES AND COUNTING.", "IN 10000 HOMES AND COUNTING."),
+    (
+        "Cream tea with a scone x2. Book on 01632 960318.",
+        "Cream tea with a scone x2. Book on zero one six three two, nine six zero three one eight.",
+    ),
+    (
+        "Baker Accounting Inc. tax services; our ex tax adviser.",
+        "Baker Accounting Inc. tax services; our ex tax adviser.",
+    ),
+    ("Dinner £20 p.p. Book early.", "Dinner 20 pounds per person. Book early."),
+    (
+        "Sat.9-1, Mon Tue Wed 9-5, (Closed Sun)",
+        "Saturday 9 to 1, Monday Tuesday Wednesday 9 to 5, (Closed Sunday).",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), LOOKALIKES)
+def test_lookalikes_are_not_taken_for_what_they_resemble(text: str, expected: str) -> None:
+    assert make_speakable(text) == expected
+
 
 LAYOUT = [
     ("  lots   of\n\n\n spaces  ", "lots of. spaces."),

@@ -10,7 +10,7 @@ from app.config import PROJECT_ROOT
 
 BENCHMARKS = (
     "burst", "calibrate", "console", "context_eval", "crawl", "embed", "html_extraction", "ingest", "isolation", "load",
-    "office_extraction", "openai_stub", "prompt_render", "provider_client", "query", "reference_app", "seed", "semantic_cache_eval",
+    "office_extraction", "openai_stub", "prompt_render", "provider_client", "query", "reference_app", "seed", "semantic_cache_eval", "speech",
     "stream", "sync", "webhook_trigger",
 )  # fmt: skip
 

@@ -35,7 +35,10 @@ TTS voice gets the written form wrong:
   one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the other
   side of its range is a 24-hour time ("9:00-17:00").
 - A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5"; three or more
-  hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS").
+  hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS"), and so do a
+  ZIP+4 and a zero-led second part ("62704-1234", "2024-00123"). Times written with a dot
+  ("5.30pm", "08.30-17.30") are read as times, days' short names in opening hours ("Sat 9-1")
+  in full, and a US ZIP code after its state or "ZIP" digit by digit.
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
   "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately".
 """
@@ -229,23 +232,28 @@ _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
 }  # fmt: skip
-_DAY = r"(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?"
+_SHORT_DAY = r"(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
+_FULL_DAY = r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day"
+_DAY = rf"({_SHORT_DAY})\.?"
 _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # A day's short name alone, as opening hours write it: capitalised, and before a time, a
-# colon or another day ("Sat 9-1", "Wed: closed", "Sat & Sun", "Mon Tue Wed"), or after
-# "closed" or "open" ("Closed Sun."). A voice would say "sat", "wed" and "sun"; names and
-# words ("Dr Wei Sun", "Herald Sun", "Sun, sea and sand") are left alone.
-_SHORT_DAY = r"(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
+# colon and a time or "closed", or another day ("Sat 9-1", "Wed: closed", "Sat & Sun",
+# "Mon Tue Wed"), or after "closed" or "open" ("Closed Sun."). A voice would say "sat", "wed"
+# and "sun"; names and words ("Dr Wei Sun", "Herald Sun 12 March", "Sun, sea and sand") are
+# left alone.
+_TIME_AHEAD = r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|noon\b|midday\b|[Cc]losed\b"
 _DAY_ALONE_RE = re.compile(
-    rf"\b(?<!-)({_SHORT_DAY})(\.?)"
-    rf"(?=\s*(?::|\d|noon\b|midday\b)|\s*(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)"
+    rf"\b(?<!-)({_SHORT_DAY})\.?"
+    rf"(?=\s*:?\s*(?:{_TIME_AHEAD})|\s*(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)"
 )
 _DAY_CLOSED_RE = re.compile(rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)")
 # Cheap to look for in every answer; most name no day, or name it in full.
-_SHORT_DAY_HINT_RE = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)(?![a-z])")
+_SHORT_DAY_HINT_RE = re.compile(rf"{_SHORT_DAY}(?![a-z])")
 # ... and the day after one ("Saturday & Sun closed", "Monday to Fri noon to 7 pm").
-_DAY_AFTER_DAY_RE = re.compile(
-    r"((?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\s*(?:&|and|or|to|through|,|/)\s*)(Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\.?(?!\w)"
+_DAY_AFTER_DAY_RE = re.compile(rf"({_FULL_DAY}\s*(?:&|and|or|to|through|,|/)\s*)({_SHORT_DAY})\.?(?!\w)")
+# "Mon/Wed/Fri": a voice would say "slash" between the days.
+_DAYS_SLASH_RE = re.compile(
+    "(?:" + "|".join(f"(?<={day})" for day in _DAY_NAMES.values()) + rf")\s?/\s?(?={_FULL_DAY}\b)"
 )
 
 # --- numbers, dates, times ------------------------------------------------------------
@@ -306,19 +314,25 @@ _PHONE_CONTEXT_RE = re.compile(
 # not ranges.
 _HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
 # Two hyphenated numbers that are one code, not a range: a ZIP+4 ("62704-1234") or a second
-# part that starts with a zero ("2024-00123"; "2200-0100" is a range of times).
-_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|(?!\d{4}-\d{4}\W*$)\d+-0\d+)\W*")
+# part that starts with a zero ("2024-00123"; "2200-0100" is a range of times, "2008-09" of
+# years).
+_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|(?!\d{4}-\d{4}\W*$|(?:19|20)\d\d-\d\d\W*$)\d+-0\d+)\W*")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
 # "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and
 # "08.30-17.30", a range of such times in 24 hours: whole or quarter hours, a side
-# zero-padded ("08") or past 12, no amount ("£15.00-20.00"), unit or percent after it
-# ("0.25-0.50 ml", "13.00-15.00 kg"), and no date ("20.12-03.01").
+# zero-padded ("08") or past 12, no currency before or after ("£15.00-20.00", "EUR
+# 15.00-20.00", "15.00-20.00 €"), no unit or percent after ("13.00-15.00 kg", "10.15-13.45
+# percent"), and no date ("20.12-03.01").
 _DOT_CLOCK_RE = re.compile(r"\b(?<![:.,$€£¥])(\d{1,2})\.([0-5]\d)(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b))")
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
 _DOT_CLOCKS_RE = re.compile(
     r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
-    r"(?![\d.,]?\d|\s?(?:%|[a-zµ]{1,2}\b(?<!\bon)(?<!\bat)(?<!\bto)))"
+    r"(?![\d.,]?\d)"
+)
+_NOT_CLOCKS_BEFORE_RE = re.compile(r"(?:[$€£¥₹]|\b[A-Z]{3})\s?$")
+_NOT_CLOCKS_AFTER_RE = re.compile(
+    r"\s?(?:[$€£¥₹%]|[A-Z]{3}\b|percent\b|per cent\b|(?:kg|g|mg|ml|l|km|m|cm|mm|lbs?|oz|ft|mi)\b)"
 )
 # Two times of one range: a side that can only be a 24-hour time makes the other one too
 # ("9:00-17:00" is 9 AM to 5 PM). Two sides that could be either stay as written: "9:30-5:30"
@@ -414,7 +428,15 @@ _PER_UNIT_RE = re.compile(
     r"/\s?(session|class|lesson|visit|appointment|consultation|item|unit|pet|child|adult|guest|room"
     r"|head|km|mi|mile|kg|lb|min|minute)\b"
 )
-_AMOUNT_BEFORE_RE = re.compile(r"(?:\d|dollars?|euros?|pounds?|cents?|pence)\s?$")
+_AMOUNT_BEFORE_RE = re.compile(
+    r"(?:\d|"
+    + "|".join(
+        sorted(
+            {n.rsplit(" ", 1)[-1] for names in (*_CURRENCIES.values(), *_CODES.values()) for n in names if n}
+        )
+    )
+    + r")\s?$"
+)
 _PER_WORDS = {
     "mo": "month", "yr": "year", "wk": "week", "hr": "hour", "km": "kilometer", "mi": "mile",
     "kg": "kilogram", "lb": "pound", "min": "minute",
@@ -477,11 +499,12 @@ _EURO_DECIMAL_RE = re.compile(
 # "1.500 €": no price has three decimals), unless it is a price per unit ("€1.659/l", "a
 # litre") or has a scale ("€1.125 million").
 _NOT_THOUSANDS = (
-    r"\s?(?:/|per\b|an?\s(?:litre|liter|kilo|kg|kwh|unit)\b|thousand\b|million\b|billion\b|bn\b|mn\b|[kmb]\b)"
+    r"\s?(?:/|per\b|an?\s(?i:litre|liter|kilo|kg|kwh|unit)\b"
+    r"|thousand\b|million\b|billion\b|bn\b|mn\b|[kmb]\b)"
 )
 _EURO_THOUSANDS_RE = re.compile(
-    rf"(€\s?)(\d{{1,3}}(?:\.\d{{3}})+)(?!\d|[.,]\d|{_NOT_THOUSANDS})"
-    rf"|(?<![\w.,])(\d{{1,3}}(?:\.\d{{3}})+)(\s?€)(?!{_NOT_THOUSANDS})"
+    rf"(€\s?)([1-9]\d{{0,2}}(?:\.\d{{3}})+)(?!\d|[.,]\d|{_NOT_THOUSANDS})"
+    rf"|(?<![\w.,])([1-9]\d{{0,2}}(?:\.\d{{3}})+)(\s?€)(?!{_NOT_THOUSANDS})"
 )
 # "€35pp", "£20 p.p.": per person (after an amount only: "a 12pp booklet" has pages).
 _PER_PERSON_RE = re.compile(r"([$€£]\s?\d[\d,.]*)\s?(?:pp|p\.p\.)(?!\w)")
@@ -693,9 +716,12 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
     if "-" in text or "–" in text:
         text = _DAY_RANGE_RE.sub(_speak_day_range, text)
     if _SHORT_DAY_HINT_RE.search(text):
-        text = _sub_keeping_stop(_DAY_ALONE_RE, _speak_day_alone, text)
+        # A time or another day follows: the dot is the abbreviation's, never a sentence's.
+        text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
         text = _sub_keeping_stop(_DAY_CLOSED_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
         text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
+    if "day/" in text:
+        text = _DAYS_SLASH_RE.sub(" and ", text)
     if _DIGIT_RE.search(text):
         text = _numbers(text)
     if "°" in text:
@@ -910,11 +936,12 @@ def _speak_email(match: re.Match[str]) -> str:
 
 
 def _speak_day_alone(match: re.Match[str]) -> str:
-    day, dot = match.groups()
     end = match.end()
     # "Sat.9-1": the dot parted the day from the time; a space does now.
-    gap = " " if dot and end < len(match.string) and not match.string[end].isspace() else ""
-    return _DAY_NAMES[day.lower()] + gap
+    gap = (
+        " " if match[0].endswith(".") and end < len(match.string) and not match.string[end].isspace() else ""
+    )
+    return _DAY_NAMES[match[1].lower()] + gap
 
 
 def _speak_day_range(match: re.Match[str]) -> str:
@@ -961,9 +988,11 @@ def _speak_per_unit(match: re.Match[str]) -> str:
 
 
 def _speak_extension_x(match: re.Match[str]) -> str:
-    before = match.string[max(0, match.start() - 6) : match.start()]
-    # A number read digit by digit ends in a digit's name (its words joined by _JOIN).
-    return " extension " if before.replace(_JOIN, " ").rsplit(" ", 1)[-1] in _DIGIT_WORDS else match.group(0)
+    # A number the phone rule read digit by digit ends in a digit's name bound to the one
+    # before it (_bind); "bunk beds for one x2" is a count.
+    before = match.string[max(0, match.start() - 7) : match.start()]
+    spelled = _JOIN in before and before.rsplit(_JOIN, 1)[-1] in _DIGIT_WORDS
+    return " extension " if spelled else match.group(0)
 
 
 def _spell_digits(digits: str) -> str:
@@ -1017,7 +1046,12 @@ def _dot_clocks(match: re.Match[str]) -> str:
     start, dash, end = match.groups()
     hours = [side.split(".")[0] for side in (start, end)]
     padded = any(len(hour) == 2 and hour.startswith("0") for hour in hours)
-    if not (padded or max(int(hour) for hour in hours) > 12):
+    text = match.string
+    if (
+        not (padded or max(int(hour) for hour in hours) > 12)
+        or _NOT_CLOCKS_BEFORE_RE.search(text, max(0, match.start() - 5), match.start())
+        or _NOT_CLOCKS_AFTER_RE.match(text, match.end())
+    ):
         return match.group(0)
     return f"{start.replace('.', ':')}{dash}{end.replace('.', ':')}"
 

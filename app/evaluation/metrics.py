@@ -142,7 +142,7 @@ def best_f1(prediction: str, golds: Iterable[str]) -> float:
     return max((token_f1(prediction, gold) for gold in golds), default=0.0)
 
 
-_ZIP_CODE = re.compile(r"\d{5}(?:-\d{4})?")
+_ZIP_CODE = re.compile(r"\d{5}")
 
 
 def spoken_forms(gold: str) -> list[str]:

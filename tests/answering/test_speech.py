@@ -95,17 +95,29 @@ NUMBERS_AND_SYMBOLS = [
     ("Open 9am–5.30pm. Last orders 9.45 p.m.", "Open 9 AM to 5:30 PM. Last orders 9:45 PM."),
     ("Open 08.30-17.30, 13.00-17.00 on Sundays.", "Open 8:30 AM to 5:30 PM, 1 PM to 5 PM on Sundays."),
     ("Prices 10.50-12.75.", "Prices 10.50 to 12.75."),
-    # Days' short names alone, and the pause after "p.m." kept off a day's name.
+    # Days' short names alone, and the full stop after "p.m." kept before a day's name.
     ("Open Mon–Fri 8–6, Sat 9–1.", "Open Monday to Friday 8 to 6, Saturday 9 to 1."),
     ("Wed: closed. Sat & Sun: 10-4.", "Wednesday: closed. Saturday and Sunday: 10 to 4."),
     ("Closed Sun.", "Closed Sunday."),
+    (
+        "Yoga Mon/Wed/Fri 7am, Sat/Sun 9am.",
+        "Yoga Monday and Wednesday and Friday 7 AM, Saturday and Sunday 9 AM.",
+    ),
     ("Mon to Fri noon to 7 pm; Sat 10 am to 4 pm", "Monday to Friday noon to 7 PM; Saturday 10 AM to 4 PM."),
-    ("The Sun is out.", "The Sun is out."),
+    (
+        "Open Monday/Tuesday 9-5, Holiday/Sunday rates.",
+        "Open Monday and Tuesday 9 to 5, Holiday/Sunday rates.",
+    ),
+    (
+        "Open Tues and Thurs 9-5; Mon. Tue. Wed. 9-5.",
+        "Open Tuesday and Thursday 9 to 5; Monday Tuesday Wednesday 9 to 5.",
+    ),
+    ("Open 08.30-17.30 or by appointment.", "Open 8:30 AM to 5:30 PM or by appointment."),
+    ("Sun: closed.", "Sunday: closed."),
     (
         "Weekdays we are open until 6 p.m. Saturday we open at 9 a.m.",
         "Weekdays we are open until 6 PM. Saturday we open at 9 AM.",
     ),
-    ("We close at 5 p.m. Sunshine Yoga is next door.", "We close at 5 PM. Sunshine Yoga is next door."),
     ("Open 9am-5pm.", "Open 9 AM to 5 PM."),
     ("We close at 5 p.m. Call before then.", "We close at 5 PM. Call before then."),
     ("We close at 5 p.m.", "We close at 5 PM."),
@@ -200,6 +212,7 @@ NUMBERS_AND_SYMBOLS = [
         "From 1,200 pounds including VAT, 1,000 pounds excluding VAT; Excluding GST.",
     ),
     ("$25/session, $80 + $1.20/km.", "25 dollars per session, 80 dollars + 1 dollar 20 cents per kilometer."),
+    ("₹500/session, CHF 80/session.", "500 rupees per session, 80 Swiss francs per session."),
     ("It costs €2 000 000 000.", "It costs 2,000,000,000 euros."),
     ("Fees from €1 500 a year, €20 2024 rate.", "Fees from 1,500 euros a year, 20 euros 2024 rate."),
     ("Only $.50 a call.", "Only 50 cents a call."),
@@ -263,6 +276,18 @@ NUMBERS_AND_SYMBOLS = [
 # Text the rules above must not take for what they read: amounts, doses, dates, names and
 # words that look like times, days, rates, codes, ZIP codes, extensions or taxes.
 LOOKALIKES = [
+    ("Haircuts € 15.00-20.00; menus 15.00-20.00 €.", "Haircuts 15 euros to 20.00; menus 15.00 to 20 euros."),
+    ("It rose 10.15-13.45 percent.", "It rose 10.15 to 13.45 percent."),
+    (
+        "Dr Sun: Mon-Fri 9-5. Herald Sun 12 March 2024.",
+        "Dr Sun: Monday to Friday 9 to 5. Herald Sun 12 March 2024.",
+    ),
+    (
+        "Bunk beds for one x2; call 555-123-4567 x12.",
+        "Bunk beds for one x2; call five five five, one two three, four five six seven extension 12.",
+    ),
+    ("In the 2008-09 season.", "In the 2008 to 09 season."),
+    ("Tokens €0.005 each, €0.285 a kWh.", "Tokens 0.005 euros each, 0.285 euros a kWh."),
     ("Fines €0.20-0.50 per day.", "Fines 20 cents to 0.50 per day."),
     ("Dose: 0.25-0.50 ml per kg.", "Dose: 0.25 to 0.50 milliliters per kg."),
     ("Haircuts £15.00-20.00.", "Haircuts 15 pounds to 20.00."),

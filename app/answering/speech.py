@@ -316,7 +316,7 @@ _HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
 # Two hyphenated numbers that are one code, not a range: a ZIP+4 ("62704-1234") or a second
 # part that starts with a zero ("2024-00123"; "2200-0100" is a range of times, "2008-09" of
 # years).
-_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|(?!\d{4}-\d{4}\W*$|(?:19|20)\d\d-\d\d\W*$)\d+-0\d+)\W*")
+_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|(?!\d{4}-\d{4}\W*$|\d{4}-\d\d\W*$)\d+-0\d+)\W*")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
 # "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and

@@ -286,7 +286,7 @@ LOOKALIKES = [
         "Bunk beds for one x2; call 555-123-4567 x12.",
         "Bunk beds for one x2; call five five five, one two three, four five six seven extension 12.",
     ),
-    ("In the 2008-09 season.", "In the 2008 to 09 season."),
+    ("In the 2008-09 season, as in 1806-07.", "In the 2008 to 09 season, as in 1806 to 07."),
     ("Tokens €0.005 each, €0.285 a kWh.", "Tokens 0.005 euros each, 0.285 euros a kWh."),
     ("Fines €0.20-0.50 per day.", "Fines 20 cents to 0.50 per day."),
     ("Dose: 0.25-0.50 ml per kg.", "Dose: 0.25 to 0.50 milliliters per kg."),

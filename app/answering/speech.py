@@ -35,10 +35,10 @@ TTS voice gets the written form wrong:
   one-digit hour and no AM/PM ("5:30") is ambiguous and stays as written unless the other
   side of its range is a 24-hour time ("9:00-17:00").
 - A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5"; three or more
-  hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS"), and so do a
-  ZIP+4 and a zero-led second part ("62704-1234", "2024-00123"). Times written with a dot
+  hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS"), and so does
+  a zero-led second part ("2024-00123"). Times written with a dot
   ("5.30pm", "08.30-17.30") are read as times, days' short names in opening hours ("Sat 9-1")
-  in full, and a US ZIP code after its state or "ZIP" digit by digit.
+  in full, and a US ZIP code after its city and state or "ZIP" digit by digit.
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
   "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately".
 """
@@ -240,17 +240,30 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # colon and a time or "closed", or another day ("Sat 9-1", "Wed: closed", "Sat & Sun",
 # "Mon Tue Wed"), or after "closed" or "open" ("Closed Sun."). A voice would say "sat", "wed"
 # and "sun"; names and words ("Dr Wei Sun", "Herald Sun 12 March", "Sun, sea and sand") are
-# left alone.
+# left alone. The names that are also words or names (Sun, Sat, Wed, Thu) count only where a
+# list of hours puts them: first, after a list's mark or "and", or before a colon or another
+# day ("Sat 9-1", "Mon-Fri 9-5, Sat 9-1", "Sat & Sun", "Sun: closed"; not "Dr Sun 9-1",
+# "Full Sun 6-8 hours" or "defeated Sun 6-4").
 _TIME_AHEAD = r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|noon\b|midday\b|[Cc]losed\b"
 _DAY_ALONE_RE = re.compile(
-    rf"\b(?<!-)({_SHORT_DAY})\.?"
+    rf"\b(?<!-)({_SHORT_DAY})(\.?)"
     rf"(?=\s*:?\s*(?:{_TIME_AHEAD})|\s*(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)"
 )
-_DAY_CLOSED_RE = re.compile(rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)")
+_AMBIGUOUS_DAYS = frozenset({"Sun", "Sat", "Wed", "Thu"})
+_LIST_BEFORE_RE = re.compile(
+    rf"(?:^|[,;:(|/&•*–-]|\b(?:and|or|[Oo]pen|[Cc]losed|to|through|{_SHORT_DAY}|{_FULL_DAY})\.?)\s*$"
+)
+_SHORT_DAY_NEXT_RE = re.compile(rf"\s*{_SHORT_DAY}\b")
+_DAY_OR_COLON_NEXT_RE = re.compile(rf"\s*(?::|(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)")
+# "Open Sun Lounge" is a place: a day after "open" ends there or is followed by a stop.
+_DAY_CLOSED_RE = re.compile(rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)(?:(?<=\.)|(?!\s+[A-Z]))")
 # Cheap to look for in every answer; most name no day, or name it in full.
 _SHORT_DAY_HINT_RE = re.compile(rf"{_SHORT_DAY}(?![a-z])")
 # ... and the day after one ("Saturday & Sun closed", "Monday to Fri noon to 7 pm").
-_DAY_AFTER_DAY_RE = re.compile(rf"({_FULL_DAY}\s*(?:&|and|or|to|through|,|/)\s*)({_SHORT_DAY})\.?(?!\w)")
+_DAY_AFTER_DAY_RE = re.compile(
+    rf"({_FULL_DAY}\s*(?:&|and|or|to|through|,|/)\s*)({_SHORT_DAY})\.?(?!\w)"
+    rf"(?=\s*(?:[,;.:&/)]|$|and\b|or\b|to\b|[Cc]losed\b|\d|noon\b|midday\b|{_SHORT_DAY}\b))"
+)
 # "Mon/Wed/Fri": a voice would say "slash" between the days.
 _DAYS_SLASH_RE = re.compile(
     "(?:" + "|".join(f"(?<={day})" for day in _DAY_NAMES.values()) + rf")\s?/\s?(?={_FULL_DAY}\b)"
@@ -269,8 +282,9 @@ _PHONE_RE = re.compile(
     r"(?:\d{1,6}(?:(?:[.-]| {1,3})\d{1,8}){0,5}|0\d{7,11})(?![\w/:-]|[.,]\d)"
 )
 _PHONE_GROUP_RE = re.compile(r"\d+")
-# "+44 (0)20 ...": the zero is dialled only from within the country; from abroad it is wrong.
-_TRUNK_ZERO_RE = re.compile(r"(\+\d{1,3})\s?\(0\)\s?(?=\d)")
+# "+44 (0)20 ...": the zero is dialled only from within the country; from abroad it is wrong
+# (not in Italy, +39, whose numbers keep it).
+_TRUNK_ZERO_RE = re.compile(r"(\+(?!39\b)\d{1,3})\s?\(0\)\s?(?=\d)")
 _DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 # A US ZIP code after its city and state ("Portland, ME 04101", ", IL 62704-1234") or after
 # "ZIP": digit by digit, as people say them, not "four thousand one hundred one".
@@ -278,9 +292,12 @@ _STATES = (
     "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ"
     "|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY"
 )
+# Not before another number, written or spelled: "OR 97201 (503) 555-0100" would run on.
+_DIGIT_NAME = "(?:zero|one|two|three|four|five|six|seven|eight|nine)"
 _ZIP_HINT_RE = re.compile(r"\b\d{5}\b")
 _ZIP_RE = re.compile(
-    rf"(, (?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b(?!-?\d| \d)"
+    rf"((?<=[a-z]), (?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b"
+    rf"(?!-?\d| \d| \(| {_DIGIT_NAME}\b)"
 )
 # "555-123-4567 x204": an extension after a number read digit by digit (x and digits written
 # together; "2 x 10" is a product, "scone x2" a count).
@@ -313,10 +330,10 @@ _PHONE_CONTEXT_RE = re.compile(
 # Three or more parts joined by hyphens (ISBNs, part numbers, "1-800-FLOWERS") are codes,
 # not ranges.
 _HYPHEN_RE = re.compile(r"(?<=[\w.])[-–](?=[\w$€£])")
-# Two hyphenated numbers that are one code, not a range: a ZIP+4 ("62704-1234") or a second
-# part that starts with a zero ("2024-00123"; "2200-0100" is a range of times, "2008-09" of
-# years).
-_CODE_PAIR_RE = re.compile(r"\W*(?:\d{5}-\d{4}|(?!\d{4}-\d{4}\W*$|\d{4}-\d\d\W*$)\d+-0\d+)\W*")
+# Two hyphenated numbers that are one code, not a range: a second part that starts with a
+# zero ("2024-00123"; "2200-0100" is a range of times, "2008-09" of years). A ZIP+4 alone
+# ("62704-1234") stays a range: "10000-8000 BC" is shaped alike.
+_CODE_PAIR_RE = re.compile(r"\W*(?!\d{4}-\d{4}\W*$|\d{4}-\d\d\W*$)\d+-0\d+\W*")
 _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
 # "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and
@@ -330,15 +347,17 @@ _DOT_CLOCKS_RE = re.compile(
     r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
     r"(?![\d.,]?\d)"
 )
+_PADDED_DOT_TIME_RE = re.compile(r"\b0\d\.[03]0\b")
 _NOT_CLOCKS_BEFORE_RE = re.compile(r"(?:[$€£¥₹]|\b[A-Z]{3})\s?$")
 _NOT_CLOCKS_AFTER_RE = re.compile(
-    r"\s?(?:[$€£¥₹%]|[A-Z]{3}\b|percent\b|per cent\b|(?:kg|g|mg|ml|l|km|m|cm|mm|lbs?|oz|ft|mi)\b)"
+    r"\s?(?:[$€£¥₹%°]|[A-Z]{3}\b|percent\b|per cent\b|per\b|seconds?\b|euros?\b|pounds?\b|dollars?\b"
+    r"|(?:kg|g|mg|ml|l|km|m|cm|mm|lbs?|oz|ft|mi)\b)"
 )
 # Two times of one range: a side that can only be a 24-hour time makes the other one too
 # ("9:00-17:00" is 9 AM to 5 PM). Two sides that could be either stay as written: "9:30-5:30"
 # is no 5:30 AM, whatever else the paragraph says.
 _CLOCK_PAIR_RE = re.compile(
-    rf"\b(?<![:.])(\d{{1,2}}):([0-5]\d)((?:{_JOIN}|\s)(?:to|until|till|and)(?:{_JOIN}|\s)|\s*[-–]\s*)"
+    rf"\b(?<![:.])(\d{{1,2}}):([0-5]\d)((?:{_JOIN}|\s)(?:to|until|till|through|and)(?:{_JOIN}|\s)|\s*[-–]\s*)"
     r"(\d{1,2}):([0-5]\d)(?![\d:]|\s?[AaPp](?:\.[Mm]\.|[Mm]\b))"
 )
 _CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
@@ -392,13 +411,20 @@ _SCALES = {
 }  # fmt: skip
 _SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
-# After a symbol or a code, thousands may be grouped by spaces too ("€1 500", "EUR 23 800").
-_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3}(?!\w))+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+# After a code, thousands may be grouped by spaces too ("EUR 23 800").
+_GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+# After a symbol, only when it cannot be a price and a second number ("€2 000 000", "€1 500",
+# not "£18 750 ml", "€8 500 m", "$5 100-page"): two groups, or one in whole hundreds with no
+# unit or hyphen after it.
+_SPACED_AMOUNT = (
+    r"(\d{1,3}(?:(?:[ \u00a0\u202f]\d{3}){2,}|[ \u00a0\u202f]\d00)(?![\w-]|\s(?:m|ml|cl|l|g|kg|km|cm|mm)\b)"
+    r"|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+)
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
 # "27.–" (Swiss and German price tags): a whole amount.
 _WHOLE_MARK = r"(?:\.[–-](?!\w))?"
 _MONEY_BEFORE_RE = re.compile(
-    rf"(?:\b(US|U\.S\.) ?|(?<![A-Za-z]))([{_SYMBOLS}])\s?{_GROUPED_AMOUNT}{_SCALE}{_WHOLE_MARK}",
+    rf"(?:\b(US|U\.S\.) ?|(?<![A-Za-z]))([{_SYMBOLS}])\s?{_SPACED_AMOUNT}{_SCALE}{_WHOLE_MARK}",
     re.IGNORECASE,
 )
 _MONEY_AFTER_RE = re.compile(rf"(?<![\w.,]){_AMOUNT}{_SCALE}\s?([{_SYMBOLS}])", re.IGNORECASE)
@@ -496,15 +522,16 @@ _EURO_DECIMAL_RE = re.compile(
 )
 
 # A euro amount with dots every three digits and no decimal comma is in thousands ("€1.950",
-# "1.500 €": no price has three decimals), unless it is a price per unit ("€1.659/l", "a
-# litre") or has a scale ("€1.125 million").
+# "1.500 €": prices in thousands end in a 0, three decimals of a fuel price or a share
+# rarely do: "€1.699", "€1.125" stay), unless it is a price per unit ("€1.650/l", "a litre")
+# or has a scale ("€1.250 million").
 _NOT_THOUSANDS = (
     r"\s?(?:/|per\b|an?\s(?i:litre|liter|kilo|kg|kwh|unit)\b"
     r"|thousand\b|million\b|billion\b|bn\b|mn\b|[kmb]\b)"
 )
 _EURO_THOUSANDS_RE = re.compile(
-    rf"(€\s?)([1-9]\d{{0,2}}(?:\.\d{{3}})+)(?!\d|[.,]\d|{_NOT_THOUSANDS})"
-    rf"|(?<![\w.,])([1-9]\d{{0,2}}(?:\.\d{{3}})+)(\s?€)(?!{_NOT_THOUSANDS})"
+    rf"(€\s?)([1-9]\d{{0,2}}(?:\.\d{{3}})*\.\d\d0)(?!\d|[.,]\d|{_NOT_THOUSANDS})"
+    rf"|(?<![\w.,])([1-9]\d{{0,2}}(?:\.\d{{3}})*\.\d\d0)(\s?€)(?!{_NOT_THOUSANDS})"
 )
 # "€35pp", "£20 p.p.": per person (after an amount only: "a 12pp booklet" has pages).
 _PER_PERSON_RE = re.compile(r"([$€£]\s?\d[\d,.]*)\s?(?:pp|p\.p\.)(?!\w)")
@@ -770,7 +797,7 @@ def _numbers(text: str) -> str:
     if "-" in text:
         text = _ISO_DATE_RE.sub(_speak_iso_date, text)
     if "." in text and _DOT_TIME_HINT_RE.search(text):
-        text = _DOT_CLOCK_RE.sub(r"\1:\2", text)
+        text = _DOT_CLOCK_RE.sub(_dot_clock, text)
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
     if _ZIP_HINT_RE.search(text):
         text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
@@ -936,12 +963,20 @@ def _speak_email(match: re.Match[str]) -> str:
 
 
 def _speak_day_alone(match: re.Match[str]) -> str:
-    end = match.end()
-    # "Sat.9-1": the dot parted the day from the time; a space does now.
-    gap = (
-        " " if match[0].endswith(".") and end < len(match.string) and not match.string[end].isspace() else ""
-    )
-    return _DAY_NAMES[match[1].lower()] + gap
+    day, dot = match.groups()
+    text, start, end = match.string, match.start(), match.end()
+    if (
+        day in _AMBIGUOUS_DAYS
+        and not _LIST_BEFORE_RE.search(text, max(0, start - 12), start)
+        and not _DAY_OR_COLON_NEXT_RE.match(text, end)
+    ):
+        return match.group(0)
+    if not dot:
+        return _DAY_NAMES[day.lower()]
+    if end < len(text) and not text[end].isspace():
+        return _DAY_NAMES[day.lower()] + " "  # "Sat.9-1": the dot parted the day from the time
+    # "Mon. Tue." is a list; "Closed Sun. 10am-4pm on bank holidays" may end a sentence.
+    return _DAY_NAMES[day.lower()] + ("" if _SHORT_DAY_NEXT_RE.match(text, end) else ".")
 
 
 def _speak_day_range(match: re.Match[str]) -> str:
@@ -1042,13 +1077,22 @@ def _speak_tax(match: re.Match[str]) -> str:
     return spoken.capitalize() if match[0][0].isupper() else spoken
 
 
+def _dot_clock(match: re.Match[str]) -> str:
+    # "12.50 pm" after a price is per month ("GBP 45.50 pm", "£ 25.00 pm").
+    if not 1 <= int(match[1]) <= 12 or _NOT_CLOCKS_BEFORE_RE.search(
+        match.string, max(0, match.start() - 5), match.start()
+    ):
+        return match.group(0)
+    return f"{match[1]}:{match[2]}"
+
+
 def _dot_clocks(match: re.Match[str]) -> str:
     start, dash, end = match.groups()
     hours = [side.split(".")[0] for side in (start, end)]
     padded = any(len(hour) == 2 and hour.startswith("0") for hour in hours)
     text = match.string
     if (
-        not (padded or max(int(hour) for hour in hours) > 12)
+        not (padded or (max(int(hour) for hour in hours) > 12 and _PADDED_DOT_TIME_RE.search(text)))
         or _NOT_CLOCKS_BEFORE_RE.search(text, max(0, match.start() - 5), match.start())
         or _NOT_CLOCKS_AFTER_RE.match(text, match.end())
     ):

@@ -110,9 +110,10 @@ NUMBERS_AND_SYMBOLS = [
     ),
     (
         "Open Tues and Thurs 9-5; Mon. Tue. Wed. 9-5.",
-        "Open Tuesday and Thursday 9 to 5; Monday Tuesday Wednesday 9 to 5.",
+        "Open Tuesday and Thursday 9 to 5; Monday Tuesday Wednesday. 9 to 5.",
     ),
     ("Open 08.30-17.30 or by appointment.", "Open 8:30 AM to 5:30 PM or by appointment."),
+    ("Open 8:30 through 17:30.", "Open 8:30 AM through 5:30 PM."),
     ("Sun: closed.", "Sunday: closed."),
     (
         "Weekdays we are open until 6 p.m. Saturday we open at 9 a.m.",
@@ -276,6 +277,34 @@ NUMBERS_AND_SYMBOLS = [
 # Text the rules above must not take for what they read: amounts, doses, dates, names and
 # words that look like times, days, rates, codes, ZIP codes, extensions or taxes.
 LOOKALIKES = [
+    (
+        "Mains 15.00-20.00; race times of 20.15-20.45 seconds.",
+        "Mains 15.00 to 20.00; race times of 20.15 to 20.45 seconds.",
+    ),
+    (
+        "Light: Full Sun 6-8 hours a day. Li defeated Sun 6-4.",
+        "Light: Full Sun 6 to 8 hours a day. Li defeated Sun 6 to 4.",
+    ),
+    ("Closed Sun. 10am-4pm on bank holidays.", "Closed Sunday. 10 AM to 4 PM on bank holidays."),
+    ("On Monday, Sun Microsystems announced Java.", "On Monday, Sun Microsystems announced Java."),
+    ("Price: €1.699 per litre, €1.749 super.", "Price: 1.699 euros per litre, 1.749 euros super."),
+    (
+        "Wine £18 750 ml; €8 500 m walk; a $5 100-page booklet.",
+        "Wine 18 pounds 750 milliliters; 8 euros 500 m walk; a 5 dollars 100-page booklet.",
+    ),
+    (
+        "Portland, OR 97201 (503) 555-0100.",
+        "Portland, OR 97201 five zero three, five five five, zero one zero zero.",
+    ),
+    (
+        "Call +39 (0)6 1234 5678.",
+        "Call plus three nine, zero, six, one two three four, five six seven eight.",
+    ),
+    ("Around 10000-8000 BC farming began.", "Around 10000 to 8000 BC farming began."),
+    (
+        "Salary GBP 45.50 pm; open Sun Lounge; FAMILIES, IN 10000 HOMES.",
+        "Salary 45 pounds 50 pence pm; open Sun Lounge; FAMILIES, IN 10000 HOMES.",
+    ),
     ("Haircuts € 15.00-20.00; menus 15.00-20.00 €.", "Haircuts 15 euros to 20.00; menus 15.00 to 20 euros."),
     ("It rose 10.15-13.45 percent.", "It rose 10.15 to 13.45 percent."),
     (

@@ -241,21 +241,24 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # "Mon Tue Wed"), or after "closed" or "open" ("Closed Sun."). A voice would say "sat", "wed"
 # and "sun"; names and words ("Dr Wei Sun", "Herald Sun 12 March", "Sun, sea and sand") are
 # left alone. The names that are also words or names (Sun, Sat, Wed, Thu) count only where a
-# list of hours puts them: first, after a list's mark or "and", or before a colon or another
-# day ("Sat 9-1", "Mon-Fri 9-5, Sat 9-1", "Sat & Sun", "Sun: closed"; not "Dr Sun 9-1",
-# "Full Sun 6-8 hours" or "defeated Sun 6-4").
+# list of hours puts them: first, after a list's mark, a sentence or "and", or before another
+# day ("Sat 9-1", "Mon-Fri 9-5, Sat 9-1", "Sat & Sun", "Sun: closed"; not "Dr Sun 9-1", "Dr
+# Wei Sun: 9-5", "Rising Sun: 12-11" or "defeated Sun 6-4"). The abbreviation's dot goes:
+# "Sat. 9-1" is no sentence's end, and a word cap would take it for one.
 _TIME_AHEAD = r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|noon\b|midday\b|[Cc]losed\b"
+_DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
 _DAY_ALONE_RE = re.compile(
-    rf"\b(?<!-)({_SHORT_DAY})(\.?)"
-    rf"(?=\s*:?\s*(?:{_TIME_AHEAD})|\s*(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)"
+    rf"\b(?<!-)(?<![Cc]losed )(?<![Oo]pen )({_SHORT_DAY})(\.?)"
+    rf"(?=\s*:?\s*(?:{_TIME_AHEAD})|\.?\s*{_DAY_JOIN}?\s*{_SHORT_DAY}\b)"
 )
 _AMBIGUOUS_DAYS = frozenset({"Sun", "Sat", "Wed", "Thu"})
 _LIST_BEFORE_RE = re.compile(
-    rf"(?:^|[,;:(|/&•*–-]|\b(?:and|or|[Oo]pen|[Cc]losed|to|through|{_SHORT_DAY}|{_FULL_DAY})\.?)\s*$"
+    r"(?:^|[,;:(|/&•*–-]|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bSt)\."
+    rf"|\b(?:and|or|to|through|{_SHORT_DAY}|{_FULL_DAY})\.?)\s*$"
 )
-_SHORT_DAY_NEXT_RE = re.compile(rf"\s*{_SHORT_DAY}\b")
-_DAY_OR_COLON_NEXT_RE = re.compile(rf"\s*(?::|(?:[&,/–-]|and\b|or\b|to\b|through\b)?\s*{_SHORT_DAY}\b)")
-# "Open Sun Lounge" is a place: a day after "open" ends there or is followed by a stop.
+_DAY_NEXT_RE = re.compile(rf"\.?\s*{_DAY_JOIN}?\s*{_SHORT_DAY}\b")
+# "Open Sun Lounge" is a place: a day after "open" ends there or is followed by a stop. Its
+# dot stays: "Closed Sun. 10am-4pm on bank holidays" is two sentences.
 _DAY_CLOSED_RE = re.compile(rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)(?:(?<=\.)|(?!\s+[A-Z]))")
 # Cheap to look for in every answer; most name no day, or name it in full.
 _SHORT_DAY_HINT_RE = re.compile(rf"{_SHORT_DAY}(?![a-z])")
@@ -297,7 +300,7 @@ _DIGIT_NAME = "(?:zero|one|two|three|four|five|six|seven|eight|nine)"
 _ZIP_HINT_RE = re.compile(r"\b\d{5}\b")
 _ZIP_RE = re.compile(
     rf"((?<=[a-z]), (?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b"
-    rf"(?!-?\d| \d| \(| {_DIGIT_NAME}\b)"
+    rf"(?!-?\d| \d(?!\d*(?:st|nd|rd|th)\b)| \(| {_DIGIT_NAME}\b)"
 )
 # "555-123-4567 x204": an extension after a number read digit by digit (x and digits written
 # together; "2 x 10" is a product, "scone x2" a count).
@@ -413,11 +416,14 @@ _SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 # After a code, thousands may be grouped by spaces too ("EUR 23 800").
 _GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
-# After a symbol, only when it cannot be a price and a second number ("€2 000 000", "€1 500",
-# not "£18 750 ml", "€8 500 m", "$5 100-page"): two groups, or one in whole hundreds with no
-# unit or hyphen after it.
+# After a symbol, only when it cannot be a price and a second number: two groups ("€2 000
+# 000"), or one that ends the amount's clause ("€1 500.", "€1 500 a year", "€1 500 per
+# visit"). "£60 300 Queen St" (two lines joined), "£18 750 ml", "£200 100% refundable" and
+# "€5 100 seats" are a price and another number.
 _SPACED_AMOUNT = (
-    r"(\d{1,3}(?:(?:[ \u00a0\u202f]\d{3}){2,}|[ \u00a0\u202f]\d00)(?![\w-]|\s(?:m|ml|cl|l|g|kg|km|cm|mm)\b)"
+    r"(\d{1,3}(?:(?:[ \u00a0\u202f]\d{3}){2,}(?![\w%+-]|\s(?:m|ml|cl|l|g|kg|km|cm|mm)\b)"
+    r"|[ \u00a0\u202f]\d{3}(?=[.,;:!?)]|$|\s(?:a|an|per|each|for|and|or|to|plus|in|with|inc|incl|including"
+    r"|ex|excl|excluding|VAT|GST)\b))"
     r"|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 )
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
@@ -745,7 +751,7 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
     if _SHORT_DAY_HINT_RE.search(text):
         # A time or another day follows: the dot is the abbreviation's, never a sentence's.
         text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
-        text = _sub_keeping_stop(_DAY_CLOSED_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
+        text = _DAY_CLOSED_RE.sub(lambda m: m[1] + _DAY_NAMES[m[2].lower()] + m[3], text)
         text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
     if "day/" in text:
         text = _DAYS_SLASH_RE.sub(" and ", text)
@@ -968,15 +974,12 @@ def _speak_day_alone(match: re.Match[str]) -> str:
     if (
         day in _AMBIGUOUS_DAYS
         and not _LIST_BEFORE_RE.search(text, max(0, start - 12), start)
-        and not _DAY_OR_COLON_NEXT_RE.match(text, end)
+        and not _DAY_NEXT_RE.match(text, end)
     ):
         return match.group(0)
-    if not dot:
-        return _DAY_NAMES[day.lower()]
-    if end < len(text) and not text[end].isspace():
-        return _DAY_NAMES[day.lower()] + " "  # "Sat.9-1": the dot parted the day from the time
-    # "Mon. Tue." is a list; "Closed Sun. 10am-4pm on bank holidays" may end a sentence.
-    return _DAY_NAMES[day.lower()] + ("" if _SHORT_DAY_NEXT_RE.match(text, end) else ".")
+    # "Sat.9-1": the dot parted the day from the time; a space does now.
+    gap = " " if dot and end < len(text) and text[end].isalnum() else ""
+    return _DAY_NAMES[day.lower()] + gap
 
 
 def _speak_day_range(match: re.Match[str]) -> str:

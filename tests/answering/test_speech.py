@@ -110,7 +110,7 @@ NUMBERS_AND_SYMBOLS = [
     ),
     (
         "Open Tues and Thurs 9-5; Mon. Tue. Wed. 9-5.",
-        "Open Tuesday and Thursday 9 to 5; Monday Tuesday Wednesday. 9 to 5.",
+        "Open Tuesday and Thursday 9 to 5; Monday Tuesday Wednesday 9 to 5.",
     ),
     ("Open 08.30-17.30 or by appointment.", "Open 8:30 AM to 5:30 PM or by appointment."),
     ("Open 8:30 through 17:30.", "Open 8:30 AM through 5:30 PM."),
@@ -278,6 +278,16 @@ NUMBERS_AND_SYMBOLS = [
 # words that look like times, days, rates, codes, ZIP codes, extensions or taxes.
 LOOKALIKES = [
     (
+        "Price list\nCut £30\nColour £60\n300 Queen St, Leeds. Deposit £200 100% refundable; €5 100 seats.",
+        "Price list Cut 30 pounds Colour 60 pounds 300 Queen St, Leeds. Deposit 200 pounds 100 percent"
+        " refundable; 5 euros 100 seats.",
+    ),
+    (
+        "Dr Wei Sun: 9am–5pm; The Rising Sun: 12pm-11pm.",
+        "Dr Wei Sun: 9 AM to 5 PM; The Rising Sun: 12 PM to 11 PM.",
+    ),
+    ("Sat. & Sun. 10-2; Sat./Sun. 9-5", "Saturday and Sunday 10 to 2; Saturday and Sunday 9 to 5."),
+    (
         "Mains 15.00-20.00; race times of 20.15-20.45 seconds.",
         "Mains 15.00 to 20.00; race times of 20.15 to 20.45 seconds.",
     ),
@@ -434,6 +444,7 @@ IDEMPOTENCE = [
     "Reception  01632  960318, distances 0   5   10   25   50.",
     "It costs €2 000 000 000.",
     "Open 9:30-5:30, lunch 12:30-13:30; 08.30-17.30 Sat & Sun; (62704-1234); €35pp inc. VAT.",
+    "Springfield, IL 62704 1st floor; Austin, TX 78701 512-555-0100; Closed Sun. 10am-4pm.",
 ]
 
 
@@ -674,3 +685,9 @@ def test_a_phone_number_said_digit_by_digit_is_kept_whole_however_long():
     # Its words are bound into one (the cap never cuts a number): they are no long word.
     spoken = make_speakable("Call +44 161 496 0000 or 0800 123 4567 for bookings.")
     assert spoken.startswith("Call plus four four, one six one, four nine six, zero zero zero zero")
+
+
+def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
+    # "Sat." said "Saturday." would end a sentence there, and the cap would cut the hours off.
+    text = "We are open Mon.-Fri. 9-5 and Sat. 9-1 for all routine appointments."
+    assert make_speakable(text, max_words=14) == "We are open Monday to Friday 9 to 5 and Saturday 9 to 1."

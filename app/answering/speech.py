@@ -245,7 +245,9 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # day ("Sat 9-1", "Mon-Fri 9-5, Sat 9-1", "Sat & Sun", "Sun: closed"; not "Dr Sun 9-1", "Dr
 # Wei Sun: 9-5", "Rising Sun: 12-11" or "defeated Sun 6-4"). The abbreviation's dot goes:
 # "Sat. 9-1" is no sentence's end, and a word cap would take it for one.
-_TIME_AHEAD = r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|noon\b|midday\b|[Cc]losed\b"
+_TIME_AHEAD = (
+    r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|noon\b|midday\b|[Cc]losed\b"
+)
 _DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
 _DAY_ALONE_RE = re.compile(
     rf"\b(?<!-)(?<![Cc]losed )(?<![Oo]pen )({_SHORT_DAY})(\.?)"
@@ -253,19 +255,23 @@ _DAY_ALONE_RE = re.compile(
 )
 _AMBIGUOUS_DAYS = frozenset({"Sun", "Sat", "Wed", "Thu"})
 _LIST_BEFORE_RE = re.compile(
-    r"(?:^|[,;:(|/&•*–-]|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bSt)\."
-    rf"|\b(?:and|or|to|through|{_SHORT_DAY}|{_FULL_DAY})\.?)\s*$"
+    r"(?:^|[,;:(|/&•*–-]|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bSt)(?<!\b[A-Z])\."
+    rf"|\d|\b[AaPp]\.?[Mm]\b\.?|\b(?:and|or|to|through|{_SHORT_DAY}|{_FULL_DAY})\.?)\s*$"
 )
 _DAY_NEXT_RE = re.compile(rf"\.?\s*{_DAY_JOIN}?\s*{_SHORT_DAY}\b")
 # "Open Sun Lounge" is a place: a day after "open" ends there or is followed by a stop. Its
 # dot stays: "Closed Sun. 10am-4pm on bank holidays" is two sentences.
-_DAY_CLOSED_RE = re.compile(rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)(?:(?<=\.)|(?!\s+[A-Z]))")
+_DAY_CLOSED_RE = re.compile(
+    rf"\b([Cc]losed |[Oo]pen )({_SHORT_DAY})(\.?)(?!\w)"
+    rf"(?:(?<=\.)|(?!\s+[A-Z])|(?=\s+(?:{_SHORT_DAY}|{_FULL_DAY})\b))"
+)
 # Cheap to look for in every answer; most name no day, or name it in full.
 _SHORT_DAY_HINT_RE = re.compile(rf"{_SHORT_DAY}(?![a-z])")
 # ... and the day after one ("Saturday & Sun closed", "Monday to Fri noon to 7 pm").
 _DAY_AFTER_DAY_RE = re.compile(
     rf"({_FULL_DAY}\s*(?:&|and|or|to|through|,|/)\s*)({_SHORT_DAY})\.?(?!\w)"
-    rf"(?=\s*(?:[,;.:&/)]|$|and\b|or\b|to\b|[Cc]losed\b|\d|noon\b|midday\b|{_SHORT_DAY}\b))"
+    rf"(?=\s*(?:[,;.:&/)]|$|and\b|or\b|to\b|until\b|till\b|from\b|only\b|[Cc]losed\b|\d|noon\b|midday\b"
+    rf"|{_SHORT_DAY}\b))"
 )
 # "Mon/Wed/Fri": a voice would say "slash" between the days.
 _DAYS_SLASH_RE = re.compile(
@@ -300,7 +306,7 @@ _DIGIT_NAME = "(?:zero|one|two|three|four|five|six|seven|eight|nine)"
 _ZIP_HINT_RE = re.compile(r"\b\d{5}\b")
 _ZIP_RE = re.compile(
     rf"((?<=[a-z]), (?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b"
-    rf"(?!-?\d| \d(?!\d*(?:st|nd|rd|th)\b)| \(| {_DIGIT_NAME}\b)"
+    rf"(?!-?\d| \d(?!\d*(?:st|nd|rd|th)\b)| \(| {_DIGIT_NAME}\b|\s*[–-]\s*\d|\s+(?:to|through|or|and)\s+\d)"
 )
 # "555-123-4567 x204": an extension after a number read digit by digit (x and digits written
 # together; "2 x 10" is a product, "scone x2" a count).
@@ -341,16 +347,18 @@ _DOTTED_DATE_RE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}")
 _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", re.IGNORECASE)
 # "5.30pm", "9.45 p.m.": a time written with a dot (British, Irish, Australian usage); and
 # "08.30-17.30", a range of such times in 24 hours: whole or quarter hours, a side
-# zero-padded ("08") or past 12, no currency before or after ("£15.00-20.00", "EUR
+# zero-padded ("08": "Mains 14.00-19.00" is prices), no currency before or after ("£15.00-20.00", "EUR
 # 15.00-20.00", "15.00-20.00 €"), no unit or percent after ("13.00-15.00 kg", "10.15-13.45
 # percent"), and no date ("20.12-03.01").
-_DOT_CLOCK_RE = re.compile(r"\b(?<![:.,$€£¥])(\d{1,2})\.([0-5]\d)(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b))")
+_DOT_CLOCK_RE = re.compile(
+    r"\b(?<![:.,$€£¥])(\d{1,2})\.([0-5]\d)"
+    r"(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b)|\s*[-–]\s*\d{1,2}[.:][0-5]\d\s?[AaPp](?:\.[Mm]\.|[Mm]\b))"
+)
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
 _DOT_CLOCKS_RE = re.compile(
     r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
     r"(?![\d.,]?\d)"
 )
-_PADDED_DOT_TIME_RE = re.compile(r"\b0\d\.[03]0\b")
 _NOT_CLOCKS_BEFORE_RE = re.compile(r"(?:[$€£¥₹]|\b[A-Z]{3})\s?$")
 _NOT_CLOCKS_AFTER_RE = re.compile(
     r"\s?(?:[$€£¥₹%°]|[A-Z]{3}\b|percent\b|per cent\b|per\b|seconds?\b|euros?\b|pounds?\b|dollars?\b"
@@ -416,14 +424,10 @@ _SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 # After a code, thousands may be grouped by spaces too ("EUR 23 800").
 _GROUPED_AMOUNT = r"(\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
-# After a symbol, only when it cannot be a price and a second number: two groups ("€2 000
-# 000"), or one that ends the amount's clause ("€1 500.", "€1 500 a year", "€1 500 per
-# visit"). "£60 300 Queen St" (two lines joined), "£18 750 ml", "£200 100% refundable" and
-# "€5 100 seats" are a price and another number.
+# After a symbol, only in two groups ("€2 000 000"): one group is as often a price and the
+# next number of a flattened menu or table ("Burger £12 650" calories, "£60\n300 Queen St").
 _SPACED_AMOUNT = (
-    r"(\d{1,3}(?:(?:[ \u00a0\u202f]\d{3}){2,}(?![\w%+-]|\s(?:m|ml|cl|l|g|kg|km|cm|mm)\b)"
-    r"|[ \u00a0\u202f]\d{3}(?=[.,;:!?)]|$|\s(?:a|an|per|each|for|and|or|to|plus|in|with|inc|incl|including"
-    r"|ex|excl|excluding|VAT|GST)\b))"
+    r"(\d{1,3}(?:[ \u00a0\u202f]\d{3}){2,}(?![\w%+-]|\s(?:m|ml|cl|l|g|kg|km|cm|mm)\b)"
     r"|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 )
 _SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
@@ -1095,7 +1099,7 @@ def _dot_clocks(match: re.Match[str]) -> str:
     padded = any(len(hour) == 2 and hour.startswith("0") for hour in hours)
     text = match.string
     if (
-        not (padded or (max(int(hour) for hour in hours) > 12 and _PADDED_DOT_TIME_RE.search(text)))
+        not padded
         or _NOT_CLOCKS_BEFORE_RE.search(text, max(0, match.start() - 5), match.start())
         or _NOT_CLOCKS_AFTER_RE.match(text, match.end())
     ):

@@ -93,7 +93,12 @@ NUMBERS_AND_SYMBOLS = [
     ("Open 8:30-09:00.", "Open 8:30 AM to 9 AM."),
     # Times written with a dot, as in Britain, Ireland and Australia.
     ("Open 9am–5.30pm. Last orders 9.45 p.m.", "Open 9 AM to 5:30 PM. Last orders 9:45 PM."),
-    ("Open 08.30-17.30, 13.00-17.00 on Sundays.", "Open 8:30 AM to 5:30 PM, 1 PM to 5 PM on Sundays."),
+    ("Open 08.30-17.30, 09.00-13.00 on Sundays.", "Open 8:30 AM to 5:30 PM, 9 AM to 1 PM on Sundays."),
+    ("Open 9.30-5.30pm; Fri Sat Sun 5-11.", "Open 9:30 to 5:30 PM; Friday Saturday Sunday 5 to 11."),
+    (
+        "Mon 9-5\nTue 9-5\nWed 9-1\nThu 9-5\nSat 10-2",
+        "Monday 9 to 5 Tuesday 9 to 5 Wednesday 9 to 1 Thursday 9 to 5 Saturday 10 to 2.",
+    ),
     ("Prices 10.50-12.75.", "Prices 10.50 to 12.75."),
     # Days' short names alone, and the full stop after "p.m." kept before a day's name.
     ("Open Mon–Fri 8–6, Sat 9–1.", "Open Monday to Friday 8 to 6, Saturday 9 to 1."),
@@ -215,7 +220,7 @@ NUMBERS_AND_SYMBOLS = [
     ("$25/session, $80 + $1.20/km.", "25 dollars per session, 80 dollars + 1 dollar 20 cents per kilometer."),
     ("₹500/session, CHF 80/session.", "500 rupees per session, 80 Swiss francs per session."),
     ("It costs €2 000 000 000.", "It costs 2,000,000,000 euros."),
-    ("Fees from €1 500 a year, €20 2024 rate.", "Fees from 1,500 euros a year, 20 euros 2024 rate."),
+    ("Fees from €1 500 000 a year, €20 2024 rate.", "Fees from 1,500,000 euros a year, 20 euros 2024 rate."),
     ("Only $.50 a call.", "Only 50 cents a call."),
     ("It takes about ~5 minutes.", "It takes about 5 minutes."),
     ("Approx. 5 minutes.", "Approximately 5 minutes."),
@@ -277,6 +282,13 @@ NUMBERS_AND_SYMBOLS = [
 # Text the rules above must not take for what they read: amounts, doses, dates, names and
 # words that look like times, days, rates, codes, ZIP codes, extensions or taxes.
 LOOKALIKES = [
+    ("Burger £12 650, Salad £9 320.", "Burger 12 pounds 650, Salad 9 pounds 320."),
+    ("Open 08.00-22.00 daily. Mains 14.00-19.00.", "Open 8 AM to 10 PM daily. Mains 14.00 to 19.00."),
+    (
+        "Hygienist J. Sun: 9-1 Tuesdays; trainer K. Wed 6-8pm.",
+        "Hygienist J. Sun: 9 to 1 Tuesdays; trainer K. Wed 6 to 8 PM.",
+    ),
+    ("We serve Dallas, TX 75201 – 75299.", "We serve Dallas, TX 75201 to 75299."),
     (
         "Price list\nCut £30\nColour £60\n300 Queen St, Leeds. Deposit £200 100% refundable; €5 100 seats.",
         "Price list Cut 30 pounds Colour 60 pounds 300 Queen St, Leeds. Deposit 200 pounds 100 percent"
@@ -445,6 +457,7 @@ IDEMPOTENCE = [
     "It costs €2 000 000 000.",
     "Open 9:30-5:30, lunch 12:30-13:30; 08.30-17.30 Sat & Sun; (62704-1234); €35pp inc. VAT.",
     "Springfield, IL 62704 1st floor; Austin, TX 78701 512-555-0100; Closed Sun. 10am-4pm.",
+    "Tours Mon 14:00. Sat 10:00 until 16:00. Dallas, TX 75201 – 75299.",
 ]
 
 

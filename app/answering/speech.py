@@ -241,9 +241,9 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # "Mon Tue Wed"), or after "closed" or "open" ("Closed Sun."). A voice would say "sat", "wed"
 # and "sun"; names and words ("Dr Wei Sun", "Herald Sun 12 March", "Sun, sea and sand") are
 # left alone. The names that are also words or names (Sun, Sat, Wed, Thu) count only where a
-# list of hours puts them: first, after a list's mark, a sentence or "and", or before another
-# day ("Sat 9-1", "Mon-Fri 9-5, Sat 9-1", "Sat & Sun", "Sun: closed"; not "Dr Sun 9-1", "Dr
-# Wei Sun: 9-5", "Rising Sun: 12-11" or "defeated Sun 6-4"). The abbreviation's dot goes:
+# list of hours puts them: first, after a list's mark, a sentence (not an initial), a time or
+# "and", or before another day ("Sat 9-1", "Mon 9-5 Wed 9-1", "Sat & Sun", "Sun: closed"; not
+# "Dr Sun 9-1", "J. Sun: 9-1", "Rising Sun: 12-11" or "defeated Sun 6-4"). The abbreviation's dot goes:
 # "Sat. 9-1" is no sentence's end, and a word cap would take it for one.
 _TIME_AHEAD = (
     r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|noon\b|midday\b|[Cc]losed\b"
@@ -350,9 +350,9 @@ _RANGE_RE = re.compile(r"(\d|\d ?[ap]m|[ap]\.m\.)\s*[-–]\s*(?=[$€£]?\d)", r
 # zero-padded ("08": "Mains 14.00-19.00" is prices), no currency before or after ("£15.00-20.00", "EUR
 # 15.00-20.00", "15.00-20.00 €"), no unit or percent after ("13.00-15.00 kg", "10.15-13.45
 # percent"), and no date ("20.12-03.01").
+_AM_PM = r"[AaPp](?:\.[Mm]\.|[Mm]\b)"
 _DOT_CLOCK_RE = re.compile(
-    r"\b(?<![:.,$€£¥])(\d{1,2})\.([0-5]\d)"
-    r"(?=\s?[AaPp](?:\.[Mm]\.|[Mm]\b)|\s*[-–]\s*\d{1,2}[.:][0-5]\d\s?[AaPp](?:\.[Mm]\.|[Mm]\b))"
+    rf"\b(?<![:.,$€£¥])(\d{{1,2}})\.([0-5]\d)(?=\s?{_AM_PM}|\s*[-–]\s*\d{{1,2}}[.:][0-5]\d\s?{_AM_PM})"
 )
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
 _DOT_CLOCKS_RE = re.compile(
@@ -369,7 +369,7 @@ _NOT_CLOCKS_AFTER_RE = re.compile(
 # is no 5:30 AM, whatever else the paragraph says.
 _CLOCK_PAIR_RE = re.compile(
     rf"\b(?<![:.])(\d{{1,2}}):([0-5]\d)((?:{_JOIN}|\s)(?:to|until|till|through|and)(?:{_JOIN}|\s)|\s*[-–]\s*)"
-    r"(\d{1,2}):([0-5]\d)(?![\d:]|\s?[AaPp](?:\.[Mm]\.|[Mm]\b))"
+    rf"(\d{{1,2}}):([0-5]\d)(?![\d:]|\s?{_AM_PM})"
 )
 _CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
 _HOUR_AMPM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])(?:\.[Mm]\.|[Mm]\b)")

@@ -17,11 +17,22 @@ import unicodedata
 MAX_PATH_CHARS = 1024
 _CONTROL = r"\x00-\x1f\x7f\u202a-\u202e\u2066-\u2069"
 # The rules below as one JSON Schema pattern, so the API's schema says exactly what is taken.
+# Written without lookaheads: a generator (Schemathesis, Hypothesis) builds strings for it
+# directly, where lookaheads made it draw and discard (a 1,024-character path took a minute).
+# tests/documents/test_paths.py checks that it takes exactly what normalise_path takes.
+_SEP = r"[\\/]"
+_CHAR = rf"[^\\/{_CONTROL}]"  # any character of a segment
+_NAME = rf"[^\\/.{_CONTROL}]"  # one that is not a dot: what makes a segment name a file
+_SEGMENT = rf"(?:\.?|{_NAME}{_CHAR}*|\.{_NAME}{_CHAR}*|\.\.{_CHAR}+)"  # anything but '..'
+_DOTS = r"(?:\.?|\.\.\.+)"  # a segment of dots that is not '..'
+_FIRST_NAMED = (  # a first segment with a name in it, not a drive ('C:')
+    rf"(?:\.+{_NAME}{_CHAR}*|[^\\/.A-Za-z{_CONTROL}]{_CHAR}*|[A-Za-z](?:[^:\\/{_CONTROL}]{_CHAR}*)?)"
+)
 PATH_PATTERN = (
-    r"^(?![\\/]|[A-Za-z]:)"  # relative
-    r"(?!(?:.*[\\/])?\.\.(?:[\\/]|$))"  # no '..' segment
-    rf"(?=.*[^\\/.{_CONTROL}])"  # something besides separators and dots
-    rf"[^{_CONTROL}]+$"
+    "^(?:"
+    f"{_FIRST_NAMED}"
+    rf"|(?:\.|\.\.\.+)(?:{_SEP}{_DOTS})*{_SEP}\.*{_NAME}{_CHAR}*"  # dots first, then a name
+    f")(?:{_SEP}{_SEGMENT})*$"
 )
 _ABSOLUTE = re.compile(r"^(?:[\\/]|[A-Za-z]:)")
 _CONTROL_CHAR = re.compile(f"[{_CONTROL}]")

@@ -152,18 +152,22 @@ def spoken_forms(gold: str) -> list[str]:
     of the answer and is dropped, or "90 percent." would never be found mid-sentence.
     """
     written = normalise_space(gold).casefold()
-    spoken = _TRAILING_STOP.sub("", normalise_space(make_speakable(gold)).casefold())
-    forms = [written, spoken]
+    forms = [written, _said(gold)]
     if sum(c.isdigit() for c in gold) >= 7:
         # In an answer the digits may follow a word that makes them a phone number ("call
         # 1300 123 456"), read digit by digit, where the gold alone stays digits.
-        dialled = normalise_space(make_speakable(f"Call {gold}")).casefold()
-        forms.append(_TRAILING_STOP.sub("", dialled.removeprefix("call ")))
+        forms.append(_said(gold, after="Call"))
     elif _ZIP_CODE.fullmatch(gold.strip()):
         # After a state ("Portland, ME 04101") a ZIP code is said digit by digit.
-        zip_code = normalise_space(make_speakable(f"ZIP {gold.strip()}")).casefold()
-        forms.append(_TRAILING_STOP.sub("", zip_code.removeprefix("zip ")))
+        forms.append(_said(gold.strip(), after="ZIP"))
     return [form for form in dict.fromkeys(forms) if form]
+
+
+def _said(text: str, after: str = "") -> str:
+    """How the speech shaping says ``text``, lower-cased, without its closing stop; with
+    ``after``, as it says it after that word (the word itself left out)."""
+    spoken = normalise_space(make_speakable(f"{after} {text}" if after else text)).casefold()
+    return _TRAILING_STOP.sub("", spoken.removeprefix(f"{after.casefold()} ") if after else spoken)
 
 
 def contains_gold(answer: str, golds: Iterable[str]) -> bool:

@@ -160,6 +160,10 @@ _HEADING_WEIGHT = 0.35
 _LEXICAL_WEIGHT = 0.25
 _FACT_BONUS = 0.05
 _FACT_PENALTY = 0.25
+# A street address, for a question that asks where the business is: the same lead over a
+# sentence without it as the fact asked for has. Given as a bonus, not through ``wants``:
+# "where can I park?" may be answered without one ("in the lot behind the building").
+_ADDRESS_BONUS = _FACT_BONUS + _FACT_PENALTY
 _SEMANTIC_RANK_WEIGHT = 0.03
 _ABSENT_WEIGHT = 0.5
 _LEAD_SENTENCE_BONUS = 0.05
@@ -251,6 +255,20 @@ _WANTS_DURATION_RE = re.compile(r"\bhow long\b", re.IGNORECASE)
 # "When" asks a time where it opens the question or a clause of it ("..., and when do you
 # open?", "I'd like to know when you close"); after another question word it only sets a
 # scene ("Where do I leave my car when I come in?", "What happens when I cancel?").
+# "Where are you?", "what's the address?", "how do I get to you?": the answer is an address,
+# which a small embedding model does not see in "a family practice at 42 Harbour Road".
+_WANTS_PLACE_RE = re.compile(
+    r"\b(?:where(?:abouts)? (?:is|are)\b|where's|address|located|location|directions|find you"
+    r"|get to you|(?:which|what) street)",
+    re.IGNORECASE,
+)
+_STREET_TYPES = (
+    r"Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Drive|Dr|Boulevard|Blvd|Way|Place|Pl|Square|Sq|Court|Ct"
+    r"|Parade|Terrace|Tce|Highway|Hwy|Crescent|Cres|Close|Parkway|Pkwy|Row|Walk|Quay|Wharf|Mall|Plaza"
+)
+# A number, one to four capitalised words and a street type: "42 Harbour Road", "Shop 4, 27
+# Wharf Parade", "1200 N Main St".
+_HAS_ADDRESS_RE = re.compile(rf"\b\d{{1,5}}[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){{1,4}}(?:{_STREET_TYPES})\b")
 _WANTS_TIME_RE = re.compile(
     r"(?:^|[,;]\s*|\b(?:and|or|but|so|know|tell me|wondering|wonder|ask|asking|find out|check|sure|idea|say)"
     r"\s+)when\b"
@@ -546,7 +564,10 @@ def extractive_answer(
         elsewhere = {
             t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS and t not in times
         }
-        found = _best_by_meaning(passages, by_passage, idf, idf_total, elsewhere, wants, semantics)
+        asks_place = _WANTS_PLACE_RE.search(asking_part(question)) is not None
+        found = _best_by_meaning(
+            passages, by_passage, idf, idf_total, elsewhere, wants, asks_place, semantics
+        )
         scored, runner_up, spread = found if found is not None else (None, None, 0.0)
         if scored is not None and runner_up is not None:
             margin = scored[1] - runner_up[1]
@@ -777,6 +798,7 @@ def _best_by_meaning(
     idf_total: float,
     elsewhere: set[str],
     wants: str | None,
+    asks_place: bool,
     semantics: Semantics,
 ) -> tuple[_Scored, _Scored | None, float] | None:
     """The best sentence (with its score, similarity and heading similarity), the runner-up,
@@ -807,6 +829,8 @@ def _best_by_meaning(
                 near = near | sentences[sentence.position - 1].matched
             absent = sum(idf[term] for term in elsewhere - near) / idf_total if elsewhere else 0.0
             score = _semantic_score(similarity, heading, lexical, wants, sentence.text) + rank_bonus
+            if asks_place and _HAS_ADDRESS_RE.search(sentence.text):
+                score += _ADDRESS_BONUS
             score -= _ABSENT_WEIGHT * absent
             if sentence.position == 0 and passage.section:
                 score += _LEAD_SENTENCE_BONUS  # a section's first sentence answers its heading

@@ -252,14 +252,23 @@ _WANTS_PRICE_RE = re.compile(
 )
 _WANTS_COUNT_RE = re.compile(r"\bhow many\b", re.IGNORECASE)
 _WANTS_DURATION_RE = re.compile(r"\bhow long\b", re.IGNORECASE)
-# "When" asks a time where it opens the question or a clause of it ("..., and when do you
-# open?", "I'd like to know when you close"); after another question word it only sets a
-# scene ("Where do I leave my car when I come in?", "What happens when I cancel?").
-# "Where are you?", "what's the address?", "how do I get to you?": the answer is an address,
-# which a small embedding model does not see in "a family practice at 42 Harbour Road".
+# "Where are you?", "what's the address?", "how do I get to you?": the answer is the business's
+# street address, which a small embedding model does not see in "a family practice at 42
+# Harbour Road". Only where the caller asks for the business itself: "where are the
+# toilets?", "where's the nearest cash machine?" or "do I need to give my address?" are
+# no questions for its address.
+_VENUES = (
+    r"practice|clinic|surgery|office|offices|shop|store|restaurant|cafe|café|hotel|salon|studio"
+    r"|centre|center|school|branch|showroom|workshop|garage|venue|premises|business|company|firm"
+    r"|agency|bakery|dealership"
+)
 _WANTS_PLACE_RE = re.compile(
-    r"\b(?:where(?:abouts)? (?:is|are)\b|where's|address|located|location|directions|find you"
-    r"|get to you|(?:which|what) street)",
+    r"\bwhere(?:abouts)?(?: exactly)? (?:are|r) (?:you|y'all)\b|\bwhere you are\b"
+    rf"|\bwhere(?:abouts)?(?: exactly)?(?: is|'s| are) (?:the|your|you guys'?) (?:{_VENUES})\b"
+    r"|\b(?:you|you're|you are|are you|is it|it is) (?:located|based)\b"
+    r"|\b(?:your|the|ur) (?:street |postal |mailing |physical )?address\b"
+    rf"|\b(?:find|get to) (?:you|your (?:{_VENUES}))\b|\bdirections\b|\byour location\b"
+    r"|\b(?:which|what) (?:street|road) (?:are|is)\b",
     re.IGNORECASE,
 )
 _STREET_TYPES = (
@@ -269,6 +278,9 @@ _STREET_TYPES = (
 # A number, one to four capitalised words and a street type: "42 Harbour Road", "Shop 4, 27
 # Wharf Parade", "1200 N Main St".
 _HAS_ADDRESS_RE = re.compile(rf"\b\d{{1,5}}[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){{1,4}}(?:{_STREET_TYPES})\b")
+# "When" asks a time where it opens the question or a clause of it ("..., and when do you
+# open?", "I'd like to know when you close"); after another question word it only sets a
+# scene ("Where do I leave my car when I come in?", "What happens when I cancel?").
 _WANTS_TIME_RE = re.compile(
     r"(?:^|[,;]\s*|\b(?:and|or|but|so|know|tell me|wondering|wonder|ask|asking|find out|check|sure|idea|say)"
     r"\s+)when\b"
@@ -564,7 +576,7 @@ def extractive_answer(
         elsewhere = {
             t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS and t not in times
         }
-        asks_place = _WANTS_PLACE_RE.search(asking_part(question)) is not None
+        asks_place = asks_for_address(question)
         found = _best_by_meaning(
             passages, by_passage, idf, idf_total, elsewhere, wants, asks_place, semantics
         )
@@ -829,7 +841,7 @@ def _best_by_meaning(
                 near = near | sentences[sentence.position - 1].matched
             absent = sum(idf[term] for term in elsewhere - near) / idf_total if elsewhere else 0.0
             score = _semantic_score(similarity, heading, lexical, wants, sentence.text) + rank_bonus
-            if asks_place and _HAS_ADDRESS_RE.search(sentence.text):
+            if asks_place and has_street_address(sentence.text):
                 score += _ADDRESS_BONUS
             score -= _ABSENT_WEIGHT * absent
             if sentence.position == 0 and passage.section:
@@ -882,6 +894,17 @@ def wanted_fact(question: str) -> str | None:
     if _WANTS_TIME_RE.search(focus):
         return "time"
     return None
+
+
+def asks_for_address(question: str) -> bool:
+    """Whether the caller asks where the business is ("where are you?", "what's the
+    address?", "how do I get to you?")."""
+    return _WANTS_PLACE_RE.search(asking_part(question)) is not None
+
+
+def has_street_address(text: str) -> bool:
+    """Whether ``text`` holds a street address: "42 Harbour Road", "27 Wharf Parade"."""
+    return _HAS_ADDRESS_RE.search(text) is not None
 
 
 def _has_fact(text: str, wants: str) -> bool:

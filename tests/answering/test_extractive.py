@@ -13,7 +13,9 @@ from app.answering.extractive import (
     Passage,
     Semantics,
     asking_part,
+    asks_for_address,
     extractive_answer,
+    has_street_address,
     passage_sentences,
     split_sentences,
     texts_to_embed,
@@ -717,3 +719,46 @@ def test_a_sentence_that_introduces_a_list_is_read_with_its_items() -> None:
     short = extractive_answer("How do I reset my password?", [Passage(text, "Help", 0.9)], max_words=12)
     assert short is not None
     assert short.text == "Steps to reset your password: Open the app. Tap Forgot password."
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("Where is the practice?", True),
+        ("Where are you?", True),
+        ("Whereabouts are you?", True),
+        ("Where exactly are you based?", True),
+        ("What's your address?", True),
+        ("What is the address of the clinic?", True),
+        ("How do I find you?", True),
+        ("I don't drive, um, what's the easiest way to get to you guys?", True),
+        ("Which street are you on?", True),
+        ("Can you give me directions?", True),
+        # Where something else is, or another kind of address.
+        ("Where are the toilets?", False),
+        ("Where's the nearest cash machine?", False),
+        ("Where can I park?", False),
+        ("Where do you deliver?", False),
+        ("Do I need to give my address?", False),
+        ("What's your email address?", False),
+        ("How can I reach you by phone?", False),
+        ("Where was Chopin born?", False),
+    ],
+)
+def test_a_question_that_asks_where_the_business_is(question: str, asks: bool) -> None:
+    assert asks_for_address(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("Sunrise Dental is a family practice at 42 Harbour Road, Riverton.", True),
+        ("We are at Shop 4, 27 Wharf Parade, a short walk from the ferry.", True),
+        ("Our office is at 1200 N Main St, Suite 5.", True),
+        ("Free parking is available in the lot behind the building.", False),
+        ("Street parking on Harbour Road is limited to one hour.", False),
+        ("Open 9 to 5, Monday to Friday.", False),
+    ],
+)
+def test_a_street_address(text: str, holds: bool) -> None:
+    assert has_street_address(text) is holds

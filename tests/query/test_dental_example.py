@@ -112,3 +112,13 @@ async def test_where_the_practice_is(client, org, dental_agent, question):
     body = r.json()
     assert body["status"] == "answered", body
     assert "42 Harbour Road" in body["answer"], body
+
+
+async def test_where_something_else_is_does_not_get_the_address(client, org, dental_agent):
+    # The documents do not say where the toilets are: the address is no answer to it.
+    r = await client.post(
+        f"/api/agents/{dental_agent}/query_knowledge",
+        json={"query": "Where are the toilets?"},
+        headers=org.headers,
+    )
+    assert r.json()["status"] == "not_found", r.json()

@@ -260,24 +260,58 @@ _WANTS_DURATION_RE = re.compile(r"\bhow long\b", re.IGNORECASE)
 _VENUES = (
     r"practice|clinic|surgery|office|offices|shop|store|restaurant|cafe|café|hotel|salon|studio"
     r"|centre|center|school|branch|showroom|workshop|garage|venue|premises|business|company|firm"
-    r"|agency|bakery|dealership"
+    r"|agency|bakery|dealership|gym|pub|pharmacy|chemist|dentists?|vets?|library"
+)
+# "Where are you up to with my order?", "where are you calling from?" ask no address.
+_NOT_PROGRESS = (
+    r"(?!(?: guys| at)? (?:up to|with|at with|from|calling|going|heading|off to|on with|sending|getting"
+    r"|taking))"
+)
+# After the venue, the question ends or says where: "the practice nurse", "the restaurant in
+# the hotel" and "the school bus stop" are something else.
+_VENUE_END = r"(?=\s*$|\s*[?.,!]|\s+(?:located|situated|based|exactly|please|then|from|at|near)\b)"
+# The caller's own address, or one for something else: "the address you have for me", "the
+# address for returns", "your email address".
+_NOT_OURS = (
+    r"(?! (?:you (?:have|hold|got)|you've got|on (?:my|file|record|the (?:account|invoice|form|letter))"
+    r"|for (?:me|my)\b|i (?:gave|put|used)|to (?:send|post|return|mail)))"
+    r"(?![^?.]*\b(?:e-?mail|website|web|billing|invoice|returns?|payments?)\b)"
 )
 _WANTS_PLACE_RE = re.compile(
-    r"\bwhere(?:abouts)?(?: exactly)? (?:are|r) (?:you|y'all)\b|\bwhere you are\b"
-    rf"|\bwhere(?:abouts)?(?: exactly)?(?: is|'s| are) (?:the|your|you guys'?) (?:{_VENUES})\b"
-    r"|\b(?:you|you're|you are|are you|is it|it is) (?:located|based)\b"
-    r"|\b(?:your|the|ur) (?:street |postal |mailing |physical )?address\b"
-    rf"|\b(?:find|get to) (?:you|your (?:{_VENUES}))\b|\bdirections\b|\byour location\b"
-    r"|\b(?:which|what) (?:street|road) (?:are|is)\b",
+    rf"\bwhere(?:abouts)?(?: exactly)? (?:are|r) (?:you|y'all)\b{_NOT_PROGRESS}"
+    rf"|\bwhere you are\b{_NOT_PROGRESS}"
+    rf"|\bwhere(?:abouts)?(?: exactly)?(?: is|'s| are) (?:the|your|you guys'?) (?:{_VENUES}){_VENUE_END}"
+    r"|\b(?:you|you're|you are|are you)(?: guys)? (?:located|based)\b|\b(?:is it|it is|it's) located\b"
+    rf"|\b(?:your|the|ur) (?:street |postal |mailing |physical |full )?address\b{_NOT_OURS}"
+    rf"|\b(?:find|get to) (?:you|your (?:{_VENUES}))\b(?! (?:on|via|through|by) )"
+    rf"|\bdirections\b(?! (?:for|on|to) (?!(?:you|your (?:{_VENUES})|the (?:{_VENUES}))\b))"
+    r"|\byour location\b|\b(?:which|what) (?:street|road) (?:are you|is it) on\b",
     re.IGNORECASE,
 )
 _STREET_TYPES = (
     r"Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Drive|Dr|Boulevard|Blvd|Way|Place|Pl|Square|Sq|Court|Ct"
     r"|Parade|Terrace|Tce|Highway|Hwy|Crescent|Cres|Close|Parkway|Pkwy|Row|Walk|Quay|Wharf|Mall|Plaza"
+    r"|Grove|Gardens|Mews|Esplanade|Promenade|Broadway|Green"
 )
-# A number, one to four capitalised words and a street type: "42 Harbour Road", "Shop 4, 27
-# Wharf Parade", "1200 N Main St".
-_HAS_ADDRESS_RE = re.compile(rf"\b\d{{1,5}}[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){{1,4}}(?:{_STREET_TYPES})\b")
+# What a number before capitalised words may be instead of a house number: a date ("14 June
+# Street Party"), an amount of something ("The 2 Hour Harbour Walk"), a year ("In 2021 Harbour
+# Place opened") or a label's number ("Room 12 Garden View Terrace").
+_NOT_HOUSE = (
+    r"(?<!Room )(?<!Gate )(?<!Table )(?<!Model )(?<!Level )(?<!Book )(?<!Year )(?<!Page )"
+    r"(?<!in )(?<!In )(?<!since )(?<!Since )(?<!from )(?<!From )(?<!the )(?<!The )"
+)
+_NOT_STREET_WORD = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
+    r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?|Hours?|Minutes?|Miles?|Days?|Weeks?|Months?|Years?"
+    r"|Nights?|Courses?|Stars?|Sessions?|Free)\b"
+)
+# A house number, one to four capitalised words and a street type: "42 Harbour Road", "Shop 4,
+# 27 Wharf Parade", "1200 N Main St"; not "Drive-away", "All Wheel Drive", "St Mary's" (a
+# saint) or "Dr Lee" (a doctor).
+_HAS_ADDRESS_RE = re.compile(
+    rf"{_NOT_HOUSE}\b\d{{1,5}}[A-Za-z]?,?\s+(?!{_NOT_STREET_WORD})(?:[A-Z][\w'.-]*\s+){{1,4}}"
+    rf"(?<!Wheel )(?:{_STREET_TYPES})\b(?!-)(?!(?<=St|Dr) [A-Z][a-z])"
+)
 # "When" asks a time where it opens the question or a clause of it ("..., and when do you
 # open?", "I'd like to know when you close"); after another question word it only sets a
 # scene ("Where do I leave my car when I come in?", "What happens when I cancel?").

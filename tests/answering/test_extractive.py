@@ -743,6 +743,13 @@ def test_a_sentence_that_introduces_a_list_is_read_with_its_items() -> None:
         ("What's your email address?", False),
         ("How can I reach you by phone?", False),
         ("Where was Chopin born?", False),
+        ("where are you up to with my order", False),
+        ("where are you calling from", False),
+        ("where's the practice nurse", False),
+        ("where's the restaurant in the hotel", False),
+        ("can you confirm the address you have for me", False),
+        ("can you give me directions to the beach from the hotel", False),
+        ("can i find you on instagram", False),
     ],
 )
 def test_a_question_that_asks_where_the_business_is(question: str, asks: bool) -> None:
@@ -758,6 +765,17 @@ def test_a_question_that_asks_where_the_business_is(question: str, asks: bool) -
         ("Free parking is available in the lot behind the building.", False),
         ("Street parking on Harbour Road is limited to one hour.", False),
         ("Open 9 to 5, Monday to Friday.", False),
+        ("The Red Lion is at 12 The Green, opposite the church.", True),
+        # A date, an amount, a year, a label's number, a car's drive, a saint, a doctor.
+        ("Friday 14 June Street Party from noon.", False),
+        ("12 March Road closures may affect access.", False),
+        ("The 2 Hour Harbour Walk leaves at 10am.", False),
+        ("In 2021 Harbour Place opened its doors.", False),
+        ("Room 12 Garden View Terrace suites are available.", False),
+        ("2019 Ford Ranger Drive-away price $45,990.", False),
+        ("Model 3 Long Range All Wheel Drive from $59,990.", False),
+        ("We teach 10 St Mary's pupils.", False),
+        ("Book 3 Sessions With Dr Lee for a discount.", False),
     ],
 )
 def test_a_street_address(text: str, holds: bool) -> None:

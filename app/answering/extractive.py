@@ -598,8 +598,9 @@ def extractive_answer(
         for term, frequency in document_frequency.items()
     }
     idf_total = sum(idf.values()) or 1.0
-    wants = wanted_fact(question)
-    asked = _content_terms(asking_part(question))  # the words of the part that asks
+    focus = asking_part(question)
+    wants = _wanted_in(focus)
+    asked = _content_terms(focus)  # the words of the part that asks
     scored: tuple[_Sentence, float | None, float, float] | None
     second: _Sentence | None = None
     margin = 0.0
@@ -610,7 +611,7 @@ def extractive_answer(
         elsewhere = {
             t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS and t not in times
         }
-        asks_place = asks_for_address(question)
+        asks_place = _WANTS_PLACE_RE.search(focus) is not None
         found = _best_by_meaning(
             passages, by_passage, idf, idf_total, elsewhere, wants, asks_place, semantics
         )
@@ -914,7 +915,11 @@ def wanted_fact(question: str) -> str | None:
     ("how many"), "duration" ("how long"), "number" (any other amount: an age, a distance,
     a phone number, a percentage), "time" (when, hours), or None (a yes/no question or
     anything else)."""
-    focus = asking_part(question)
+    return _wanted_in(asking_part(question))
+
+
+def _wanted_in(focus: str) -> str | None:
+    """``wanted_fact`` for the part of the question that asks."""
     if _YES_NO_RE.match(focus):
         return None
     if _WANTS_COUNT_RE.search(focus):

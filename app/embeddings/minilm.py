@@ -17,9 +17,11 @@ average. The int8 model is built once (about 4 s) and kept in ``EMBEDDING__MODEL
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import importlib.metadata
 import importlib.util
+import itertools
 import logging
 from collections.abc import Sequence
 from functools import lru_cache
@@ -120,6 +122,38 @@ class MiniLMEmbedder:
         sums = np.zeros((len(texts), 384), dtype=np.float64)
         np.add.at(sums, owners, pooled)
         return normalise_rows(sums, source=f"{MODEL_NAME} (offline)")
+
+    async def embed_in_context(
+        self, texts: Sequence[str], parts: Sequence[Sequence[str]]
+    ) -> tuple[list[list[float]], list[list[Matrix | None]]]:
+        """What ``embed_documents`` gives, and from the same pass, each of ``parts[i]`` (pieces
+        of ``texts[i]``, in order: a chunk's sentences) as read inside its text: the mean of the
+        states of its word pieces, unit length, so "It costs $350" carries the whitening its
+        chunk is about (None for a part not found in its text)."""
+        return await asyncio.to_thread(self._in_context, texts, parts)
+
+    def _in_context(
+        self, texts: Sequence[str], parts: Sequence[Sequence[str]]
+    ) -> tuple[list[list[float]], list[list[Matrix | None]]]:
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        sums = np.zeros((len(texts), 384), dtype=np.float64)
+        pooled_parts: list[list[Matrix | None]] = []
+        for index, (text, encoding) in enumerate(zip(texts, encodings, strict=True)):
+            states = np.empty((len(encoding.ids), 384), dtype=np.float32)
+            for start, window in zip(itertools.count(0, _WINDOW), _windows(encoding.ids), strict=False):
+                pooled, masked = self._states(window)
+                sums[index] += pooled
+                states[start : start + len(window)] = masked[1:-1]
+            pooled_parts.append(_pool_parts(text, parts[index], encoding.offsets, states))
+        return normalise_rows(sums, source=f"{MODEL_NAME} (offline)"), pooled_parts
+
+    def _states(self, window: Sequence[int]) -> tuple[Matrix, Matrix]:
+        """One window's pooled vector and its word pieces' states ([CLS] and [SEP] included)."""
+        ids = np.array([[self._cls, *window, self._sep]], dtype=np.int64)
+        pooled, masked = self._session.run(
+            ["pooled", "masked"], {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        )
+        return pooled[0], masked[0]
 
     async def embed_query(self, text: str, *, timeout: float) -> list[float]:
         """Embed one question, raising EmbeddingError after ``timeout`` seconds."""
@@ -245,6 +279,35 @@ def shared_minilm(precision: Precision = "int8", cache_dir: Path | None = None) 
     """One model per process (60-90 MB), however many apps or workers it serves; the
     embedder holds no per-caller state."""
     return MiniLMEmbedder(precision=precision, cache_dir=cache_dir)
+
+
+def _pool_parts(
+    text: str, parts: Sequence[str], offsets: Sequence[tuple[int, int]], states: Matrix
+) -> list[Matrix | None]:
+    """The unit mean of the states of the word pieces lying wholly inside each part, each part
+    found in ``text`` after the one before it."""
+    ends = [end for _, end in offsets]
+    pooled: list[Matrix | None] = []
+    at = 0
+    for part in parts:
+        where = text.find(part, at)
+        if where < 0 or not part:
+            pooled.append(None)
+            continue
+        at = where + len(part)
+        first = bisect.bisect_left(ends, where + 1)  # the first piece ending inside the part
+        if first < len(offsets) and offsets[first][0] < where:
+            first += 1  # it began before the part
+        last = first
+        while last < len(offsets) and offsets[last][1] <= at:
+            last += 1
+        if last == first:
+            pooled.append(None)
+            continue
+        mean = states[first:last].mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        pooled.append(mean / norm if norm > 0 else None)
+    return pooled
 
 
 def _windows(ids: list[int]) -> list[list[int]]:

@@ -99,6 +99,13 @@ def get_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
+def embed_text(title: str | None, heading: str | None, text: str) -> str:
+    """What is embedded for a chunk: its text under its document title and section heading.
+    A call rebuilds it from a passage to find the passage's sentences read in it."""
+    header = "\n".join(part for part in (title, heading) if part)
+    return f"{header}\n\n{text}" if header else text
+
+
 def chunk_sections(
     title: str | None,
     sections: Sequence[SectionLike],
@@ -126,7 +133,6 @@ def chunk_sections(
     chunks: list[Chunk] = []
     for section in sections:
         heading = section.heading.strip() if section.heading else None
-        header = "\n".join(part for part in (title, heading) if part)
         for text, count in chunker.chunk_text(section.text):
             chunks.append(
                 Chunk(
@@ -135,7 +141,7 @@ def chunk_sections(
                     section=heading or None,
                     page=section.page,
                     token_count=count,
-                    embed_text=f"{header}\n\n{text}" if header else text,
+                    embed_text=embed_text(title, heading, text),
                 )
             )
     return chunks

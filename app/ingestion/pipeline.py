@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.answering.extractive import texts_to_embed
+from app.answering.extractive import passage_sentences, texts_to_embed
 from app.config import IngestionSettings
 from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
@@ -36,7 +36,7 @@ from app.ingestion.repository import ChunkRow, ClaimedDocument
 from app.keys.repository import PRUNE_RATE_COUNTERS_SQL
 from app.observability.metrics import INGESTION_JOBS, INGESTION_QUEUE, PROVIDER_ERRORS
 from app.query.repository import PRUNE_ANSWER_CACHE_SQL
-from app.query.sentences import SentenceEncoder, text_hash
+from app.query.sentences import ContextEncoder, SentenceEncoder, in_chunk_hash, in_chunk_key, text_hash
 
 log = logging.getLogger(__name__)
 
@@ -288,15 +288,28 @@ class Ingestor:
         return await asyncio.to_thread(extract, kind, data, charset=charset)
 
     async def _embed(self, doc: ClaimedDocument, chunks: Sequence[Chunk]) -> list[str]:
+        """The chunks' vectors, from the cache or embedded and kept there. An embedder that
+        reads sentences in context also keeps, from the same pass, each chunk's sentences as
+        read inside it (``SentenceVectors``); a chunk whose vector is kept from before they
+        existed is read again for them."""
         key = self.embedder.model_key
         hashes = [text_hash(c.embed_text) for c in chunks]
+        in_context = self.embedder if isinstance(self.embedder, ContextEncoder) else None
+        sentences = [passage_sentences(c.text) for c in chunks] if in_context else []
+        read_in = [[in_chunk_hash(h, s) for s in of] for h, of in zip(hashes, sentences, strict=False)]
         async with raw_connection(self.engine) as conn:
             cached = {
                 bytes(r["text_hash"]): r["embedding"]
                 for r in await conn.fetch(sql.CACHE_GET_SQL, key, hashes)
             }
+            kept_in: set[bytes] = set()
+            if in_context:
+                flat = [h for of in read_in for h in of]
+                rows = await conn.fetch(sql.CACHE_HAS_SQL, in_chunk_key(key), flat)
+                kept_in = {bytes(r["text_hash"]) for r in rows}
             await conn.execute(sql.PROGRESS_SQL, doc.id, doc.lease, len(cached), len(chunks))
         missing = [i for i, h in enumerate(hashes) if h not in cached]
+        again = [i for i, of in enumerate(read_in) if hashes[i] in cached and not kept_in.issuperset(of)]
         done = len(chunks) - len(missing)
         if missing and self.quota_tokens_per_day > 0:
             tokens = sum(len(self.encoding.encode_ordinary(chunks[i].embed_text)) for i in missing)
@@ -312,10 +325,17 @@ class Ingestor:
                     f"the organisation's daily embedding quota ({self.quota_tokens_per_day} tokens)"
                     " is used up; the document will be indexed after midnight UTC"
                 )
-        for start in range(0, len(missing), EMBED_SLICE):
-            part = missing[start : start + EMBED_SLICE]
+        todo = sorted(missing + again)
+        for start in range(0, len(todo), EMBED_SLICE):
+            part = todo[start : start + EMBED_SLICE]
+            embed_texts = [chunks[i].embed_text for i in part]
             try:
-                vectors = await self.embedder.embed_documents([chunks[i].embed_text for i in part])
+                if in_context:
+                    vectors, read = await in_context.embed_in_context(
+                        embed_texts, [sentences[i] for i in part]
+                    )
+                else:
+                    vectors, read = await self.embedder.embed_documents(embed_texts), []
             except EmbeddingError as exc:
                 PROVIDER_ERRORS.labels("embedding").inc()
                 if exc.retryable:
@@ -323,10 +343,18 @@ class Ingestor:
                 raise ExtractionError(f"embedding failed: {exc}") from exc
             texts = [vector_text(v) for v in vectors]
             for i, t in zip(part, texts, strict=True):
-                cached[hashes[i]] = t
-            done += len(part)
+                cached.setdefault(hashes[i], t)
+            done += sum(1 for i in part if i not in again)
+            read_hashes, read_texts = [], []
+            for i, of in zip(part, read, strict=False):
+                for h, vector in zip(read_in[i], of, strict=True):
+                    if vector is not None:
+                        read_hashes.append(h)
+                        read_texts.append(vector_text(vector.tolist()))
             async with raw_connection(self.engine) as conn:
                 await conn.execute(sql.CACHE_PUT_SQL, key, [hashes[i] for i in part], texts)
+                if read_hashes:
+                    await conn.execute(sql.CACHE_PUT_SQL, in_chunk_key(key), read_hashes, read_texts)
                 status = await conn.execute(sql.PROGRESS_SQL, doc.id, doc.lease, done, len(chunks))
             if status.endswith(" 0"):
                 raise LeaseLost

@@ -338,3 +338,10 @@ SENTENCE_VECTORS_SQL = """
 SELECT text_hash, vector_send(embedding) AS v FROM embedding_cache
 WHERE model_key = $1 AND text_hash = ANY($2::bytea[])
 """
+
+# Sentences' own vectors ($1) and vectors of sentences read inside their chunks ($3), at once.
+ANSWER_VECTORS_SQL = """
+SELECT text_hash, vector_send(embedding) AS v, model_key = $1 AS own FROM embedding_cache
+WHERE (model_key = $1 AND text_hash = ANY($2::bytea[]))
+   OR (model_key = $3 AND text_hash = ANY($4::bytea[]))
+"""

@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -23,10 +23,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.answering.extractive import passage_sentences
 from app.db.engine import raw_connection
+from app.ingestion.chunking import embed_text
 from app.query import repository as sql
 from app.query.kb_vectors import decode_vectors, to_unit_rows
 
 Vector = npt.NDArray[np.float32]
+_K = TypeVar("_K")
+
+# How much a sentence's vector read inside its chunk counts beside its own (docs/BENCHMARKS.md,
+# thirty-sixth session: 0.5 to 4 measured on callers-dev and squad-dev; 2 to 4 alike).
+IN_CHUNK_WEIGHT = 2.0
 
 # Sentences embedded during a call when neither the LRU nor the database has them (about
 # 1-3 ms each), and the longest the call waits for them.
@@ -44,20 +50,77 @@ class SentenceEncoder(Protocol):
     def encode_many(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
 
+@runtime_checkable
+class ContextEncoder(SentenceEncoder, Protocol):
+    """A sentence encoder that can also read a chunk's sentences inside the chunk, in the pass
+    that embeds the chunk (``MiniLMEmbedder.embed_in_context``)."""
+
+    async def embed_in_context(
+        self, texts: Sequence[str], parts: Sequence[Sequence[str]]
+    ) -> tuple[list[list[float]], list[list[Vector | None]]]: ...
+
+
 def text_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
+def in_chunk_key(model_key: str) -> str:
+    """The embedding_cache key of sentence vectors read inside their chunk."""
+    return f"{model_key}|in-chunk"
+
+
+def in_chunk_hash(chunk_hash: bytes, sentence: str) -> bytes:
+    """A sentence read inside one chunk (``chunk_hash``: the text_hash of its embed text)."""
+    return hashlib.sha256(chunk_hash + sentence.encode()).digest()
+
+
 class SentenceVectors:
-    """Vectors of sentences by text, for one embedder; an LRU over embedding_cache."""
+    """Vectors of sentences by text, for one embedder; an LRU over embedding_cache.
+
+    A sentence the answerer reads in a passage is scored by its own vector plus its vector
+    read inside that chunk (``IN_CHUNK_WEIGHT``), at unit length: "It costs $350" alone says
+    nothing of whitening; read in its chunk it does, and alone it keeps what it says itself.
+    Measured on the sentences that answer callers-dev's, callers-fresh's and
+    callers-holdout's questions, the sum ranks them first more often than either vector does
+    (docs/BENCHMARKS.md, thirty-sixth session). A chunk indexed before in-chunk vectors (or
+    under a title changed since) has none: its sentences are scored by their own vectors."""
 
     def __init__(self, encoder: SentenceEncoder, size: int = 50_000) -> None:
         self.encoder = encoder
         self.size = size
         self._items: OrderedDict[str, Vector] = OrderedDict()
+        self._in_chunk: OrderedDict[bytes, Vector] = OrderedDict()
+        self._in_chunk_key = in_chunk_key(encoder.model_key)
 
-    async def lookup(self, engine: AsyncEngine, texts: Iterable[str]) -> dict[str, Vector]:
-        """Vectors for ``texts``; a text absent from the result is scored on words alone."""
+    async def for_passages(
+        self, engine: AsyncEngine, passages: Sequence[tuple[str | None, str | None, str]]
+    ) -> dict[str, Vector]:
+        """The vectors the answerer reads for ``passages`` (title, heading, text each): every
+        sentence's, heading's and title's; a sentence in two passages is read in the first."""
+        texts: list[str] = []
+        read_in: list[tuple[str, bytes]] = []
+        for title, section, text in passages:
+            sentences = passage_sentences(text)
+            texts += sentences
+            texts += (t for t in (section, title) if t)
+            chunk = text_hash(embed_text(title, section, text))
+            read_in += ((s, in_chunk_hash(chunk, s)) for s in sentences)
+        own, in_chunk = await self._read(engine, texts, [h for _, h in read_in])
+        vectors = dict(own)
+        mixed: set[str] = set()
+        for sentence, key in read_in:
+            if sentence in mixed or key not in in_chunk or sentence not in own:
+                continue
+            mixed.add(sentence)
+            total = own[sentence] + IN_CHUNK_WEIGHT * in_chunk[key]
+            vectors[sentence] = (total / max(float(np.linalg.norm(total)), 1e-12)).astype(np.float32)
+        return vectors
+
+    async def _read(
+        self, engine: AsyncEngine, texts: Iterable[str], in_chunk: Sequence[bytes]
+    ) -> tuple[dict[str, Vector], dict[bytes, Vector]]:
+        """Own vectors of ``texts`` (a few missing ones embedded on the spot) and the stored
+        in-chunk vectors among ``in_chunk``; what is absent is scored without."""
         found: dict[str, Vector] = {}
         missing: list[str] = []
         for text in dict.fromkeys(texts):
@@ -67,32 +130,51 @@ class SentenceVectors:
             else:
                 self._items.move_to_end(text)
                 found[text] = vector
-        if not missing:
-            return found
+        found_in: dict[bytes, Vector] = {}
+        missing_in: list[bytes] = []
+        for key in dict.fromkeys(in_chunk):
+            vector = self._in_chunk.get(key)
+            if vector is None:
+                missing_in.append(key)
+            else:
+                self._in_chunk.move_to_end(key)
+                found_in[key] = vector
+        if not missing and not missing_in:
+            return found, found_in
         by_hash = {text_hash(t): t for t in missing}
         async with raw_connection(engine) as conn:
-            rows = await conn.fetch(sql.SENTENCE_VECTORS_SQL, self.encoder.model_key, list(by_hash))
+            rows = await conn.fetch(
+                sql.ANSWER_VECTORS_SQL, self.encoder.model_key, list(by_hash), self._in_chunk_key, missing_in
+            )
         if rows:
             matrix = decode_vectors([row["v"] for row in rows])
             for row, vector in zip(rows, matrix, strict=True):
-                text = by_hash[bytes(row["text_hash"])]
-                found[text] = self._put(text, vector)
+                key = bytes(row["text_hash"])
+                if row["own"]:
+                    text = by_hash[key]
+                    found[text] = self._put(text, vector)
+                else:
+                    found_in[key] = _put(self._in_chunk, key, vector, self.size)
         still = [t for t in missing if t not in found][:_ON_THE_SPOT]
         if still:
             try:
                 async with asyncio.timeout(_ON_THE_SPOT_S):
                     vectors = await asyncio.to_thread(self.encoder.encode_many, still)
             except TimeoutError:
-                return found  # the thread finishes in the background; these are scored on words
+                return found, found_in  # the thread finishes in the background; scored on words
             for text, vector in zip(still, vectors, strict=True):
                 found[text] = self._put(text, vector)
-        return found
+        return found, found_in
 
     def _put(self, text: str, vector: Vector) -> Vector:
-        self._items[text] = vector
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return vector
+        return _put(self._items, text, vector, self.size)
+
+
+def _put(items: OrderedDict[_K, Vector], key: _K, vector: Vector, size: int) -> Vector:
+    items[key] = vector
+    if len(items) > size:
+        items.popitem(last=False)
+    return vector
 
 
 class ChunkSentences:

@@ -43,7 +43,6 @@ from app.answering.extractive import (
     Semantics,
     asking_part,
     extractive_answer,
-    texts_to_embed,
 )
 from app.answering.grounding import declines, echoes, is_not_speech, numbers_not_in
 from app.answering.injection import looks_like_instructions
@@ -662,9 +661,8 @@ class QueryService:
         """The sentence of the top passages that best answers the question, by meaning."""
         assert self.sentences is not None
         top = candidates[:_ANSWER_PASSAGES]
-        texts = [t for c in top for t in texts_to_embed(c.text, c.section, c.title)]
         t = time.perf_counter()
-        vectors = await self.sentences.lookup(self.engine, texts)
+        vectors = await self.sentences.for_passages(self.engine, [(c.title, c.section, c.text) for c in top])
         trace.search += (time.perf_counter() - t) * 1000
         question_vector = np.asarray(vector, dtype=np.float32)
         passages = [Passage(text=c.text, title=c.title, score=c.score, section=c.section) for c in top]

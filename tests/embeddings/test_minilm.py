@@ -85,6 +85,40 @@ async def test_documents_keep_their_order_and_unit_length(embedder):
     assert np.abs(vectors - single).max() < 1e-5
 
 
+async def test_a_chunk_read_in_context_gives_its_vector_and_its_sentences(embedder):
+    chunk = "Sunrise Dental\nWhitening\n\nWe offer in-chair treatment. It costs $350 and takes an hour."
+    parts = ["We offer in-chair treatment.", "It costs $350 and takes an hour.", "Not in the chunk."]
+    vectors, (read,) = await embedder.embed_in_context([chunk], [parts])
+    # The chunk's vector is the one embed_documents gives, from the same pass.
+    assert vectors == await embedder.embed_documents([chunk])
+    assert read[2] is None
+    price = read[1]
+    assert price is not None
+    assert float(np.linalg.norm(price)) == pytest.approx(1.0, abs=1e-6)
+    # Read in its chunk, the price sentence carries the whitening it is about; alone it does not.
+    question, alone = embedder.encode_many(["How much is teeth whitening?", parts[1]])
+    assert float(question @ price) > float(question @ alone) + 0.1
+    # The states pooled are those of the sentence's own word pieces, not the whole chunk's.
+    (whole,) = vectors
+    assert float(price @ np.array(whole)) < 0.95
+
+
+async def test_sentences_are_found_in_order_and_in_later_windows(embedder):
+    sentence = "Fines for late returns are 25 cents a day."
+    chunk = " ".join([REFERENCE["sentences"][-1], sentence, "Cards are welcome.", sentence])
+    assert len(embedder.token_ids([chunk])[0]) > 254  # the sentences lie in the second window
+    _, (read,) = await embedder.embed_in_context(
+        [chunk], [[sentence, "Cards are welcome.", sentence, sentence]]
+    )
+    first, cards, second, third = read
+    assert first is not None
+    assert cards is not None
+    assert second is not None
+    assert third is None  # a third one is not there after the second
+    # The same words in another place of the chunk are read in their own context.
+    assert 0.8 < float(first @ second) < 0.9999
+
+
 def test_a_paraphrase_is_near_and_another_topic_far(exact):
     question, answer, other = exact.encode_many(
         [

@@ -12,8 +12,11 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
+from app.answering.extractive import passage_sentences
 from app.config import Settings
+from app.ingestion.chunking import embed_text
 from app.main import create_app
+from app.query.sentences import in_chunk_hash, in_chunk_key, text_hash
 from tests.conftest import fake_resolver, make_ingestor
 from tests.helpers import assign_new_agent, create_kb, create_text_doc
 
@@ -131,6 +134,56 @@ async def test_sentence_vectors_are_stored_at_ingestion(client, org, clinic, eng
             )
         ).scalar_one()
     assert stored == 2
+
+
+async def _read_in_chunks(engine) -> tuple[set[bytes], set[bytes]]:
+    """Every sentence of every stored chunk as read inside it (the hashes a call rebuilds from
+    its passages), and those stored under the in-chunk key."""
+    async with engine.connect() as conn:
+        chunks = (
+            await conn.execute(
+                text(
+                    "SELECT d.title, c.section, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
+                )
+            )
+        ).all()
+        stored = (
+            await conn.execute(
+                text("SELECT text_hash FROM embedding_cache WHERE model_key = :k"),
+                {"k": in_chunk_key("minilm:all-MiniLM-L6-v2-int8:384")},
+            )
+        ).scalars()
+        kept = {bytes(h) for h in stored}
+    wanted = {
+        in_chunk_hash(text_hash(embed_text(title, section, body)), sentence)
+        for title, section, body in chunks
+        for sentence in passage_sentences(body)
+    }
+    return wanted, kept
+
+
+async def test_each_sentence_is_stored_as_read_in_its_chunk(client, org, clinic, engine):
+    wanted, kept = await _read_in_chunks(engine)
+    assert len(wanted) == 6  # the clinic's six sentences, each in one chunk
+    assert kept == wanted
+
+
+async def test_a_chunk_kept_from_before_is_read_again_for_its_sentences(
+    client, org, clinic, engine, drain_queue
+):
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM embedding_cache WHERE model_key LIKE '%|in-chunk'"))
+    assert (await _read_in_chunks(engine))[1] == set()
+    # The same document again, elsewhere: its chunks' vectors come from the cache, yet each
+    # chunk is read again for its sentences.
+    kb = await create_kb(client, org.headers, "Clinic again")
+    await create_text_doc(
+        client, org.headers, kb["id"], title="Clinic FAQ", content=CLINIC, content_type="markdown"
+    )
+    assert await drain_queue() == {"ready": 1}
+    wanted, kept = await _read_in_chunks(engine)
+    assert len(wanted) == 6  # the same hashes for both copies: the same title and text
+    assert kept == wanted
 
 
 async def test_sentences_missing_from_the_store_are_embedded_on_the_spot(client, org, clinic, engine):

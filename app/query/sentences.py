@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.answering.extractive import passage_sentences
+from app.answering.extractive import passage_sentences, texts_to_embed
 from app.db.engine import raw_connection
 from app.ingestion.chunking import embed_text
 from app.query import repository as sql
@@ -29,6 +29,7 @@ from app.query.kb_vectors import decode_vectors, to_unit_rows
 
 Vector = npt.NDArray[np.float32]
 _K = TypeVar("_K")
+_V = TypeVar("_V")
 
 # How much a sentence's vector read inside its chunk counts beside its own (docs/BENCHMARKS.md,
 # thirty-sixth session: 0.5 to 4 measured on callers-dev and squad-dev; 2 to 4 alike).
@@ -60,6 +61,19 @@ class ContextEncoder(SentenceEncoder, Protocol):
     ) -> tuple[list[list[float]], list[list[Vector | None]]]: ...
 
 
+class Passage(Protocol):
+    """What the answerer reads of a retrieved chunk (a ``retrieval.Candidate``)."""
+
+    @property
+    def chunk_id(self) -> int: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def section(self) -> str | None: ...
+    @property
+    def text(self) -> str: ...
+
+
 def text_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
@@ -75,52 +89,86 @@ def in_chunk_hash(chunk_hash: bytes, sentence: str) -> bytes:
 
 
 class SentenceVectors:
-    """Vectors of sentences by text, for one embedder; an LRU over embedding_cache.
+    """The vectors the answerer reads, for one embedder: LRUs over embedding_cache.
 
     A sentence the answerer reads in a passage is scored by its own vector plus its vector
     read inside that chunk (``IN_CHUNK_WEIGHT``), at unit length: "It costs $350" alone says
-    nothing of whitening; read in its chunk it does, and alone it keeps what it says itself.
-    Measured on the sentences that answer callers-dev's, callers-fresh's and
-    callers-holdout's questions, the sum ranks them first more often than either vector does
+    nothing of whitening; read in its chunk it does, and alone it keeps what it says itself
     (docs/BENCHMARKS.md, thirty-sixth session). A chunk indexed before in-chunk vectors (or
-    under a title changed since) has none: its sentences are scored by their own vectors."""
+    under a title changed since) has none: its sentences are scored by their own vectors.
 
-    def __init__(self, encoder: SentenceEncoder, size: int = 50_000) -> None:
+    A passage's vectors are held by chunk id and title (a chunk's text and heading never
+    change under its id; a re-index writes new rows), ``passages`` of them (about 9 KB each
+    for the vectors read in the chunk), so that a call whose passages are held hashes and
+    adds nothing: 9 us for five passages, against 180 us hashing and adding each time
+    (docs/BENCHMARKS.md). Own vectors are held by text, ``size`` of them (1.5 KB each)."""
+
+    def __init__(self, encoder: SentenceEncoder, size: int = 50_000, passages: int = 2_000) -> None:
         self.encoder = encoder
         self.size = size
+        self.passages = passages
         self._items: OrderedDict[str, Vector] = OrderedDict()
-        self._in_chunk: OrderedDict[bytes, Vector] = OrderedDict()
+        self._passages: OrderedDict[tuple[int, str | None], dict[str, Vector]] = OrderedDict()
         self._in_chunk_key = in_chunk_key(encoder.model_key)
 
-    async def for_passages(
-        self, engine: AsyncEngine, passages: Sequence[tuple[str | None, str | None, str]]
-    ) -> dict[str, Vector]:
-        """The vectors the answerer reads for ``passages`` (title, heading, text each): every
-        sentence's, heading's and title's; a sentence in two passages is read in the first."""
-        texts: list[str] = []
-        read_in: list[tuple[str, bytes]] = []
-        for title, section, text in passages:
-            sentences = passage_sentences(text)
-            texts += sentences
-            texts += (t for t in (section, title) if t)
-            chunk = text_hash(embed_text(title, section, text))
-            read_in += ((s, in_chunk_hash(chunk, s)) for s in sentences)
-        own, in_chunk = await self._read(engine, texts, [h for _, h in read_in])
-        vectors = dict(own)
-        mixed: set[str] = set()
-        for sentence, key in read_in:
-            if sentence in mixed or key not in in_chunk or sentence not in own:
-                continue
-            mixed.add(sentence)
-            total = own[sentence] + IN_CHUNK_WEIGHT * in_chunk[key]
-            vectors[sentence] = (total / max(float(np.linalg.norm(total)), 1e-12)).astype(np.float32)
+    async def for_passages(self, engine: AsyncEngine, passages: Sequence[Passage]) -> dict[str, Vector]:
+        """The vectors the answerer reads for ``passages``: every sentence's, heading's and
+        title's; a sentence in two passages is read in the first."""
+        held: dict[tuple[int, str | None], dict[str, Vector]] = {}
+        fresh: list[Passage] = []
+        for passage in passages:
+            key = (passage.chunk_id, passage.title)
+            entry = self._passages.get(key)
+            if entry is None:
+                fresh.append(passage)
+            else:
+                self._passages.move_to_end(key)
+                held[key] = entry
+        if fresh:
+            held |= await self._read_passages(engine, fresh)
+        vectors: dict[str, Vector] = {}
+        for passage in passages:
+            for text, vector in held[(passage.chunk_id, passage.title)].items():
+                vectors.setdefault(text, vector)
         return vectors
+
+    async def _read_passages(
+        self, engine: AsyncEngine, passages: Sequence[Passage]
+    ) -> dict[tuple[int, str | None], dict[str, Vector]]:
+        texts: list[str] = []
+        read_in: list[bytes] = []
+        for p in passages:
+            texts += texts_to_embed(p.text, p.section, p.title)
+            chunk = text_hash(embed_text(p.title, p.section, p.text))
+            read_in += (in_chunk_hash(chunk, s) for s in passage_sentences(p.text))
+        own, in_chunk = await self._read(engine, texts, read_in)
+        read: dict[tuple[int, str | None], dict[str, Vector]] = {}
+        for p in passages:
+            chunk = text_hash(embed_text(p.title, p.section, p.text))
+            entry: dict[str, Vector] = {}
+            for sentence in passage_sentences(p.text):
+                vector = own.get(sentence)
+                inside = in_chunk.get(in_chunk_hash(chunk, sentence))
+                if vector is not None and inside is not None:
+                    total = vector + IN_CHUNK_WEIGHT * inside
+                    vector = (total / max(float(np.linalg.norm(total)), 1e-12)).astype(np.float32)
+                if vector is not None:
+                    entry.setdefault(sentence, vector)
+            entry |= {t: own[t] for t in (p.section, p.title) if t and t in own}
+            key = (p.chunk_id, p.title)
+            read[key] = entry
+            if all(t in own for t in texts_to_embed(p.text, p.section, p.title)):
+                # Held only when whole: a text missing now (embedding it on the spot timed
+                # out) is looked for again at the next call.
+                _put(self._passages, key, entry, self.passages)
+        return read
 
     async def _read(
         self, engine: AsyncEngine, texts: Iterable[str], in_chunk: Sequence[bytes]
     ) -> tuple[dict[str, Vector], dict[bytes, Vector]]:
         """Own vectors of ``texts`` (a few missing ones embedded on the spot) and the stored
-        in-chunk vectors among ``in_chunk``; what is absent is scored without."""
+        in-chunk vectors among ``in_chunk``, in one statement; what is absent is scored
+        without."""
         found: dict[str, Vector] = {}
         missing: list[str] = []
         for text in dict.fromkeys(texts):
@@ -130,21 +178,17 @@ class SentenceVectors:
             else:
                 self._items.move_to_end(text)
                 found[text] = vector
-        found_in: dict[bytes, Vector] = {}
-        missing_in: list[bytes] = []
-        for key in dict.fromkeys(in_chunk):
-            vector = self._in_chunk.get(key)
-            if vector is None:
-                missing_in.append(key)
-            else:
-                self._in_chunk.move_to_end(key)
-                found_in[key] = vector
-        if not missing and not missing_in:
-            return found, found_in
         by_hash = {text_hash(t): t for t in missing}
+        found_in: dict[bytes, Vector] = {}
+        if not missing and not in_chunk:
+            return found, found_in
         async with raw_connection(engine) as conn:
             rows = await conn.fetch(
-                sql.ANSWER_VECTORS_SQL, self.encoder.model_key, list(by_hash), self._in_chunk_key, missing_in
+                sql.ANSWER_VECTORS_SQL,
+                self.encoder.model_key,
+                list(by_hash),
+                self._in_chunk_key,
+                list(in_chunk),
             )
         if rows:
             matrix = decode_vectors([row["v"] for row in rows])
@@ -152,9 +196,9 @@ class SentenceVectors:
                 key = bytes(row["text_hash"])
                 if row["own"]:
                     text = by_hash[key]
-                    found[text] = self._put(text, vector)
+                    found[text] = _put(self._items, text, vector, self.size)
                 else:
-                    found_in[key] = _put(self._in_chunk, key, vector, self.size)
+                    found_in[key] = vector
         still = [t for t in missing if t not in found][:_ON_THE_SPOT]
         if still:
             try:
@@ -163,18 +207,15 @@ class SentenceVectors:
             except TimeoutError:
                 return found, found_in  # the thread finishes in the background; scored on words
             for text, vector in zip(still, vectors, strict=True):
-                found[text] = self._put(text, vector)
+                found[text] = _put(self._items, text, vector, self.size)
         return found, found_in
 
-    def _put(self, text: str, vector: Vector) -> Vector:
-        return _put(self._items, text, vector, self.size)
 
-
-def _put(items: OrderedDict[_K, Vector], key: _K, vector: Vector, size: int) -> Vector:
-    items[key] = vector
+def _put(items: OrderedDict[_K, _V], key: _K, value: _V, size: int) -> _V:
+    items[key] = value
     if len(items) > size:
         items.popitem(last=False)
-    return vector
+    return value
 
 
 class ChunkSentences:

@@ -662,7 +662,7 @@ class QueryService:
         assert self.sentences is not None
         top = candidates[:_ANSWER_PASSAGES]
         t = time.perf_counter()
-        vectors = await self.sentences.for_passages(self.engine, [(c.title, c.section, c.text) for c in top])
+        vectors = await self.sentences.for_passages(self.engine, top)
         trace.search += (time.perf_counter() - t) * 1000
         question_vector = np.asarray(vector, dtype=np.float32)
         passages = [Passage(text=c.text, title=c.title, score=c.score, section=c.section) for c in top]

@@ -4,6 +4,8 @@ its chunk (SentenceVectors)."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,14 @@ async def test_only_size_chunks_are_held(engine):
     assert len(sentences._items) == 2
 
 
+@dataclass(frozen=True)
+class P:
+    chunk_id: int
+    title: str | None
+    section: str | None
+    text: str
+
+
 class _Encoder:
     """Embeds nothing: every vector these tests read is stored."""
 
@@ -77,6 +87,14 @@ class _Encoder:
 
     def encode_many(self, texts):
         raise AssertionError(f"nothing should be embedded on the spot: {texts}")
+
+
+def unit(v: list[float]) -> list[float]:
+    return (np.array(v) / np.linalg.norm(v)).tolist()
+
+
+def listed(vectors: dict[str, np.ndarray]) -> dict[str, list[float]]:
+    return {text: vector.tolist() for text, vector in vectors.items()}
 
 
 async def test_a_sentence_is_read_with_its_vector_in_its_chunk(engine):
@@ -103,26 +121,57 @@ async def test_a_sentence_is_read_with_its_vector_in_its_chunk(engine):
             list(read_in),
             ["[" + ",".join(str(x) for x in v) + "]" for v in read_in.values()],
         )
-    vectors = SentenceVectors(_Encoder()).for_passages(
-        engine, [("Clinic FAQ", "Prices", first), ("Clinic FAQ", None, second)]
-    )
-    got = {text: vector.tolist() for text, vector in (await vectors).items()}
+    sentences = SentenceVectors(_Encoder())
+    passages = [P(1, "Clinic FAQ", "Prices", first), P(2, "Clinic FAQ", None, second)]
+    got = listed(await sentences.for_passages(engine, passages))
     w = IN_CHUNK_WEIGHT
-
-    def unit(v: list[float]) -> list[float]:
-        return (np.array(v) / np.linalg.norm(v)).tolist()
-
     assert got == {
         "Whitening costs 350 dollars.": pytest.approx(unit([1.0, 0.0, 0.6 * w, 0.8 * w]), abs=1e-6),
         "Parking is free.": pytest.approx(unit([0.0, 1.0, 0.0, w]), abs=1e-6),
         "Prices": [0.0, 0.0, 1.0, 0.0],  # headings and titles are read alone
         "Clinic FAQ": [0.0, 0.0, 0.0, 1.0],
     }
+    # Held: read again without the store (a chunk's text never changes under its id).
+    async with raw_connection(engine) as conn:
+        await conn.execute("DELETE FROM embedding_cache")
+    assert listed(await sentences.for_passages(engine, passages)) == got
+    # The second passage alone: its own reading of the sentence.
+    assert listed(await sentences.for_passages(engine, passages[1:])) == {
+        "Parking is free.": pytest.approx(unit([w, 1.0, 0.0, 0.0]), abs=1e-6),
+        "Clinic FAQ": [0.0, 0.0, 0.0, 1.0],
+    }
 
 
 async def test_a_chunk_without_in_chunk_vectors_is_read_by_its_sentences_alone(engine):
     await store(engine, {"Cash is fine.": [0.6, 0.8, 0.0, 0.0]})
-    vectors = await SentenceVectors(_Encoder()).for_passages(engine, [(None, None, "Cash is fine.")])
-    assert {t: v.tolist() for t, v in vectors.items()} == {
-        "Cash is fine.": pytest.approx([0.6, 0.8, 0.0, 0.0])
+    vectors = await SentenceVectors(_Encoder()).for_passages(engine, [P(7, None, None, "Cash is fine.")])
+    assert listed(vectors) == {"Cash is fine.": pytest.approx([0.6, 0.8, 0.0, 0.0])}
+
+
+class _Slow(_Encoder):
+    def encode_many(self, texts):
+        time.sleep(0.3)  # longer than a call waits for texts embedded on the spot
+        return np.full((len(texts), 4), 0.5, dtype=np.float32)
+
+
+async def test_a_passage_read_without_all_its_texts_is_read_again(engine):
+    await store(engine, {"Cash is fine.": [0.6, 0.8, 0.0, 0.0]})
+    sentences = SentenceVectors(_Slow())
+    passage = P(7, "Payments", None, "Cash is fine.")
+    assert list(await sentences.for_passages(engine, [passage])) == ["Cash is fine."]  # no title in time
+    await store(engine, {"Payments": [0.0, 0.0, 1.0, 0.0]})
+    assert listed(await sentences.for_passages(engine, [passage])) == {
+        "Cash is fine.": pytest.approx([0.6, 0.8, 0.0, 0.0]),
+        "Payments": [0.0, 0.0, 1.0, 0.0],
     }
+    # Renamed: read again under its new title (embedded on the spot, too late here).
+    assert list(await sentences.for_passages(engine, [P(7, "Paying", None, "Cash is fine.")])) == [
+        "Cash is fine."
+    ]
+
+
+async def test_only_passages_passages_are_held(engine):
+    await store(engine, {"Cash is fine.": [0.6, 0.8, 0.0, 0.0]})
+    sentences = SentenceVectors(_Encoder(), passages=2)
+    await sentences.for_passages(engine, [P(i, None, None, "Cash is fine.") for i in range(5)])
+    assert list(sentences._passages) == [(3, None), (4, None)]

@@ -62,9 +62,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # Raise it with any change to extraction or chunking that changes what a stored document
-# becomes (sections found, text kept): workers re-read every document an older version read,
-# from its stored copy, once (app/ingestion/pipeline.py). 1: headings of plain text and Word.
-EXTRACTION_VERSION = 1
+# becomes (sections found, text kept, vectors stored with it): workers re-read every document
+# an older version read, from its stored copy, once (app/ingestion/pipeline.py). 1: headings
+# of plain text and Word. 2: each sentence's vector read in its chunk (the offline default;
+# the chunks' own vectors come from embedding_cache, so a re-read costs one model pass).
+EXTRACTION_VERSION = 2
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

@@ -3,10 +3,11 @@ best-sentence term (``ChunkSentences``).
 
 Ingestion embeds every sentence the answerer may read (and each chunk's heading and title)
 and stores the vectors in ``embedding_cache`` under the embedder's model key, keyed by the
-SHA-256 of the text. A call looks its passages' sentences up here: in this process's LRU
-first, then in one statement, and embeds on the spot only the few still missing (a KB
-indexed before sentence vectors existed, a heading changed by hand), within a budget; the
-rest are scored on their words.
+SHA-256 of the text; with the offline default it also stores each sentence as read inside
+its chunk (``in_chunk_key``, keyed by chunk and sentence). A call looks its passages up
+here: in this process's LRUs first, then in one statement, and embeds on the spot only the
+few own vectors still missing (a KB indexed before sentence vectors existed, a heading
+changed by hand), within a budget; the rest are scored on their words.
 """
 
 from __future__ import annotations

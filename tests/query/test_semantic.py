@@ -186,6 +186,20 @@ async def test_a_chunk_kept_from_before_is_read_again_for_its_sentences(
     assert kept == wanted
 
 
+async def test_an_upgrade_reads_documents_indexed_before_in_their_chunks(app, client, org, clinic, engine):
+    # As a document indexed before sentences were read in their chunks: none kept, an older
+    # extraction version.
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM embedding_cache WHERE model_key LIKE '%|in-chunk'"))
+        await conn.execute(text("UPDATE documents SET extraction_version = 1"))
+    ingestor = make_ingestor(app, engine)
+    await ingestor.maintenance(ingestor.embedder.model_key)
+    assert await _drain(ingestor) == {"ready": 1}
+    wanted, kept = await _read_in_chunks(engine)
+    assert len(wanted) == 6
+    assert kept == wanted
+
+
 async def test_sentences_missing_from_the_store_are_embedded_on_the_spot(client, org, clinic, engine):
     async with engine.begin() as conn:
         await conn.execute(text("DELETE FROM embedding_cache"))

@@ -115,17 +115,10 @@ class SentenceVectors:
     async def for_passages(self, engine: AsyncEngine, passages: Sequence[Passage]) -> dict[str, Vector]:
         """The vectors the answerer reads for ``passages``: every sentence's, heading's and
         title's; a sentence in two passages is read in the first."""
-        held: dict[tuple[int, str | None], dict[str, Vector]] = {}
-        fresh: list[Passage] = []
-        for passage in passages:
-            key = (passage.chunk_id, passage.title)
-            entry = self._passages.get(key)
-            if entry is None:
-                fresh.append(passage)
-            else:
-                self._passages.move_to_end(key)
-                held[key] = entry
-        if fresh:
+        held, missing = _take(self._passages, [(p.chunk_id, p.title) for p in passages])
+        if missing:
+            wanted = set(missing)
+            fresh = [p for p in passages if (p.chunk_id, p.title) in wanted]
             held |= await self._read_passages(engine, fresh)
         vectors: dict[str, Vector] = {}
         for passage in passages:
@@ -170,15 +163,7 @@ class SentenceVectors:
         """Own vectors of ``texts`` (a few missing ones embedded on the spot) and the stored
         in-chunk vectors among ``in_chunk``, in one statement; what is absent is scored
         without."""
-        found: dict[str, Vector] = {}
-        missing: list[str] = []
-        for text in dict.fromkeys(texts):
-            vector = self._items.get(text)
-            if vector is None:
-                missing.append(text)
-            else:
-                self._items.move_to_end(text)
-                found[text] = vector
+        found, missing = _take(self._items, texts)
         by_hash = {text_hash(t): t for t in missing}
         found_in: dict[bytes, Vector] = {}
         if not missing and not in_chunk:
@@ -210,6 +195,20 @@ class SentenceVectors:
             for text, vector in zip(still, vectors, strict=True):
                 found[text] = _put(self._items, text, vector, self.size)
         return found, found_in
+
+
+def _take(items: OrderedDict[_K, _V], keys: Iterable[_K]) -> tuple[dict[_K, _V], list[_K]]:
+    """The values held for ``keys`` (each now the most recently used) and the keys not held."""
+    found: dict[_K, _V] = {}
+    missing: list[_K] = []
+    for key in dict.fromkeys(keys):
+        value = items.get(key)
+        if value is None:
+            missing.append(key)
+        else:
+            items.move_to_end(key)
+            found[key] = value
+    return found, missing
 
 
 def _put(items: OrderedDict[_K, _V], key: _K, value: _V, size: int) -> _V:

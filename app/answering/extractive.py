@@ -611,7 +611,7 @@ def extractive_answer(
         elsewhere = {
             t for t, n in document_frequency.items() if n > 0 and t not in _FACT_WORDS and t not in times
         }
-        asks_place = _WANTS_PLACE_RE.search(focus) is not None
+        asks_place = _asks_for_address_in(focus)
         found = _best_by_meaning(
             passages, by_passage, idf, idf_total, elsewhere, wants, asks_place, semantics
         )
@@ -938,7 +938,12 @@ def _wanted_in(focus: str) -> str | None:
 def asks_for_address(question: str) -> bool:
     """Whether the caller asks where the business is ("where are you?", "what's the
     address?", "how do I get to you?")."""
-    return _WANTS_PLACE_RE.search(asking_part(question)) is not None
+    return _asks_for_address_in(asking_part(question))
+
+
+def _asks_for_address_in(focus: str) -> bool:
+    """``asks_for_address`` for the part of the question that asks."""
+    return _WANTS_PLACE_RE.search(focus) is not None
 
 
 def has_street_address(text: str) -> bool:

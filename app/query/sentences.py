@@ -62,7 +62,7 @@ class ContextEncoder(SentenceEncoder, Protocol):
     ) -> tuple[list[list[float]], list[list[Vector | None]]]: ...
 
 
-class Passage(Protocol):
+class RetrievedChunk(Protocol):
     """What the answerer reads of a retrieved chunk (a ``retrieval.Candidate``)."""
 
     @property
@@ -112,7 +112,9 @@ class SentenceVectors:
         self._passages: OrderedDict[tuple[int, str | None], dict[str, Vector]] = OrderedDict()
         self._in_chunk_key = in_chunk_key(encoder.model_key)
 
-    async def for_passages(self, engine: AsyncEngine, passages: Sequence[Passage]) -> dict[str, Vector]:
+    async def for_passages(
+        self, engine: AsyncEngine, passages: Sequence[RetrievedChunk]
+    ) -> dict[str, Vector]:
         """The vectors the answerer reads for ``passages``: every sentence's, heading's and
         title's; a sentence in two passages is read in the first."""
         held, missing = _take(self._passages, [(p.chunk_id, p.title) for p in passages])
@@ -127,22 +129,25 @@ class SentenceVectors:
         return vectors
 
     async def _read_passages(
-        self, engine: AsyncEngine, passages: Sequence[Passage]
+        self, engine: AsyncEngine, passages: Sequence[RetrievedChunk]
     ) -> dict[tuple[int, str | None], dict[str, Vector]]:
-        texts: list[str] = []
-        read_in: list[bytes] = []
+        # Each passage's sentences, with the key of each as read in it, and its other texts.
+        plans = []
         for p in passages:
-            texts += texts_to_embed(p.text, p.section, p.title)
             chunk = text_hash(embed_text(p.title, p.section, p.text))
-            read_in += (in_chunk_hash(chunk, s) for s in passage_sentences(p.text))
-        own, in_chunk = await self._read(engine, texts, read_in)
+            sentences = [(s, in_chunk_hash(chunk, s)) for s in passage_sentences(p.text)]
+            plans.append((p, sentences, texts_to_embed(p.text, p.section, p.title)))
+        own, in_chunk = await self._read(
+            engine,
+            [t for _, _, texts in plans for t in texts],
+            [h for _, sentences, _ in plans for _, h in sentences],
+        )
         read: dict[tuple[int, str | None], dict[str, Vector]] = {}
-        for p in passages:
-            chunk = text_hash(embed_text(p.title, p.section, p.text))
+        for p, sentences, texts in plans:
             entry: dict[str, Vector] = {}
-            for sentence in passage_sentences(p.text):
+            for sentence, in_key in sentences:
                 vector = own.get(sentence)
-                inside = in_chunk.get(in_chunk_hash(chunk, sentence))
+                inside = in_chunk.get(in_key)
                 if vector is not None and inside is not None:
                     total = vector + IN_CHUNK_WEIGHT * inside
                     vector = (total / max(float(np.linalg.norm(total)), 1e-12)).astype(np.float32)
@@ -151,7 +156,7 @@ class SentenceVectors:
             entry |= {t: own[t] for t in (p.section, p.title) if t and t in own}
             key = (p.chunk_id, p.title)
             read[key] = entry
-            if all(t in own for t in texts_to_embed(p.text, p.section, p.title)):
+            if all(t in own for t in texts):
                 # Held only when whole: a text missing now (embedding it on the spot timed
                 # out) is looked for again at the next call.
                 _put(self._passages, key, entry, self.passages)

@@ -273,6 +273,11 @@ _DAY_AFTER_DAY_RE = re.compile(
     rf"(?=\s*(?:[,;.:&/)]|$|and\b|or\b|to\b|until\b|till\b|from\b|only\b|[Cc]losed\b|\d|noon\b|midday\b"
     rf"|{_SHORT_DAY}\b))"
 )
+_WEEK = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_FULL_DAY_WORD_RE = re.compile(rf"\b({_FULL_DAY})", re.IGNORECASE)
+_FULL_DAY_RANGE_RE = re.compile(
+    rf"\b({_FULL_DAY})s?\s*(?:[-–]|to\b|through\b|thru\b|until\b|till\b)\s*({_FULL_DAY})", re.IGNORECASE
+)
 # "Mon/Wed/Fri": a voice would say "slash" between the days.
 _DAYS_SLASH_RE = re.compile(
     "(?:" + "|".join(f"(?<={day})" for day in _DAY_NAMES.values()) + rf")\s?/\s?(?={_FULL_DAY}\b)"
@@ -750,13 +755,7 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _ABBREVIATION_RE.sub(_speak_abbreviation, text)
     if "VAT" in text or "GST" in text or "HST" in text or "tax" in text:
         text = _TAX_RE.sub(_speak_tax, text)
-    if "-" in text or "–" in text:
-        text = _DAY_RANGE_RE.sub(_speak_day_range, text)
-    if _SHORT_DAY_HINT_RE.search(text):
-        # A time or another day follows: the dot is the abbreviation's, never a sentence's.
-        text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
-        text = _DAY_CLOSED_RE.sub(lambda m: m[1] + _DAY_NAMES[m[2].lower()] + m[3], text)
-        text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
+    text = _days_in_full(text)
     if "day/" in text:
         text = _DAYS_SLASH_RE.sub(" and ", text)
     if _DIGIT_RE.search(text):
@@ -970,6 +969,33 @@ def _speak_email(match: re.Match[str]) -> str:
     local = match.group(1).replace(".", " dot ").replace("_", " underscore ").replace("+", " plus ")
     domain = match.group(2).lower().replace(".", " dot ")
     return f"{local} at {domain}"
+
+
+def _days_in_full(text: str) -> str:
+    """The short day names of opening hours written in full ("Mon-Thu 9-8; Sun closed")."""
+    if "-" in text or "–" in text:
+        text = _DAY_RANGE_RE.sub(_speak_day_range, text)
+    if _SHORT_DAY_HINT_RE.search(text):
+        # A time or another day follows: the dot is the abbreviation's, never a sentence's.
+        text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
+        text = _DAY_CLOSED_RE.sub(lambda m: m[1] + _DAY_NAMES[m[2].lower()] + m[3], text)
+        text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
+    return text
+
+
+def unwritten_days(text: str) -> list[str]:
+    """The days of the week ``text``'s opening hours cover without writing them in full, in
+    week order: short names and the days inside a range ("Mon to Thu 9-8; Sun 1-5" ->
+    Monday, Tuesday, Wednesday, Thursday, Sunday; "Monday-Friday" -> Tuesday, Wednesday,
+    Thursday). Search indexes them, since a caller asks "are you open on Wednesdays?" in
+    full words."""
+    full = _days_in_full(text)
+    named = {day.capitalize() for day in _FULL_DAY_WORD_RE.findall(full)}
+    for first, last in _FULL_DAY_RANGE_RE.findall(full):
+        start, end = _WEEK.index(first.capitalize()), _WEEK.index(last.capitalize())
+        named.update(_WEEK[(start + i) % 7] for i in range((end - start) % 7 + 1))
+    written = {day.capitalize() for day in _FULL_DAY_WORD_RE.findall(text)}
+    return [day for day in _WEEK if day in named and day not in written]
 
 
 def _speak_day_alone(match: re.Match[str]) -> str:

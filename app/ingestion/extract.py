@@ -65,8 +65,9 @@ logger = logging.getLogger(__name__)
 # becomes (sections found, text kept, vectors stored with it): workers re-read every document
 # an older version read, from its stored copy, once (app/ingestion/pipeline.py). 1: headings
 # of plain text and Word. 2: each sentence's vector read in its chunk (the offline default;
-# the chunks' own vectors come from embedding_cache, so a re-read costs one model pass).
-EXTRACTION_VERSION = 2
+# the chunks' own vectors come from embedding_cache, so a re-read costs one model pass). 3:
+# the days of the week a chunk's hours cover, searched in full ("Mon-Fri": ChunkRow.days).
+EXTRACTION_VERSION = 3
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

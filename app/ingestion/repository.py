@@ -125,15 +125,16 @@ SELECT 1 FROM documents WHERE id = $1 AND lease_owner = $2 AND status = 'process
 DELETE_CHUNKS_SQL = "DELETE FROM chunks WHERE document_id = $1"
 
 # One statement inserts every chunk of a document; tsv weights the title and section
-# above the body so a chunk is found by what it is about as well as by what it says.
+# above the body so a chunk is found by what it is about as well as by what it says, and
+# holds the days its hours cover that it does not write in full ("Mon-Fri": ChunkRow.days).
 INSERT_CHUNKS_SQL = """
 INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, section, page, token_count,
                     embedding_model, embedding_dim, embedding, tsv)
 SELECT $1, $2, $3, u.ordinal, u.text, u.section, u.page, u.token_count, $4, $5, u.embedding::vector,
        setweight(to_tsvector($6::regconfig, coalesce($7, '') || ' ' || coalesce(u.section, '')), 'A')
-       || to_tsvector($6::regconfig, u.text)
-FROM unnest($8::int[], $9::text[], $10::text[], $11::int[], $12::int[], $13::text[])
-     AS u(ordinal, text, section, page, token_count, embedding)
+       || to_tsvector($6::regconfig, u.text) || to_tsvector($6::regconfig, u.days)
+FROM unnest($8::int[], $9::text[], $10::text[], $11::int[], $12::int[], $13::text[], $14::text[])
+     AS u(ordinal, text, section, page, token_count, embedding, days)
 """
 
 # A re-read (the stored copy read again, reread) fetched nothing: the page's sync stays when
@@ -251,6 +252,7 @@ class ChunkRow:
     page: int | None
     token_count: int
     embedding: str  # pgvector text form, e.g. "[0.1,0.2]"
+    days: str = ""  # the days of the week its hours cover, not written in full (searched)
 
 
 def chunk_columns(rows: Sequence[ChunkRow]) -> tuple[list[Any], ...]:
@@ -261,4 +263,5 @@ def chunk_columns(rows: Sequence[ChunkRow]) -> tuple[list[Any], ...]:
         [r.page for r in rows],
         [r.token_count for r in rows],
         [r.embedding for r in rows],
+        [r.days for r in rows],
     )

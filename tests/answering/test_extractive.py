@@ -780,3 +780,22 @@ def test_a_question_that_asks_where_the_business_is(question: str, asks: bool) -
 )
 def test_a_street_address(text: str, holds: bool) -> None:
     assert has_street_address(text) is holds
+
+
+def test_a_day_inside_a_range_or_a_short_name_counts_as_named() -> None:
+    # "Thursdays" and "Sunday" are nowhere: "Mon-Fri" covers one, "Sun" is the other.
+    passages = [
+        Passage("Walk-in sessions are free for members.", "Walk-ins", 0.8),
+        Passage(
+            "Walk-in sessions run Mon-Fri, 8 am to 6 pm. They also run Sat & Sun, 10 am to 2 pm.",
+            "Walk-ins",
+            0.8,
+        ),
+    ]
+    for question, expected in (
+        ("Are there walk-in sessions on Thursdays?", "Walk-in sessions run Monday to Friday, 8 AM to 6 PM."),
+        ("Do they run on a Sunday?", "They also run Saturday and Sunday, 10 AM to 2 PM."),
+    ):
+        answer = extractive_answer(question, passages, max_sentences=1)
+        assert answer is not None
+        assert answer.text == expected

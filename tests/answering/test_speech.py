@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.answering.speech import make_speakable, speech_problems
+from app.answering.speech import make_speakable, speech_problems, unwritten_days
 
 MARKDOWN = [
     ("# Opening hours\n\nWe are open daily.", "Opening hours. We are open daily."),
@@ -704,3 +704,23 @@ def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
     # "Sat." said "Saturday." would end a sentence there, and the cap would cut the hours off.
     text = "We are open Mon.-Fri. 9-5 and Sat. 9-1 for all routine appointments."
     assert make_speakable(text, max_words=14) == "We are open Monday to Friday 9 to 5 and Saturday 9 to 1."
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        (
+            "Mon to Thu 9 am to 8 pm; Fri and Sat 9 am to 6 pm; Sun 1 pm to 5 pm",
+            ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
+        ),
+        ("Open Monday-Friday 9-5", ["Tuesday", "Wednesday", "Thursday"]),
+        ("Mondays to Fridays 8am-6pm", ["Tuesday", "Wednesday", "Thursday"]),
+        ("Open Fri-Mon 10-4", ["Monday", "Friday", "Saturday", "Sunday"]),
+        ("Open Mon-Fri 9-5. Closed Sun.", ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Sunday"]),
+        ("Closed on Sundays.", []),
+        ("Dr Wei Sun sees patients on Tuesday.", []),
+        ("Sun, sea and sand: we sat down on Wed ground.", []),
+    ],
+)
+def test_the_days_hours_cover_without_writing_them_are_listed(text: str, days: list[str]) -> None:
+    assert unwritten_days(text) == days

@@ -123,3 +123,29 @@ async def test_each_kb_is_searched_with_its_own_language(client, org, drain_queu
         )  # fmt: skip
         matched = [c["document_id"] for c in r.json()["debug"]["candidates"] if c["text_rank"]]
         assert matched == [expected], question
+
+
+async def test_a_day_inside_a_range_or_a_short_name_is_found_by_its_full_name(client, org, drain_queue):
+    # "Wednesdays" is written nowhere; the hours say "Mon-Fri", and "Sun" for Sunday. Callers
+    # ask with the day's full name.
+    agent, ids = await _agent_with(
+        client,
+        org,
+        drain_queue,
+        {
+            "Hours": "Open Mon-Fri 8 am to 6 pm. Sun 10 am to 2 pm.",
+            "Staff": "Dr Wei Sun and Dr Amy Mon see patients.",  # names, not days
+            "Parking": "The car park is free for patients on weekdays.",
+        },
+    )
+    found = {}
+    for question in ("Can I come in on a Wednesday?", "Can I come in on a Sunday?"):
+        r = await client.post(
+            f"/api/agents/{agent}/query_knowledge", json={"query": question}, headers=org.headers,
+            params={"debug": "true"},
+        )  # fmt: skip
+        found[question] = [c["document_id"] for c in r.json()["debug"]["candidates"] if c["text_rank"]]
+    assert found == {
+        "Can I come in on a Wednesday?": [ids["Hours"]],
+        "Can I come in on a Sunday?": [ids["Hours"]],
+    }

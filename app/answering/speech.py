@@ -289,6 +289,14 @@ _ISO_DATE_RE = re.compile(
     r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})"
     r"(?:T(\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\d-])"
 )
+# "13/03/2025" (day first) and "03/13/2025" (month first) can be told apart only where one
+# side is over 12: those are said with the month's name, in their own order; "12/03/2025"
+# stays as written (the 12th of March or the 3rd of December), as do two-digit years.
+_SLASH_DATE_RE = re.compile(r"(?<![\d/.])(\d{1,2})/(\d{1,2})/((?:19|20)\d\d)(?![\d/]|[.,]\d)")
+# "Text STOP to 60123": a short code is dialled, digit by digit, like a phone number.
+_SHORT_CODE_RE = re.compile(
+    r"\b((?:[Tt]ext|TEXT|SMS)(?: the word)? [\"“']?[A-Z][A-Z0-9]+[\"”']? to )(\d{4,6})(?![\d.,]\d|\w)"
+)
 # Digit groups (a UK number's "960318", a German "12345678" after its area code), one to
 # three spaces apart as a flattened table leaves them; unbroken, only after a leading zero.
 _PHONE_RE = re.compile(
@@ -313,6 +321,11 @@ _ZIP_RE = re.compile(
     rf"((?<=[a-z]), (?:{_STATES}) |\b(?:ZIP|[Zz]ip)(?: [Cc]ode)?:? )(\d{{5}}(?:-\d{{4}})?)\b"
     rf"(?!-?\d| \d(?!\d*(?:st|nd|rd|th)\b)| \(| {_DIGIT_NAME}\b|\s*[–-]\s*\d|\s+(?:to|through|or|and)\s+\d)"
 )
+# Numbers read digit by digit (_speak_phone: digits bound, groups parted by bound commas)
+# listed with commas: "0800 123 4567, 0800 765 4321 or 01632 960 123".
+_SPELLED_NUMBER = rf"(?<![\w{_JOIN}])(?:plus{_JOIN})?{_DIGIT_NAME}(?:,?{_JOIN}{_DIGIT_NAME})+(?![\w{_JOIN}])"
+_PHONE_LIST_RE = re.compile(rf"{_SPELLED_NUMBER}(?:, {_SPELLED_NUMBER})+(?:,? (or|and) {_SPELLED_NUMBER})?")
+_PHONE_LIST_COMMA_RE = re.compile(rf", (?={_SPELLED_NUMBER})")
 # "555-123-4567 x204": an extension after a number read digit by digit (x and digits written
 # together; "2 x 10" is a product, "scone x2" a count).
 _EXTENSION_X_RE = re.compile(r" x\.?(?=\d{1,5}\b)")
@@ -810,12 +823,18 @@ def _numbers(text: str) -> str:
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
     if _ZIP_HINT_RE.search(text):
         text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
+    if "/" in text:
+        text = _SLASH_DATE_RE.sub(_speak_slash_date, text)
+    if " to " in text:
+        text = _SHORT_CODE_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if _MAYBE_PHONE_RE.search(text):
         if "(0)" in text:
             text = _TRUNK_ZERO_RE.sub(r"\1 ", text)
         text = _PHONE_RE.sub(_speak_phone, text)
         if " x" in text:
             text = _EXTENSION_X_RE.sub(_speak_extension_x, text)
+        if _JOIN in text:
+            text = _PHONE_LIST_RE.sub(_speak_phone_list, text)
     if "-" in text or "–" in text:
         text = _RANGE_RE.sub(_speak_range, text)
     if ":" in text:
@@ -1024,6 +1043,21 @@ def _speak_iso_date(match: re.Match[str]) -> str:
     if hour is not None and int(hour) <= 23:
         spoken += " at " + _clock_words(int(hour), minute)
     return _bind(spoken)
+
+
+def _speak_slash_date(match: re.Match[str]) -> str:
+    first, second, year = int(match[1]), int(match[2]), match[3]
+    if 12 < first <= 31 and 1 <= second <= 12:
+        return _bind(f"{first} {month_name[second]} {year}")
+    if 12 < second <= 31 and 1 <= first <= 12:
+        return _bind(f"{month_name[first]} {second}, {year}")
+    return match.group(0)
+
+
+def _speak_phone_list(match: re.Match[str]) -> str:
+    # Each number's groups are parted by commas, so the list's own commas say its word:
+    # "A, B or C" -> "A, or B or C"; "A, B" -> "A, or B".
+    return _PHONE_LIST_COMMA_RE.sub(f", {match[1] or 'or'} ", match[0])
 
 
 def _speak_phone(match: re.Match[str]) -> str:

@@ -48,6 +48,22 @@ ADDRESSES = [
 ]
 
 NUMBERS_AND_SYMBOLS = [
+    # A date whose day is over 12 is said in its own order; a short code digit by digit; a list
+    # of phone numbers says its word where its commas were (each number's groups have commas).
+    ("Our open day is on 13/03/2025.", "Our open day is on 13 March 2025."),
+    ("Renew by 03/13/2025.", "Renew by March 13, 2025."),
+    ("Text STOP to 60123 to opt out.", "Text STOP to six zero one two three to opt out."),
+    ('Text the word "JOIN" to 80800.', 'Text the word "JOIN" to eight zero eight zero zero.'),
+    (
+        "Call 0800 123 4567, 0800 765 4321 or 01632 960 123.",
+        "Call zero eight zero zero, one two three, four five six seven, or zero eight zero zero, seven six five,"
+        " four three two one or zero one six three two, nine six zero, one two three.",
+    ),
+    (
+        "Phone 020 7946 0018, 020 7946 0019.",
+        "Phone zero two zero, seven nine four six, zero zero one eight, or zero two zero, seven nine four six,"
+        " zero zero one nine.",
+    ),
     ("Save 50% today.", "Save 50 percent today."),
     ("It costs $5.", "It costs 5 dollars."),
     ("It costs $1.", "It costs 1 dollar."),
@@ -282,6 +298,15 @@ NUMBERS_AND_SYMBOLS = [
 # Text the rules above must not take for what they read: amounts, doses, dates, names and
 # words that look like times, days, rates, codes, ZIP codes, extensions or taxes.
 LOOKALIKES = [
+    # Either the 12th of March or the 3rd of December; a two-digit year; no date at all.
+    ("Due 12/03/2025.", "Due 12/03/2025."),
+    ("Due 13/03/25.", "Due 13/03/25."),
+    ("Mix 1/2/3 parts.", "Mix 1/2/3 parts."),
+    (
+        "Text messages up to 1000 characters; text us to 2000 people.",
+        "Text messages up to 1000 characters; text us to 2000 people.",
+    ),
+    ("Count one, two, three.", "Count one, two, three."),
     ("Burger £12 650, Salad £9 320.", "Burger 12 pounds 650, Salad 9 pounds 320."),
     ("Open 08.00-22.00 daily. Mains 14.00-19.00.", "Open 8 AM to 10 PM daily. Mains 14.00 to 19.00."),
     (
@@ -458,6 +483,7 @@ IDEMPOTENCE = [
     "Open 9:30-5:30, lunch 12:30-13:30; 08.30-17.30 Sat & Sun; (62704-1234); €35pp inc. VAT.",
     "Springfield, IL 62704 1st floor; Austin, TX 78701 512-555-0100; Closed Sun. 10am-4pm.",
     "Tours Mon 14:00. Sat 10:00 until 16:00. Dallas, TX 75201 – 75299.",
+    "Call 0800 123 4567, 0800 765 4321 or 01632 960 123 by 13/03/2025; text STOP to 60123.",
 ]
 
 

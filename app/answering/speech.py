@@ -275,6 +275,7 @@ _DAY_AFTER_DAY_RE = re.compile(
 )
 _WEEK = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _FULL_DAY_WORD_RE = re.compile(rf"\b({_FULL_DAY})", re.IGNORECASE)
+_WEEK_PART_RE = re.compile(r"\b(week(?:end|day))s?\b", re.IGNORECASE)
 _FULL_DAY_RANGE_RE = re.compile(
     rf"\b({_FULL_DAY})s?\s*(?:[-–]|to\b|through\b|thru\b|until\b|till\b)\s*({_FULL_DAY})", re.IGNORECASE
 )
@@ -1002,19 +1003,30 @@ def _days_in_full(text: str) -> str:
     return text
 
 
-def unwritten_days(text: str) -> list[str]:
-    """The days of the week ``text``'s opening hours cover without writing them in full, in
-    week order: short names and the days inside a range ("Mon to Thu 9-8; Sun 1-5" ->
-    Monday, Tuesday, Wednesday, Thursday, Sunday; "Monday-Friday" -> Tuesday, Wednesday,
-    Thursday). Search indexes them, since a caller asks "are you open on Wednesdays?" in
-    full words."""
+def implied_day_words(text: str) -> list[str]:
+    """The days of the week ``text``'s hours cover without writing them in full, in week
+    order, then "weekend" and "weekday" where it covers those without the word: short names
+    and the days inside a range ("Mon to Thu 9-8; Sun 1-5" -> Monday, Tuesday, Wednesday,
+    Thursday, Sunday, weekend), the days of "weekends" and "weekdays" ("Open weekdays 9-5" ->
+    Monday to Friday). Search indexes them, since a caller asks "are you open on a Wednesday?"
+    or "at the weekend?" in words the hours do not use."""
     full = _days_in_full(text)
     named = {day.capitalize() for day in _FULL_DAY_WORD_RE.findall(full)}
     for first, last in _FULL_DAY_RANGE_RE.findall(full):
         start, end = _WEEK.index(first.capitalize()), _WEEK.index(last.capitalize())
         named.update(_WEEK[(start + i) % 7] for i in range((end - start) % 7 + 1))
+    said = {word.lower() for word in _WEEK_PART_RE.findall(text)}
+    if "weekend" in said:
+        named.update(_WEEK[5:])
+    if "weekday" in said:
+        named.update(_WEEK[:5])
     written = {day.capitalize() for day in _FULL_DAY_WORD_RE.findall(text)}
-    return [day for day in _WEEK if day in named and day not in written]
+    words = [day for day in _WEEK if day in named and day not in written]
+    if "weekend" not in said and not named.isdisjoint(_WEEK[5:]):
+        words.append("weekend")
+    if "weekday" not in said and named.issuperset(_WEEK[:5]):
+        words.append("weekday")
+    return words
 
 
 def _speak_day_alone(match: re.Match[str]) -> str:

@@ -66,7 +66,8 @@ logger = logging.getLogger(__name__)
 # an older version read, from its stored copy, once (app/ingestion/pipeline.py). 1: headings
 # of plain text and Word. 2: each sentence's vector read in its chunk (the offline default;
 # the chunks' own vectors come from embedding_cache, so a re-read costs one model pass). 3:
-# the days of the week a chunk's hours cover, searched in full ("Mon-Fri": ChunkRow.days).
+# the days of the week a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
+# Wednesday and weekdays: ChunkRow.days).
 EXTRACTION_VERSION = 3
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.answering.speech import make_speakable, speech_problems, unwritten_days
+from app.answering.speech import implied_day_words, make_speakable, speech_problems
 
 MARKDOWN = [
     ("# Opening hours\n\nWe are open daily.", "Opening hours. We are open daily."),
@@ -737,16 +737,33 @@ def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
     [
         (
             "Mon to Thu 9 am to 8 pm; Fri and Sat 9 am to 6 pm; Sun 1 pm to 5 pm",
+            [
+                "Monday",
+                "Tuesday",
+                "Wednesday",
+                "Thursday",
+                "Friday",
+                "Saturday",
+                "Sunday",
+                "weekend",
+                "weekday",
+            ],
+        ),
+        ("Open Monday-Friday 9-5", ["Tuesday", "Wednesday", "Thursday", "weekday"]),
+        ("Mondays to Fridays 8am-6pm", ["Tuesday", "Wednesday", "Thursday", "weekday"]),
+        ("Open Fri-Mon 10-4", ["Monday", "Friday", "Saturday", "Sunday", "weekend"]),
+        (
+            "Open Mon-Thu 9-5. Closed Sun.",
+            ["Monday", "Tuesday", "Wednesday", "Thursday", "Sunday", "weekend"],
+        ),
+        (
+            "Open weekends 10-4; weekday mornings by appointment.",
             ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
         ),
-        ("Open Monday-Friday 9-5", ["Tuesday", "Wednesday", "Thursday"]),
-        ("Mondays to Fridays 8am-6pm", ["Tuesday", "Wednesday", "Thursday"]),
-        ("Open Fri-Mon 10-4", ["Monday", "Friday", "Saturday", "Sunday"]),
-        ("Open Mon-Fri 9-5. Closed Sun.", ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Sunday"]),
-        ("Closed on Sundays.", []),
+        ("Closed on Sundays.", ["weekend"]),
         ("Dr Wei Sun sees patients on Tuesday.", []),
         ("Sun, sea and sand: we sat down on Wed ground.", []),
     ],
 )
-def test_the_days_hours_cover_without_writing_them_are_listed(text: str, days: list[str]) -> None:
-    assert unwritten_days(text) == days
+def test_the_days_hours_cover_in_words_they_do_not_write_are_listed(text: str, days: list[str]) -> None:
+    assert implied_day_words(text) == days

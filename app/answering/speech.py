@@ -275,6 +275,10 @@ _DAY_AFTER_DAY_RE = re.compile(
 )
 _WEEK = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _FULL_DAY_WORD_RE = re.compile(rf"\b({_FULL_DAY})", re.IGNORECASE)
+_DAY_CELL_RE = re.compile(
+    rf"({_SHORT_DAY}|{_FULL_DAY})s?\.?(?:(\s*(?:[-–—/&+]|to\b|through\b|thru\b|and\b)\s*)({_SHORT_DAY}|{_FULL_DAY})s?\.?)?",
+    re.IGNORECASE,
+)
 _WEEK_PART_RE = re.compile(r"\b(week(?:end|day))s?\b", re.IGNORECASE)
 _FULL_DAY_RANGE_RE = re.compile(
     rf"\b({_FULL_DAY})s?\s*(?:[-–]|to\b|through\b|thru\b|until\b|till\b)\s*({_FULL_DAY})", re.IGNORECASE
@@ -1001,6 +1005,24 @@ def _days_in_full(text: str) -> str:
         text = _DAY_CLOSED_RE.sub(lambda m: m[1] + _DAY_NAMES[m[2].lower()] + m[3], text)
         text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
     return text
+
+
+def days_in_full(cell: str) -> str | None:
+    """A table cell of nothing but days, with their full names ("Sun" -> "Sunday", "Tue–Thu"
+    -> "Tuesday to Thursday", "Sat & Sun" -> "Saturday and Sunday"); None for any other cell."""
+    match = _DAY_CELL_RE.fullmatch(cell.strip())
+    if match is None:
+        return None
+    first, join, last = match.groups()
+    if last is None:
+        return _day_name(first)
+    word = "to" if join.strip().lower() in ("-", "–", "—", "to", "through", "thru") else "and"
+    return f"{_day_name(first)} {word} {_day_name(last)}"
+
+
+def _day_name(day: str) -> str:
+    # A short name ("Sun", "Thurs"; "Weds" and "Tues" lose their s) or a full one.
+    return _DAY_NAMES.get(day.lower().rstrip("s"), day.capitalize())
 
 
 def implied_day_words(text: str) -> list[str]:

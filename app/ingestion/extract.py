@@ -67,7 +67,8 @@ logger = logging.getLogger(__name__)
 # of plain text and Word. 2: each sentence's vector read in its chunk (the offline default;
 # the chunks' own vectors come from embedding_cache, so a re-read costs one model pass). 3:
 # the days of the week a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
-# Wednesday and weekdays: ChunkRow.days).
+# Wednesday and weekdays: ChunkRow.days); FAQs in bold or "Q:", leader dots, lines of items
+# and day cells of tables read as such.
 EXTRACTION_VERSION = 3
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.

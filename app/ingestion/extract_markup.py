@@ -18,10 +18,19 @@ from typing import Any
 
 import trafilatura
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from app.ingestion.extract_model import Extracted, Section
-from app.ingestion.extract_plain import decode_text, normalise_newlines, strip_invisible, tidy_lines
+from app.ingestion.extract_plain import (
+    ANSWER_LABEL_RE,
+    QUESTION_LABEL_RE,
+    decode_text,
+    normalise_newlines,
+    strip_invisible,
+    tidy_lines,
+)
 from app.ingestion.extract_table import table_statements
 
 # Never content; inputs go whatever their type (type="hidden" ones carry injected text too).
@@ -82,7 +91,96 @@ _TRAFILATURA: dict[str, Any] = {
     "with_metadata": False,
 }
 
+# A paragraph of short lines is a block of items (an address, a price list, contact
+# details), not a wrapped sentence: each line ends where it ends. Wrapped prose has lines
+# longer than this (editors wrap at 72 to 100 characters).
+_ITEM_LINE_MAX_CHARS = 50
+_LEADER_HINT_RE = re.compile(r"\.{4}|…{2}|(?:\. ){3}")
+
+
+def _faq_and_items(state: StateCore) -> None:
+    """Markdown as people write it without markdown in mind: an FAQ's question in bold or
+    after "Q:" on its own line is a heading (as a ``###`` question is), so its answer is read
+    under it and the question is never said as its own answer; and the line breaks of a
+    paragraph of items are kept (see _ITEM_LINE_MAX_CHARS)."""
+    tokens: list[Token] = []
+    strip_answer_label = False
+    for index, token in enumerate(state.tokens):
+        if token.type != "inline" or not token.children or index == 0:
+            tokens.append(token)
+            continue
+        children = [c for c in token.children if not (c.type == "text" and not c.content)]
+        if strip_answer_label and children and children[0].type == "text":
+            children[0].content = ANSWER_LABEL_RE.sub("", children[0].content)
+        strip_answer_label = False
+        question, rest = (
+            _question_line(children) if state.tokens[index - 1].type == "paragraph_open" else (None, [])
+        )
+        if question is not None:
+            # paragraph_open becomes the question's heading; what follows it on the next
+            # lines, its answer's paragraph.
+            tokens[-1] = Token("heading_open", "h6", 1, block=True)
+            tokens.append(
+                Token("inline", "", 0, children=[Token("text", "", 0, content=question)], content=question)
+            )
+            tokens.append(Token("heading_close", "h6", -1, block=True))
+            if rest:
+                if rest[0].type == "text":
+                    rest[0].content = ANSWER_LABEL_RE.sub("", rest[0].content)
+                tokens.append(Token("paragraph_open", "p", 1, block=True))
+                tokens.append(Token("inline", "", 0, children=rest))
+            else:
+                strip_answer_label = True
+                tokens.append(Token("paragraph_open", "p", 1, block=True, hidden=True))
+                tokens.append(Token("inline", "", 0, children=[]))
+            continue
+        _keep_item_lines(children)
+        token.children = children
+        tokens.append(token)
+    state.tokens = tokens
+
+
+def _question_line(children: list[Token]) -> tuple[str | None, list[Token]]:
+    """The FAQ question a paragraph opens with, on a line of its own (all in bold, or after
+    "Q:"), and the paragraph's other lines; (None, []) when it opens with none."""
+    end = next((i for i, c in enumerate(children) if c.type in ("softbreak", "hardbreak")), len(children))
+    first, rest = children[:end], children[end + 1 :]
+    text = "".join(c.content for c in first if c.type in ("text", "code_inline")).strip()
+    if not text.endswith("?"):
+        return None, []
+    bold = (
+        len(first) >= 3
+        and first[0].type in ("strong_open", "em_open")
+        and first[-1].type in ("strong_close", "em_close")
+    )
+    labelled = QUESTION_LABEL_RE.match(text)
+    if not (bold or labelled) or any(
+        c.type not in ("text", "code_inline", "strong_open", "strong_close", "em_open", "em_close")
+        for c in first
+    ):
+        return None, []
+    return (text[labelled.end() :] if labelled else text), rest
+
+
+def _keep_item_lines(children: list[Token]) -> None:
+    lines = [""]
+    for child in children:
+        if child.type == "softbreak":
+            lines.append("")
+        elif child.type in ("text", "code_inline"):
+            lines[-1] += child.content
+    if len(lines) < 2:
+        return
+    if all(len(line.strip()) <= _ITEM_LINE_MAX_CHARS for line in lines) or any(
+        _LEADER_HINT_RE.search(line) for line in lines
+    ):
+        for child in children:
+            if child.type == "softbreak":
+                child.type, child.tag = "hardbreak", "br"
+
+
 _MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+_MARKDOWN.core.ruler.push("faq_and_items", _faq_and_items)
 _FRONT_MATTER_FENCE = "---"
 
 
@@ -266,6 +364,9 @@ def _data_table(table: LexborNode) -> list[str] | None:
         all(c.tag == "th" for c in first) or (first[0].parent is not None and first[0].parent.tag == "thead")
     ):
         return None
+    # A header of empty cells ("| | |", as converters write a table without one) names no
+    # column: every row after it is data.
+    named = any(c.text(separator=" ").strip() for c in first)
     grid: list[list[str]] = []
     spans: dict[int, tuple[int, str]] = {}  # column -> (rows still covered, text)
     for row in rows:
@@ -303,7 +404,7 @@ def _data_table(table: LexborNode) -> list[str] | None:
             if column > _MAX_DATA_COLUMNS:
                 return None  # spans wider than any table of data
         grid.append(said)
-    return list(table_statements(grid))
+    return list(table_statements(grid if named else grid[1:], header=named))
 
 
 def _children(node: LexborNode) -> list[LexborNode]:

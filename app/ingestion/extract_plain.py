@@ -82,6 +82,14 @@ def _c1_as_latin1(exc: UnicodeError) -> tuple[str, int]:
 codecs.register_error(_C1, _c1_as_latin1)
 _HSPACE = re.compile(r"[^\S\n]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
+# A leader between an item and its value ("Pass Plus ....... £225", "Chapter 2 · · · · 14"):
+# read as a label's colon. Its dots would end a sentence there and run the value into the
+# next line's item ("£390 Pass Plus"). Four dots or more before an amount, six before
+# anything: "Open.... now called" is an ellipsis and a full stop.
+_LEADER_RE = re.compile(
+    r"(?<=\S)[^\S\n]*(?:(?:\.[^\S\n]?){4,}|(?:[…·][^\S\n]?){2,})[^\S\n]*(?=[$€£¥₹]?\d)"
+    r"|(?<=\S)[^\S\n]*(?:(?:\.[^\S\n]?){6,}|(?:[…·][^\S\n]?){3,})[^\S\n]*(?=\S)"
+)
 
 
 def has_wide_bom(data: bytes) -> bool:
@@ -256,7 +264,7 @@ def tidy_lines(text: str) -> str:
 
     Expects LF newlines. The result is NFC-normalised so that equal words compare equal in search.
     """
-    lines = [_HSPACE.sub(" ", line).strip() for line in text.split("\n")]
+    lines = [_HSPACE.sub(" ", _LEADER_RE.sub(": ", line)).strip() for line in text.split("\n")]
     joined = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
     return unicodedata.normalize("NFC", joined)
 
@@ -277,7 +285,8 @@ def plain_sections(text: str, *, items: Collection[str] = ()) -> list[Section]:
     bracket it does not close (a wrapped line), or is followed by a line starting in lower
     case (a wrapped line) or another short line (an address) stays text, as does a line of
     more than six words right above its body that is not a question (more often a wrapped
-    sentence's first line); a heading with nothing under it stays text too. ``items`` are
+    sentence's first line); a heading with nothing under it stays text too. A question after
+    "Q:" is a heading, and its answer's "A:" goes. ``items`` are
     lines known to be list items (a Word list's numbering is not in its text): never
     headings, and body text under one."""
     paragraphs = text.split("\n\n") if text else []
@@ -291,27 +300,40 @@ def plain_sections(text: str, *, items: Collection[str] = ()) -> list[Section]:
         elif heading is not None:
             sections.append(Section(text=heading, heading=None, page=None))
 
-    for index, paragraph in enumerate(paragraphs):
+    answer_label = False  # the paragraph may open with "A:", under a "Q:" heading
+    for index, written in enumerate(paragraphs):
+        paragraph = ANSWER_LABEL_RE.sub("", written, count=1) if answer_label else written
         lines = paragraph.split("\n")
         following = lines[1] if len(lines) > 1 else None
         if following is None and index + 1 < len(paragraphs):
             following = paragraphs[index + 1].split("\n", 1)[0]
+        label = QUESTION_LABEL_RE.match(lines[0]) if lines[0].endswith("?") else None
+        first = lines[0][label.end() :] if label else lines[0]
+        if following is not None and label:
+            following = ANSWER_LABEL_RE.sub("", following, count=1)
+        answer_label = False
         if (
             following is not None
             and lines[0] not in items
-            and _is_heading(lines[0], alone=len(lines) == 1)
+            and _is_heading(first, alone=len(lines) == 1)
             and (_is_body(following) or following in items)
         ):
             close()
-            heading, body = lines[0], []
+            heading, body = first, []
             if len(lines) > 1:
-                body.append("\n".join(lines[1:]))
+                rest = "\n".join(lines[1:])
+                body.append(ANSWER_LABEL_RE.sub("", rest, count=1) if label else rest)
+            else:
+                answer_label = label is not None
         else:
             body.append(paragraph)
     close()
     return sections
 
 
+# "Q: Do you deliver?" over "A: Yes, ...": an FAQ written without headings.
+QUESTION_LABEL_RE = re.compile(r"^(?:Q|Question)\s?[:.)]\s*(?=\S)", re.IGNORECASE)
+ANSWER_LABEL_RE = re.compile(r"^(?:A|Answer)\s?[:.)]\s*(?=\S)", re.IGNORECASE)
 _HEADING_MAX_WORDS = 10
 # Right above its body, a heading is short or a question: a longer line there is more often
 # the first line of a wrapped sentence ("... caring for families across\nLeeds and ...").

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 
+from app.answering.speech import days_in_full
 from app.ingestion.extract_model import Extracted, ExtractionError, Section
 from app.ingestion.extract_plain import decode_text, normalise_newlines, strip_invisible
 
@@ -63,8 +64,9 @@ def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
             continue
         # A header written as a label ("Price:") must not say "Price:: 350".
         name = header[index].rstrip(":").rstrip() if index < len(header) else ""
-        # The row's own separator is ";": one inside a cell would read as a new column.
-        cell = value.replace(";", ",")
+        # The row's own separator is ";": one inside a cell would read as a new column. A
+        # cell of days ("Sun", "Tue–Thu") is written in full: alone, "Sun" could be anything.
+        cell = (days_in_full(value) or value).replace(";", ",")
         parts.append(f"{name}: {cell}" if name else cell)
     said = ""
     for part in parts:
@@ -75,26 +77,29 @@ def row_statement(header: Sequence[str], cells: Sequence[str]) -> str:
     return said if not said or _SENTENCE_END.search(said) else f"{said}."
 
 
-def table_statements(rows: Iterable[Sequence[str]], *, lone_row: bool = True) -> Iterator[str]:
+def table_statements(
+    rows: Iterable[Sequence[str]], *, lone_row: bool = True, header: bool = True
+) -> Iterator[str]:
     """The statements of a table given as rows of cleaned cells: the first non-empty row is the
-    header, each later non-empty row one statement. A table of one row says its cells when
-    `lone_row` (a table in a Word file or on a slide); a sheet or a CSV file of only a header
-    holds no data and says nothing."""
-    header: Sequence[str] | None = None
+    header (unless not ``header``: then every row is data, its cells said on their own), each
+    later non-empty row one statement. A table of one row says its cells when `lone_row` (a
+    table in a Word file or on a slide); a sheet or a CSV file of only a header holds no data
+    and says nothing."""
+    names: Sequence[str] | None = None if header else ()
     said_any = False
     for cells in rows:
         if not any(cells):
             continue
-        if header is None:
-            header = cells
+        if names is None:
+            names = cells
             continue
-        statement = row_statement(header, cells)
+        statement = row_statement(names, cells)
         if statement:
             said_any = True
             yield statement
-    if lone_row and header is not None and not said_any:
+    if lone_row and names and not said_any:
         # A one-row table (a caption row, a row of options) is still text worth keeping.
-        yield row_statement((), header)
+        yield row_statement((), names)
 
 
 class TextBudget:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app.answering.extractive import split_sentences
 from app.ingestion import extract as extract_module
 from app.ingestion.extract import (
     Extracted,
@@ -1054,4 +1055,86 @@ def test_an_html_table_with_a_header_says_each_row_with_its_columns() -> None:
             None,
             None,
         )
+    ]
+
+
+def test_a_price_list_with_leader_dots_says_each_item_with_its_price() -> None:
+    # The dots ended a sentence there, and the lines ran into one paragraph: "£390 Pass Plus".
+    items = "Single lesson ....... £42 per hr\nPass Plus (6 modules) ....... £225\n"
+    for kind, data, heading in (
+        ("markdown", f"## Automatic lessons\n\n{items}", "Automatic lessons"),
+        ("text", items, None),
+    ):
+        (section,) = extract(kind, data.encode()).sections
+        assert (section.heading, split_sentences(section.text)) == (
+            heading,
+            ["Single lesson: £42 per hr", "Pass Plus (6 modules): £225"],
+        ), kind
+
+
+def test_an_ellipsis_is_not_a_leader() -> None:
+    (section,) = extract("text", b"We tried... 3 times. Then we called.").sections
+    assert section.text == "We tried... 3 times. Then we called."
+
+
+def test_markdown_lines_of_an_address_stay_lines_and_wrapped_prose_is_one_sentence() -> None:
+    source = (
+        "Oakfield Community Pharmacy\n88 High St, Oakfield, Bristol BS7 9PL\nTel: 0117 496 0333\n\n"
+        "Our pharmacy has served the people of Oakfield and the villages around it\n"
+        "Since 1962, with a pharmacist on duty at all times.\n"
+    )
+    (section,) = extract("markdown", source.encode()).sections
+    assert split_sentences(section.text) == [
+        "Oakfield Community Pharmacy",
+        "88 High St, Oakfield, Bristol BS7 9PL",
+        "Tel: 0117 496 0333",
+        "Our pharmacy has served the people of Oakfield and the villages around it Since 1962, with a pharmacist"
+        " on duty at all times.",
+    ]
+
+
+def test_a_markdown_faq_without_headings_reads_each_answer_under_its_question() -> None:
+    source = (
+        "# Prescriptions FAQ\n\n## Collecting\n\n"
+        "**Can someone else collect my prescription?**\nYes, a family member or carer can collect.\n\n"
+        "**Do you deliver?**\n\nOnly within 5 miles.\n\n"
+        "Q: Is there a charge?\nA: No, collection is free.\n\n"
+        "Q. Can I pay by card?\n\nA. Yes, all cards.\n\n"
+        "Is this **really** a question? It is a sentence of the text.\n"
+    )
+    sections = extract("markdown", source.encode()).sections
+    assert [(s.heading, s.text) for s in sections] == [
+        (
+            "Collecting > Can someone else collect my prescription?",
+            "Yes, a family member or carer can collect.",
+        ),
+        ("Collecting > Do you deliver?", "Only within 5 miles."),
+        ("Collecting > Is there a charge?", "No, collection is free."),
+        (
+            "Collecting > Can I pay by card?",
+            "Yes, all cards.\n\nIs this really a question? It is a sentence of the text.",
+        ),
+    ]
+
+
+def test_a_text_faq_with_q_and_a_labels_reads_each_answer_under_its_question() -> None:
+    text = "Q: Can I park?\nA: Yes, behind the shop.\n\nQuestion: Do you deliver?\n\nAnswer: Only within 5 miles."
+    assert extract("text", text.encode()).sections == [
+        Section("Yes, behind the shop.", "Can I park?", None),
+        Section("Only within 5 miles.", "Do you deliver?", None),
+    ]
+
+
+def test_a_markdown_table_with_an_empty_header_says_every_row_and_its_days_in_full() -> None:
+    source = (
+        "| | |\n|---|---|\n| Mon | Closed |\n| Tue–Thu | 8.30am–5pm |\n| Sat & Sun | 9-12 |\n\n"
+        "| Day | Hours |\n|---|---|\n| Sun | 10am–2pm |\n| Sunshine Club | Weds |\n"
+    )
+    (section,) = extract("markdown", source.encode()).sections
+    assert split_sentences(section.text) == [
+        "Monday; Closed.",
+        "Tuesday to Thursday; 8.30am–5pm.",
+        "Saturday and Sunday; 9-12.",
+        "Day: Sunday; Hours: 10am–2pm.",
+        "Day: Sunshine Club; Hours: Wednesday.",
     ]

@@ -298,6 +298,11 @@ _ISO_DATE_RE = re.compile(
 # side is over 12: those are said with the month's name, in their own order; "12/03/2025"
 # stays as written (the 12th of March or the 3rd of December), as do two-digit years.
 _SLASH_DATE_RE = re.compile(r"(?<![\d/.])(\d{1,2})/(\d{1,2})/((?:19|20)\d\d)(?![\d/]|[.,]\d)")
+# "0900-1730": 24-hour times without a colon, one side starting with a zero (a range of
+# years never does): said as times, not dialled as a phone number.
+_HHMM_RANGE_RE = re.compile(
+    r"(?<![\w.:/-])(?=0|\d{4}\s?[-–]\s?0)([01]\d|2[0-3])([0-5]\d)\s?[-–]\s?([01]\d|2[0-3])([0-5]\d)(?![\w:/-]|[.,]\d)"
+)
 # "Text STOP to 60123": a short code is dialled, digit by digit, like a phone number.
 _SHORT_CODE_RE = re.compile(
     r"\b((?:[Tt]ext|TEXT|SMS)(?: the word)? [\"“']?[A-Z][A-Z0-9]+[\"”']? to )(\d{4,6})(?![\d.,]\d|\w)"
@@ -532,6 +537,12 @@ _UNITS = {
     "mins": ("minute", "minutes"),
     "sec": ("second", "seconds"),
     "secs": ("second", "seconds"),
+    "wk": ("week", "weeks"),
+    "wks": ("week", "weeks"),
+    "yr": ("year", "years"),
+    "yrs": ("year", "years"),
+    "mos": ("month", "months"),
+    "mi": ("mile", "miles"),
 }
 _UNIT_RE = re.compile(
     r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)\s?("
@@ -829,7 +840,11 @@ def _numbers(text: str) -> str:
     if _ZIP_HINT_RE.search(text):
         text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
     if "/" in text:
-        text = _SLASH_DATE_RE.sub(_speak_slash_date, text)
+        text = _slash_dates(text)
+    if "0" in text:
+        text = _HHMM_RANGE_RE.sub(
+            lambda m: _bind(f"{_clock_words(int(m[1]), m[2])} to {_clock_words(int(m[3]), m[4])}"), text
+        )
     if " to " in text:
         text = _SHORT_CODE_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if _MAYBE_PHONE_RE.search(text):
@@ -1002,7 +1017,7 @@ def _days_in_full(text: str) -> str:
     if _SHORT_DAY_HINT_RE.search(text):
         # A time or another day follows: the dot is the abbreviation's, never a sentence's.
         text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
-        text = _DAY_CLOSED_RE.sub(lambda m: m[1] + _DAY_NAMES[m[2].lower()] + m[3], text)
+        text = _DAY_CLOSED_RE.sub(_speak_day_closed, text)
         text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
     return text
 
@@ -1051,6 +1066,12 @@ def implied_day_words(text: str) -> list[str]:
     return words
 
 
+def _speak_day_closed(match: re.Match[str]) -> str:
+    # "Closed Sat. and Sun.": the dot is the abbreviation's when another day follows.
+    dot = "" if _DAY_NEXT_RE.match(match.string, match.end()) else match[3]
+    return match[1] + _DAY_NAMES[match[2].lower()] + dot
+
+
 def _speak_day_alone(match: re.Match[str]) -> str:
     day, dot = match.groups()
     text, start, end = match.string, match.start(), match.end()
@@ -1079,11 +1100,24 @@ def _speak_iso_date(match: re.Match[str]) -> str:
     return _bind(spoken)
 
 
-def _speak_slash_date(match: re.Match[str]) -> str:
+def _slash_dates(text: str) -> str:
+    """Slash dates said with the month's name where their order is known: from a side over 12,
+    in the date itself or in another date of the same text ("01/04/2025 - 31/03/2026")."""
+    dates = [(int(m[1]), int(m[2])) for m in _SLASH_DATE_RE.finditer(text)]
+    day_first = any(first > 12 for first, _ in dates)
+    month_first = any(second > 12 for _, second in dates)
+    if day_first == month_first:  # neither known, or the text mixes both
+        return _SLASH_DATE_RE.sub(lambda m: _speak_slash_date(m, day_first=None), text)
+    return _SLASH_DATE_RE.sub(lambda m: _speak_slash_date(m, day_first=day_first), text)
+
+
+def _speak_slash_date(match: re.Match[str], *, day_first: bool | None) -> str:
     first, second, year = int(match[1]), int(match[2]), match[3]
-    if 12 < first <= 31 and 1 <= second <= 12:
+    if (12 < first <= 31 and 1 <= second <= 12) or (day_first and 1 <= first <= 31 and 1 <= second <= 12):
         return _bind(f"{first} {month_name[second]} {year}")
-    if 12 < second <= 31 and 1 <= first <= 12:
+    if (12 < second <= 31 and 1 <= first <= 12) or (
+        day_first is False and 1 <= first <= 12 and 1 <= second <= 31
+    ):
         return _bind(f"{month_name[first]} {second}, {year}")
     return match.group(0)
 

@@ -52,6 +52,17 @@ NUMBERS_AND_SYMBOLS = [
     # of phone numbers says its word where its commas were (each number's groups have commas).
     ("Our open day is on 13/03/2025.", "Our open day is on 13 March 2025."),
     ("Renew by 03/13/2025.", "Renew by March 13, 2025."),
+    # ... and so are the other dates of the same text, whose order is now known.
+    ("Valid 01/04/2025 - 31/03/2026.", "Valid 1 April 2025 to 31 March 2026."),
+    ("Renew 03/04/2025 or by 03/13/2025.", "Renew March 4, 2025 or by March 13, 2025."),
+    # 24-hour times without a colon, one side with a leading zero: times, not a phone number.
+    ("Phone lines open 0900-1730.", "Phone lines open 9 AM to 5:30 PM."),
+    ("Open 0800–2000, daily.", "Open 8 AM to 8 PM, daily."),
+    ("Closed Sat. and Sun.", "Closed Saturday and Sunday."),
+    (
+        "Allow 3-4 wks; guaranteed for 2 yrs; 5 mi away.",
+        "Allow 3 to 4 weeks; guaranteed for 2 years; 5 miles away.",
+    ),
     ("Text STOP to 60123 to opt out.", "Text STOP to six zero one two three to opt out."),
     ('Text the word "JOIN" to 80800.', 'Text the word "JOIN" to eight zero eight zero zero.'),
     (
@@ -301,6 +312,9 @@ LOOKALIKES = [
     # Either the 12th of March or the 3rd of December; a two-digit year; no date at all.
     ("Due 12/03/2025.", "Due 12/03/2025."),
     ("Due 13/03/25.", "Due 13/03/25."),
+    ("Due 13/03/2025 or 03/13/2025, or 01/02/2025.", "Due 13 March 2025 or March 13, 2025, or 01/02/2025."),
+    # Years, and times without a leading zero, stay numbers.
+    ("From 2010-2015 we grew; lunch 1200-1400.", "From 2010 to 2015 we grew; lunch 1200 to 1400."),
     ("Mix 1/2/3 parts.", "Mix 1/2/3 parts."),
     (
         "Text messages up to 1000 characters; text us to 2000 people.",
@@ -381,7 +395,7 @@ LOOKALIKES = [
         "Call our freephone 1 800 123 456.",
         "Call our freephone one, eight zero zero, one two three, four five six.",
     ),
-    ("Late bar 2200-0100.", "Late bar 2200 to 0100."),
+    ("Late bar 2200-0100.", "Late bar 10 PM to 1 AM."),  # a range of times, neither a code nor a phone
     (
         "Call 01632 960317 OR 07700 900123.",
         "Call zero one six three two, nine six zero three one seven OR zero seven seven zero zero, nine zero"
@@ -484,6 +498,7 @@ IDEMPOTENCE = [
     "Springfield, IL 62704 1st floor; Austin, TX 78701 512-555-0100; Closed Sun. 10am-4pm.",
     "Tours Mon 14:00. Sat 10:00 until 16:00. Dallas, TX 75201 – 75299.",
     "Call 0800 123 4567, 0800 765 4321 or 01632 960 123 by 13/03/2025; text STOP to 60123.",
+    "Lines open 0900-1730, Closed Sat. and Sun.; valid 01/04/2025 - 31/03/2026; 3-4 wks.",
 ]
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.answering.injection import looks_like_instructions
-from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, implied_day_words, make_speakable
+from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, implied_date_words, make_speakable
 from app.ingestion.extract_plain import LIST_MARKER_RE
 
 __all__ = [
@@ -544,10 +544,10 @@ def _prepare(text: str) -> tuple[tuple[str, frozenset[str], int], ...]:
                     skip_next = len(_content_terms(sentence)) <= 1
                     break
                 sentences.append(sentence)
-    # A sentence's terms hold the days its hours cover in words it does not write ("Mon-Fri"
-    # covers Wednesday and weekdays), as search's do (ingestion's ChunkRow.days).
+    # A sentence's terms hold the days and months its hours cover in words it does not write
+    # ("Mon-Fri" covers Wednesday and weekdays), as search's do (ingestion's ChunkRow.days).
     return tuple(
-        (s, frozenset(_term_set(s).union(d.lower() for d in implied_day_words(s))), s.count(" ") + 1)
+        (s, frozenset(_term_set(s).union(d.lower() for d in implied_date_words(s))), s.count(" ") + 1)
         for s in sentences
     )
 

@@ -279,6 +279,28 @@ _DAY_CELL_RE = re.compile(
     rf"({_SHORT_DAY}|{_FULL_DAY})s?\.?(?:(\s*(?:[-–—/&+]|to\b|through\b|thru\b|and\b)\s*)({_SHORT_DAY}|{_FULL_DAY})s?\.?)?",
     re.IGNORECASE,
 )
+_SHORT_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)"
+_FULL_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_ANY_MONTH = rf"(?:{_FULL_MONTH}|{_SHORT_MONTH}\.?)"
+_MONTH_NUMBERS = {
+    name: i
+    for i, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+    )
+}
+_MONTH_HINT_RE = re.compile(_SHORT_MONTH)
+# Two months joined as a range, each maybe after a day ("24 Dec - 2 Jan", "Apr–Oct").
+_MONTH_RANGE_RE = re.compile(
+    rf"\b({_ANY_MONTH})(?:\s\d{{4}})?\s*(?:[-–]|to\b|through\b|until\b|till\b)\s*(?:\d{{1,2}}(?:st|nd|rd|th)?\s)?({_ANY_MONTH})(?![a-z])"
+)
+# A short name beside a day or a year: "1 Mar", "1st Mar", "Mar 2026", "Mar 1st".
+_MONTH_DATED_RE = re.compile(
+    rf"(?<=\d )({_SHORT_MONTH})\.?(?![a-z])|(?<=\d(?:st|nd|rd|th) )({_SHORT_MONTH})\.?(?![a-z])"
+    rf"|\b({_SHORT_MONTH})\.?(?= \d{{4}}\b| \d{{1,2}}(?:st|nd|rd|th)?\b)"
+)
+_FULL_MONTH_RE = re.compile(
+    r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
+)
 _WEEK_PART_RE = re.compile(r"\b(week(?:end|day))s?\b", re.IGNORECASE)
 _FULL_DAY_RANGE_RE = re.compile(
     rf"\b({_FULL_DAY})s?\s*(?:[-–]|to\b|through\b|thru\b|until\b|till\b)\s*({_FULL_DAY})", re.IGNORECASE
@@ -1040,13 +1062,15 @@ def _day_name(day: str) -> str:
     return _DAY_NAMES.get(day.lower().rstrip("s"), day.capitalize())
 
 
-def implied_day_words(text: str) -> list[str]:
+def implied_date_words(text: str) -> list[str]:
     """The days of the week ``text``'s hours cover without writing them in full, in week
     order, then "weekend" and "weekday" where it covers those without the word: short names
     and the days inside a range ("Mon to Thu 9-8; Sun 1-5" -> Monday, Tuesday, Wednesday,
     Thursday, Sunday, weekend), the days of "weekends" and "weekdays" ("Open weekdays 9-5" ->
-    Monday to Friday). Search indexes them, since a caller asks "are you open on a Wednesday?"
-    or "at the weekend?" in words the hours do not use."""
+    Monday to Friday); then the months a range of months covers, and short month names
+    beside a day or a year, in full ("Open Apr–Oct" -> April to October). Search indexes
+    them, since a caller asks "are you open on a Wednesday?", "at the weekend?" or "in
+    August?" in words the hours do not use."""
     full = _days_in_full(text)
     named = {day.capitalize() for day in _FULL_DAY_WORD_RE.findall(full)}
     for first, last in _FULL_DAY_RANGE_RE.findall(full):
@@ -1063,7 +1087,23 @@ def implied_day_words(text: str) -> list[str]:
         words.append("weekend")
     if "weekday" not in said and named.issuperset(_WEEK[:5]):
         words.append("weekday")
-    return words
+    return words + _implied_months(text)
+
+
+def _implied_months(text: str) -> list[str]:
+    # "Open Apr–Oct", "closed 24 Dec - 2 Jan", "Sept to Mar": the months a range covers, and
+    # short names beside a day or a year ("1 Mar", "Mar 2026"), in full, unless written so.
+    if _MONTH_HINT_RE.search(text) is None:
+        return []
+    named: set[int] = set()
+    for first, last in _MONTH_RANGE_RE.findall(text):
+        start, end = _MONTH_NUMBERS[first[:3].lower()], _MONTH_NUMBERS[last[:3].lower()]
+        named.update((start + i) % 12 for i in range((end - start) % 12 + 1))
+    named.update(
+        _MONTH_NUMBERS[next(g for g in m.groups() if g)[:3].lower()] for m in _MONTH_DATED_RE.finditer(text)
+    )
+    written = {_MONTH_NUMBERS[m[:3].lower()] for m in _FULL_MONTH_RE.findall(text)}
+    return [month_name[i + 1] for i in sorted(named - written)]
 
 
 def _speak_day_closed(match: re.Match[str]) -> str:

@@ -66,8 +66,8 @@ logger = logging.getLogger(__name__)
 # an older version read, from its stored copy, once (app/ingestion/pipeline.py). 1: headings
 # of plain text and Word. 2: each sentence's vector read in its chunk (the offline default;
 # the chunks' own vectors come from embedding_cache, so a re-read costs one model pass). 3:
-# the days of the week a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
-# Wednesday and weekdays: ChunkRow.days); FAQs in bold or "Q:", leader dots, lines of items
+# the days and months a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
+# Wednesday and weekdays, "Apr–Oct" August: ChunkRow.days); FAQs in bold or "Q:", leader dots, lines of items
 # and day cells of tables read as such.
 EXTRACTION_VERSION = 3
 

@@ -28,6 +28,7 @@ from app.ingestion.extract_plain import (
     QUESTION_LABEL_RE,
     decode_text,
     normalise_newlines,
+    part_faq_lines,
     strip_invisible,
     tidy_lines,
 )
@@ -105,7 +106,12 @@ def _faq_and_items(state: StateCore) -> None:
     paragraph of items are kept (see _ITEM_LINE_MAX_CHARS)."""
     tokens: list[Token] = []
     strip_answer_label = False
+    # An FAQ question is a heading a level below the section's, or beside the question
+    # heading before it ("### Do I need to book?" then "Q: Do you deliver?").
+    level = "h6"
     for index, token in enumerate(state.tokens):
+        if token.type == "inline" and index and state.tokens[index - 1].type == "heading_open":
+            level = state.tokens[index - 1].tag if token.content.rstrip().endswith("?") else "h6"
         if token.type != "inline" or not token.children or index == 0:
             tokens.append(token)
             continue
@@ -119,11 +125,11 @@ def _faq_and_items(state: StateCore) -> None:
         if question is not None:
             # paragraph_open becomes the question's heading; what follows it on the next
             # lines, its answer's paragraph.
-            tokens[-1] = Token("heading_open", "h6", 1, block=True)
+            tokens[-1] = Token("heading_open", level, 1, block=True)
             tokens.append(
                 Token("inline", "", 0, children=[Token("text", "", 0, content=question)], content=question)
             )
-            tokens.append(Token("heading_close", "h6", -1, block=True))
+            tokens.append(Token("heading_close", level, -1, block=True))
             if rest:
                 if rest[0].type == "text":
                     rest[0].content = ANSWER_LABEL_RE.sub("", rest[0].content)
@@ -256,7 +262,7 @@ def _drop_tail(content: LexborHTMLParser) -> None:
 
 def extract_markdown(data: bytes, charset: str | None = None) -> Extracted:
     """Markdown as speakable text: markup, URLs and images dropped, alt text and code kept."""
-    source = _strip_front_matter(normalise_newlines(decode_text(data, (charset,))))
+    source = part_faq_lines(_strip_front_matter(normalise_newlines(decode_text(data, (charset,)))))
     tree = LexborHTMLParser(_MARKDOWN.render(source))
     document = _walk_content(_body(tree), keep_image_alt=True)
     sections = document.sections

@@ -289,7 +289,7 @@ def plain_sections(text: str, *, items: Collection[str] = ()) -> list[Section]:
     "Q:" is a heading, and its answer's "A:" goes. ``items`` are
     lines known to be list items (a Word list's numbering is not in its text): never
     headings, and body text under one."""
-    paragraphs = text.split("\n\n") if text else []
+    paragraphs = part_faq_lines(text).split("\n\n") if text else []
     sections: list[Section] = []
     heading: str | None = None
     body: list[str] = []
@@ -334,6 +334,20 @@ def plain_sections(text: str, *, items: Collection[str] = ()) -> list[Section]:
 # "Q: Do you deliver?" over "A: Yes, ...": an FAQ written without headings.
 QUESTION_LABEL_RE = re.compile(r"^(?:Q|Question)\s?[:.)]\s*(?=\S)", re.IGNORECASE)
 ANSWER_LABEL_RE = re.compile(r"^(?:A|Answer)\s?[:.)]\s*(?=\S)", re.IGNORECASE)
+# A question line of an FAQ written line after line ("Q: ...?" or, in markdown, all in bold)
+# right below another line: it opens a paragraph of its own (part_faq_lines).
+_FAQ_LINE_RE = re.compile(
+    r"(?<=\S)[^\S\n]*\n(?=[^\S\n]*(?:(?:Q|Question)\s?[:.)]\s*\S[^\n]*\?|\*\*[^*\n]+\?\*\*)[^\S\n]*(?:\n|$))",
+    re.IGNORECASE,
+)
+
+
+def part_faq_lines(text: str) -> str:
+    """``text`` with a blank line before each FAQ question line that follows another line:
+    "Q: ...?", "A: ...", "Q: ...?" written without blank lines is one answer per question."""
+    return _FAQ_LINE_RE.sub("\n\n", text)
+
+
 _HEADING_MAX_WORDS = 10
 # Right above its body, a heading is short or a question: a longer line there is more often
 # the first line of a wrapped sentence ("... caring for families across\nLeeds and ...").

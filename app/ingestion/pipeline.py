@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.answering.extractive import passage_sentences, texts_to_embed
-from app.answering.speech import implied_day_words
+from app.answering.speech import implied_date_words
 from app.config import IngestionSettings
 from app.db.engine import raw_connection
 from app.embeddings.base import Embedder, EmbeddingError
@@ -229,7 +229,7 @@ class Ingestor:
             await self._embed_sentences(self.embedder, doc, chunks)
         rows = [
             ChunkRow(
-                c.ordinal, c.text, c.section, c.page, c.token_count, v, " ".join(implied_day_words(c.text))
+                c.ordinal, c.text, c.section, c.page, c.token_count, v, " ".join(implied_date_words(c.text))
             )
             for c, v in zip(chunks, vectors, strict=True)
         ]

@@ -126,7 +126,8 @@ DELETE_CHUNKS_SQL = "DELETE FROM chunks WHERE document_id = $1"
 
 # One statement inserts every chunk of a document; tsv weights the title and section
 # above the body so a chunk is found by what it is about as well as by what it says, and
-# holds the days its hours cover in words it does not write ("Mon-Fri": ChunkRow.days).
+# holds the days and months its hours cover in words it does not write ("Mon-Fri", "Apr-Oct":
+# ChunkRow.days).
 INSERT_CHUNKS_SQL = """
 INSERT INTO chunks (org_id, kb_id, document_id, ordinal, text, section, page, token_count,
                     embedding_model, embedding_dim, embedding, tsv)
@@ -252,7 +253,7 @@ class ChunkRow:
     page: int | None
     token_count: int
     embedding: str  # pgvector text form, e.g. "[0.1,0.2]"
-    days: str = ""  # the days its hours cover, in words it does not write (searched)
+    days: str = ""  # the days and months its hours cover, in words it does not write (searched)
 
 
 def chunk_columns(rows: Sequence[ChunkRow]) -> tuple[list[Any], ...]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.answering.speech import implied_day_words, make_speakable, speech_problems
+from app.answering.speech import implied_date_words, make_speakable, speech_problems
 
 MARKDOWN = [
     ("# Opening hours\n\nWe are open daily.", "Opening hours. We are open daily."),
@@ -777,8 +777,19 @@ def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
         ),
         ("Closed on Sundays.", ["weekend"]),
         ("Dr Wei Sun sees patients on Tuesday.", []),
+        (
+            "Open Apr–Oct; closed 24 Dec - 2 Jan.",
+            ["January", "April", "May", "June", "July", "August", "September", "October", "December"],
+        ),
+        (
+            "Winter hours Nov-Feb from 1 Nov 2025; open March to May.",
+            ["January", "February", "April", "November", "December"],
+        ),
+        ("You may book the May room; we mar nothing.", []),
         ("Sun, sea and sand: we sat down on Wed ground.", []),
     ],
 )
-def test_the_days_hours_cover_in_words_they_do_not_write_are_listed(text: str, days: list[str]) -> None:
-    assert implied_day_words(text) == days
+def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
+    text: str, days: list[str]
+) -> None:
+    assert implied_date_words(text) == days

@@ -1138,3 +1138,25 @@ def test_a_markdown_table_with_an_empty_header_says_every_row_and_its_days_in_fu
         "Day: Sunday; Hours: 10am–2pm.",
         "Day: Sunshine Club; Hours: Wednesday.",
     ]
+
+
+def test_an_faq_written_line_after_line_reads_each_answer_under_its_question() -> None:
+    # No blank lines between the pairs, and "Q:" questions after "###" ones: siblings.
+    source = (
+        "## Workshop FAQ\n\n### Do I need to book?\n\nFor services, yes.\n\n"
+        "Q: Do you do a student discount?\nA: 10% off labour with a valid card.\n"
+        "Q: Do you sell second-hand bikes?\nA: Occasionally.\n**Is there a warranty?**\nYes, 3 months.\n"
+    )
+    expected = [
+        ("Do you do a student discount?", "10% off labour with a valid card."),
+        ("Do you sell second-hand bikes?", "Occasionally."),
+        ("Is there a warranty?", "Yes, 3 months."),
+    ]
+    sections = extract("markdown", source.encode()).sections
+    assert [(s.heading, s.text) for s in sections] == [
+        ("Workshop FAQ > Do I need to book?", "For services, yes."),
+        *((f"Workshop FAQ > {q}", a) for q, a in expected[:2]),
+        ("Workshop FAQ > Is there a warranty?", "Yes, 3 months."),
+    ]
+    text = "Q: Do you do a student discount?\nA: 10% off labour with a valid card.\nQ: Do you sell second-hand bikes?\nA: Occasionally."
+    assert [(s.heading, s.text) for s in extract("text", text.encode()).sections] == expected[:2]

@@ -125,9 +125,10 @@ async def test_each_kb_is_searched_with_its_own_language(client, org, drain_queu
         assert matched == [expected], question
 
 
-async def test_a_day_is_found_in_a_range_a_short_name_or_weekends(client, org, drain_queue):
+async def test_a_day_or_month_is_found_in_a_range_a_short_name_or_weekends(client, org, drain_queue):
     # "Wednesday" is written nowhere, nor "Sunday" or "weekend": the hours say "Mon-Fri" and
-    # "Sun", the classes "weekends", the car park "weekdays". Callers ask in other words.
+    # "Sun", the classes "weekends", the car park "weekdays", the garden "Apr–Oct". Callers ask
+    # in other words.
     agent, ids = await _agent_with(
         client,
         org,
@@ -135,6 +136,7 @@ async def test_a_day_is_found_in_a_range_a_short_name_or_weekends(client, org, d
         {
             "Hours": "Open Mon-Fri 8 am to 6 pm. Sun 10 am to 2 pm.",
             "Classes": "Yoga classes run at weekends.",
+            "Season": "The garden opens Apr–Oct only.",
             "Staff": "Dr Wei Sun and Dr Amy Mon see patients.",  # names, not days
             "Parking": "The car park is free for patients on weekdays.",
         },
@@ -144,6 +146,7 @@ async def test_a_day_is_found_in_a_range_a_short_name_or_weekends(client, org, d
         "Can I come in on a Wednesday?",
         "Can I come in on a Sunday?",
         "Can I come in at the weekend?",
+        "Can I come in August?",
     )
     for question in questions:
         r = await client.post(
@@ -155,4 +158,5 @@ async def test_a_day_is_found_in_a_range_a_short_name_or_weekends(client, org, d
         "Can I come in on a Wednesday?": {ids["Hours"], ids["Parking"]},
         "Can I come in on a Sunday?": {ids["Hours"], ids["Classes"]},
         "Can I come in at the weekend?": {ids["Hours"], ids["Classes"]},
+        "Can I come in August?": {ids["Season"]},
     }

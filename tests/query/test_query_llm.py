@@ -465,10 +465,13 @@ async def test_a_cache_hit_keeps_the_vector_it_asked_for(online_llm, org, engine
 
     embed_route = respx_mock.post(f"{OPENAI_BASE}/embeddings").mock(side_effect=slower_than_the_cache)
     chat_route = respx_mock.post(CHAT).mock(return_value=chat_reply("Behind the building."))
-    app = online_llm()
+    # Time enough for the first call's 0.2 s embedding on a loaded machine: found by words
+    # alone (its embedding timed out), its answer would not be cached at all.
+    app = online_llm(embed_timeout_s=8.0, deadline_s=10.0)
     async with AsyncTestClient(app=app) as c:
         agent, _ = await _agent(c, org, app, engine)
-        await _ask(c, org, agent, "Where can I park?")
+        first = await _ask(c, org, agent, "Where can I park?")
+        assert (first["status"], first["cached"], first["degraded"]) == ("answered", False, False)
         service = app.state.query_service
         service.embed_cache = EmbeddingLRU()  # as in a process that has not seen the question
         key = (service.embedder.model_key, "where can i park")

@@ -215,6 +215,29 @@ _ABBREVIATION_RE = re.compile(
 _ABBREVIATIONS = (
     "", "for example", "that is", "and so on", "versus", "approximately", "number ", "extension ",
 )  # fmt: skip
+# Shorthand small businesses write in their hours and notes ("Closed Xmas & BH", "Price
+# TBC", "appts only", "Mon-Fri excl. BH"), which a voice would read letter by letter. "BH"
+# counts only in capitals and alone ("BH1 2AB" is a postcode); "incl."/"excl." before a word
+# mean "including"/"excluding", and at the end of a phrase ("Mon-Fri incl.") "inclusive".
+_SHORTHAND_RE = re.compile(
+    r"\b(Xmas|XMAS|xmas|TBC|TBA|FOC|ASAP|asap|[Aa]ppts?|[Bb]ank [Hh]ols?|BHs?|[Ii]ncl|[Ee]xcl)(\.?)"
+    r"(?![\w&'-])"
+)
+_SHORTHAND = {
+    "xmas": "Christmas", "tbc": "to be confirmed", "tba": "to be announced", "foc": "free of charge",
+    "asap": "as soon as possible", "appt": "appointment", "appts": "appointments",
+    "bank hol": "bank holiday", "bank hols": "bank holidays", "bh": "bank holidays", "bhs": "bank holidays",
+}  # fmt: skip
+_SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl")
+_DASH_RE = re.compile(r"\s*[-–]\s*")
+_WORD_AHEAD_RE = re.compile(r"\s+[\w£$€(]")
+_DAY_AHEAD_RE = re.compile(r"\s+(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)")
+# Words that make a text opening hours: there, "1000-1400" and "9.30-4.30" are times.
+_HOURS_WORD_RE = re.compile(
+    r"\b(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)days?|daily|week(?:day|end)s?|open(?:s|ing)?"
+    r"|clos(?:e|es|ed|ing)|hours|last (?:entry|orders|admission))\b",
+    re.IGNORECASE,
+)
 # Comparisons and a menu's path ("Settings > Account > Security"), which a voice reads as
 # "greater than"; "w/" and "w/o" as written in notes.
 _COMPARISONS = {"≥": " at least ", "≤": " at most ", "≠": " not equal to "}
@@ -246,7 +269,8 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # "Dr Sun 9-1", "J. Sun: 9-1", "Rising Sun: 12-11" or "defeated Sun 6-4"). The abbreviation's dot goes:
 # "Sat. 9-1" is no sentence's end, and a word cap would take it for one.
 _TIME_AHEAD = (
-    r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|noon\b|midday\b|[Cc]losed\b"
+    r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|[012]\d{3}\s?[-–]\s?[012]\d{3}\b"
+    r"|noon\b|midday\b|[Cc]losed\b"
 )
 _DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
 _DAY_ALONE_RE = re.compile(
@@ -320,10 +344,16 @@ _ISO_DATE_RE = re.compile(
 # side is over 12: those are said with the month's name, in their own order; "12/03/2025"
 # stays as written (the 12th of March or the 3rd of December), as do two-digit years.
 _SLASH_DATE_RE = re.compile(r"(?<![\d/.])(\d{1,2})/(\d{1,2})/((?:19|20)\d\d)(?![\d/]|[.,]\d)")
-# "0900-1730": 24-hour times without a colon, one side starting with a zero (a range of
-# years never does): said as times, not dialled as a phone number.
+# "0900-1730": 24-hour times without a colon, said as times, not dialled as a phone number:
+# where one side starts with a zero (a range of years never does), or in opening hours
+# ("Sat 1000-1400"). So is one such time after "at", "until" and the like in opening hours
+# ("Closes at 1700 on Fridays"), on the hour or a quarter past, half past or to.
 _HHMM_RANGE_RE = re.compile(
-    r"(?<![\w.:/-])(?=0|\d{4}\s?[-–]\s?0)([01]\d|2[0-3])([0-5]\d)\s?[-–]\s?([01]\d|2[0-3])([0-5]\d)(?![\w:/-]|[.,]\d)"
+    r"(?<![\w.:/-])([01]\d|2[0-3])([0-5]\d)\s?[-–]\s?([01]\d|2[0-3])([0-5]\d)(?![\w:/-]|[.,]\d)"
+)
+_FOUR_DIGITS_RE = re.compile(r"\d{4}")
+_HHMM_AFTER_RE = re.compile(
+    r"\b((?:at|until|till|from|by|before|after|to) )([01]\d|2[0-3])([03]0|[14]5)(?![\w:/-]|[.,]\d)"
 )
 # "Text STOP to 60123": a short code is dialled, digit by digit, like a phone number.
 _SHORT_CODE_RE = re.compile(
@@ -804,9 +834,13 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _emphasis(text)
     if "." in text or "vs" in text:
         text = _ABBREVIATION_RE.sub(_speak_abbreviation, text)
+    if _SHORTHAND_HINT_RE.search(text):
+        text = _SHORTHAND_RE.sub(_speak_shorthand, text)
     if "VAT" in text or "GST" in text or "HST" in text or "tax" in text:
         text = _TAX_RE.sub(_speak_tax, text)
     text = _days_in_full(text)
+    if _MONTH_HINT_RE.search(text):
+        text = _months_in_full(text)
     if "day/" in text:
         text = _DAYS_SLASH_RE.sub(" and ", text)
     if _DIGIT_RE.search(text):
@@ -863,10 +897,9 @@ def _numbers(text: str) -> str:
         text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
     if "/" in text:
         text = _slash_dates(text)
-    if "0" in text:
-        text = _HHMM_RANGE_RE.sub(
-            lambda m: _bind(f"{_clock_words(int(m[1]), m[2])} to {_clock_words(int(m[3]), m[4])}"), text
-        )
+    if _FOUR_DIGITS_RE.search(text):
+        text = _HHMM_RANGE_RE.sub(_speak_hhmm_range, text)
+        text = _HHMM_AFTER_RE.sub(_speak_hhmm_after, text)
     if " to " in text:
         text = _SHORT_CODE_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if _MAYBE_PHONE_RE.search(text):
@@ -1130,6 +1163,43 @@ def _speak_day_range(match: re.Match[str]) -> str:
     return f"{_DAY_NAMES[match.group(1).lower()]} to {_DAY_NAMES[match.group(2).lower()]}"
 
 
+def _speak_shorthand(match: re.Match[str]) -> str:
+    word, dot = match.groups()
+    key = word.lower()
+    rest = match.string[match.end() :]
+    if key in ("incl", "excl"):
+        ahead = _WORD_AHEAD_RE.match(rest) is not None
+        spoken = ("includ" if key == "incl" else "exclud") + "ing" if ahead else key + "usive"
+        return (spoken.capitalize() if word[0].isupper() else spoken) + ("" if ahead else dot)
+    spoken = _SHORTHAND[key]
+    if key in ("bh", "bhs") and _DAY_AHEAD_RE.match(rest):
+        spoken = "bank holiday"  # "BH Mon": the day is the bank holiday
+    elif word[0].isupper() and word[1:2].islower():
+        spoken = spoken[0].upper() + spoken[1:]  # "Appts only", "Bank Hols"
+    if dot and key.startswith("appt") and not _stop_swallowed(match):
+        dot = ""
+    return spoken + dot
+
+
+def _months_in_full(text: str) -> str:
+    """Short month names of a range or beside a day or a year in full ("Apr–Oct" -> "April
+    to October", "24 Dec" -> "24 December"), as a voice would say them."""
+    text = _MONTH_RANGE_RE.sub(_speak_month_range, text)
+    return _sub_keeping_stop(
+        _MONTH_DATED_RE, lambda m: _month_in_full(next(g for g in m.groups() if g)), text
+    )
+
+
+def _speak_month_range(match: re.Match[str]) -> str:
+    # The text between the months keeps its day or year; its dash is said "to".
+    between = _DASH_RE.sub(" to ", match.string[match.end(1) : match.start(2)], count=1)
+    return _month_in_full(match[1]) + between + _month_in_full(match[2])
+
+
+def _month_in_full(name: str) -> str:
+    return month_name[_MONTH_NUMBERS[name[:3].lower()] + 1]
+
+
 def _speak_iso_date(match: re.Match[str]) -> str:
     year, month, day, hour, minute = match.groups()
     if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):
@@ -1267,12 +1337,39 @@ def _dot_clocks(match: re.Match[str]) -> str:
     padded = any(len(hour) == 2 and hour.startswith("0") for hour in hours)
     text = match.string
     if (
-        not padded
+        not (padded or _in_hours(match))
         or _NOT_CLOCKS_BEFORE_RE.search(text, max(0, match.start() - 5), match.start())
         or _NOT_CLOCKS_AFTER_RE.match(text, match.end())
     ):
         return match.group(0)
     return f"{start.replace('.', ':')}{dash}{end.replace('.', ':')}"
+
+
+def _speak_hhmm_range(match: re.Match[str]) -> str:
+    start_hour, start_minute, end_hour, end_minute = match.groups()
+    if not (start_hour.startswith("0") or end_hour.startswith("0") or _in_hours(match)):
+        return match.group(0)
+    return _bind(
+        f"{_clock_words(int(start_hour), start_minute)} to {_clock_words(int(end_hour), end_minute)}"
+    )
+
+
+def _speak_hhmm_after(match: re.Match[str]) -> str:
+    if not _in_hours(match):
+        return match.group(0)
+    return match[1] + _bind(_clock_words(int(match[2]), match[3]))
+
+
+def _in_hours(match: re.Match[str]) -> bool:
+    # A day or an hours word right beside the match, in its sentence ("Sat 1000-1400",
+    # "closes at 1700 on Fridays"); not anywhere in the text ("Built 1300-1400, the church is
+    # open daily", "Open 08.00-22.00 daily. Mains 14.00-19.00").
+    text = match.string
+    before = text[max(0, match.start() - 24) : match.start()]
+    after = text[match.end() : match.end() + 16]
+    before = before[max(before.rfind(". "), before.rfind("\n")) + 1 :]
+    after = after.split(". ", 1)[0].split("\n", 1)[0]
+    return _HOURS_WORD_RE.search(before) is not None or _HOURS_WORD_RE.search(after) is not None
 
 
 def _twenty_four_hour(hour_text: str) -> bool:

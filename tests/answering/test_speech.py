@@ -59,6 +59,29 @@ NUMBERS_AND_SYMBOLS = [
     ("Phone lines open 0900-1730.", "Phone lines open 9 AM to 5:30 PM."),
     ("Open 0800–2000, daily.", "Open 8 AM to 8 PM, daily."),
     ("Closed Sat. and Sun.", "Closed Saturday and Sunday."),
+    # ... and, beside a day or an hours word, without one; a range of years stays as written.
+    ("Mon-Fri 1000-1400.", "Monday to Friday 10 AM to 2 PM."),
+    ("We close at 1700 on Fridays.", "We close at 5 PM on Fridays."),
+    ("The war lasted 1914-1918.", "The war lasted 1914 to 1918."),
+    ("Built 1300-1400, the church is open daily.", "Built 1300 to 1400, the church is open daily."),
+    ("In 1700 the city closed its gates.", "In 1700 the city closed its gates."),
+    # Times with a dot in opening hours; a price range ("Mains") is no time.
+    ("Open 9.30-4.30 Mon to Sat.", "Open 9:30 to 4:30 Monday to Saturday."),
+    ("Mains 14.00-19.00", "Mains 14.00 to 19.00."),
+    # Short months of a range or beside a day or a year; a name stays.
+    ("Open Apr-Oct.", "Open April to October."),
+    ("Closed 24 Dec - 2 Jan.", "Closed 24 December to 2 January."),
+    ("Jan Smith is here.", "Jan Smith is here."),
+    # Shorthand of hours and notes.
+    ("Closed Xmas & BH.", "Closed Christmas and bank holidays."),
+    ("Mon-Sat excl. BH", "Monday to Saturday excluding bank holidays."),
+    ("Pick up Mon-Fri incl.", "Pick up Monday to Friday inclusive."),
+    ("Price TBC. Delivery FOC.", "Price to be confirmed. Delivery free of charge."),
+    (
+        "Appts only. Call for an appt. We reply ASAP.",
+        "Appointments only. Call for an appointment. We reply as soon as possible.",
+    ),
+    ("Post to BH1 2AB.", "Post to BH1 2AB."),
     (
         "Allow 3-4 wks; guaranteed for 2 yrs; 5 mi away.",
         "Allow 3 to 4 weeks; guaranteed for 2 years; 5 miles away.",
@@ -499,6 +522,7 @@ IDEMPOTENCE = [
     "Tours Mon 14:00. Sat 10:00 until 16:00. Dallas, TX 75201 – 75299.",
     "Call 0800 123 4567, 0800 765 4321 or 01632 960 123 by 13/03/2025; text STOP to 60123.",
     "Lines open 0900-1730, Closed Sat. and Sun.; valid 01/04/2025 - 31/03/2026; 3-4 wks.",
+    "Sat 1000-1400, Sun 9.30-4.30; closes at 1700 Fri; open Apr-Oct excl. BH; Xmas TBC; appts only.",
 ]
 
 

@@ -1101,7 +1101,8 @@ def implied_date_words(text: str) -> list[str]:
     and the days inside a range ("Mon to Thu 9-8; Sun 1-5" -> Monday, Tuesday, Wednesday,
     Thursday, Sunday, weekend), the days of "weekends" and "weekdays" ("Open weekdays 9-5" ->
     Monday to Friday); then the months a range of months covers, and short month names
-    beside a day or a year, in full ("Open Apr–Oct" -> April to October). Search indexes
+    beside a day or a year, in full ("Open Apr–Oct" -> April to October); and the holidays
+    of "Xmas" and "BH" (Christmas, bank holiday). Search indexes
     them, since a caller asks "are you open on a Wednesday?", "at the weekend?" or "in
     August?" in words the hours do not use."""
     full = _days_in_full(text)
@@ -1120,7 +1121,18 @@ def implied_date_words(text: str) -> list[str]:
         words.append("weekend")
     if "weekday" not in said and named.issuperset(_WEEK[:5]):
         words.append("weekday")
-    return words + _implied_months(text)
+    return words + _implied_months(text) + _implied_holidays(text)
+
+
+def _implied_holidays(text: str) -> list[str]:
+    # "Closed Xmas & BH": the holidays shorthand names, in the words a caller says.
+    if _SHORTHAND_HINT_RE.search(text) is None:
+        return []
+    keys = {match[1].lower() for match in _SHORTHAND_RE.finditer(text)}
+    words = ["Christmas"] if "xmas" in keys else []
+    if not keys.isdisjoint(("bh", "bhs", "bank hol", "bank hols")):
+        words += ["bank", "holiday"]
+    return words
 
 
 def _implied_months(text: str) -> list[str]:

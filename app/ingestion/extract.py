@@ -68,8 +68,8 @@ logger = logging.getLogger(__name__)
 # the chunks' own vectors come from embedding_cache, so a re-read costs one model pass). 3:
 # the days and months a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
 # Wednesday and weekdays, "Apr–Oct" August: ChunkRow.days); FAQs in bold or "Q:", leader dots, lines of items
-# and day cells of tables read as such.
-EXTRACTION_VERSION = 3
+# and day cells of tables read as such. 4: the holidays of "Xmas" and "BH" searched in words.
+EXTRACTION_VERSION = 4
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

@@ -810,6 +810,8 @@ def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
             ["January", "February", "April", "November", "December"],
         ),
         ("You may book the May room; we mar nothing.", []),
+        ("Closed Xmas & BH.", ["Christmas", "bank", "holiday"]),
+        ("Post to BH1 2AB; ask for Thomas.", []),
         ("Sun, sea and sand: we sat down on Wed ground.", []),
     ],
 )

@@ -120,8 +120,9 @@ _STOP_WORDS = frozenset(
         "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that",
         "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these",
         "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under",
-        "until", "up", "upon", "us", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've",
-        "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "whether", "which",
+        "until", "till", "til", "up", "upon", "us", "very", "was", "wasn't", "we", "we'd", "we'll",
+        "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's",
+        "whether", "which",
         "while", "who", "who's", "whom", "whose", "why", "why's", "will", "with", "within", "without",
         "won't", "would", "wouldn't", "yes", "yet", "you", "you'd", "you'll", "you're", "you've", "your",
         "yours", "yourself", "yourselves", "tell", "know", "please", "many", "one", "ones", "thing",
@@ -189,7 +190,14 @@ _RUNNER_UP_MARGIN = 0.08
 # A reply with fewer words than this left ("we don't.") says nothing on its own.
 _SAME_QUESTION = 0.9
 _BARE_REPLY_WORDS = 4
-_REPLY_WORD_RE = re.compile(r"^(?:yes|no)(?:[,.!;:]|\s+[-–—])\s*", re.IGNORECASE)
+_REPLY_WORD_RE = re.compile(
+    r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no)(?:\s+please)?(?:[,.!;:]|\s+[-–—])\s*", re.IGNORECASE
+)
+# A sentence that is nothing but a reply ("Yes!", "Sorry, no.", "Yes please.") answers its
+# heading's question alone: never the best answer to a caller's, only read before it.
+_BARE_REPLY_RE = re.compile(
+    r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no|yep|nope)(?:\s+please)?[\s,.!]*$", re.IGNORECASE
+)
 # Words that say what kind of fact is asked for, not what it is about: their absence from a
 # sentence is no sign that it is about something else (stems, as _stem gives them).
 _FACT_WORDS = frozenset(
@@ -212,6 +220,15 @@ _RATE_WORDS = frozenset({"per", "each", "a"})
 _MIN_SHARED_STEM = 5
 # An asking clause shorter than this ("how?") leans on the preamble: the whole turn is read.
 _MIN_FOCUS_WORDS = 3
+# ... as does one that points back at the preamble and says nothing of its own ("I've got
+# an old fridge freezer, will you have it?", "I want to come Wednesday at eleven, is that
+# ok?", "we want the upstairs for a leaving do, what does that cost?"): it asks about what
+# the preamble names. "How does she get in?" names what it asks.
+_POINTS_BACK_RE = re.compile(r"\b(?:it|that|this|them|those|these)\b", re.IGNORECASE)
+_VAGUE_STEMS = frozenset(
+    {"ok", "okay", "alright", "fin", "possibl", "allow", "do", "tak", "bring", "com", "turn", "leav", "put",
+     "us", "go", "somewher", "anywher", "someth", "anyth", "someon", "anyon", "lot", "guy"}
+)  # fmt: skip
 # Fillers are dropped only where a clause opens: inside one, "so", "like" or "well" mean
 # something ("is it ok to...", "adults as well as children").
 _LEADING_FILLERS_RE = re.compile(
@@ -653,7 +670,10 @@ def extractive_answer(
         chosen = _with_list(chosen, by_passage[best.passage], passages[best.passage].text, max_words)
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
-    subject_terms = [term for term in asked if term in query]
+    # The subject is what the asking clause names: a preamble sets the scene ("my pizza came
+    # with the wrong toppings, what can you do about it?"), the answer need not name it.
+    clause = _asking_clause(question)
+    subject_terms = [term for term in (asked if clause is None else _content_terms(clause)) if term in query]
     off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen) or _another_item(
         subject_terms, passages, chosen
     )
@@ -972,17 +992,26 @@ def asking_part(question: str) -> str:
     """The part of a caller's turn that asks: "my mum's in a wheelchair, so um, how does she
     get in?" -> "how does she get in?". The turn is cut into clauses, fillers are dropped
     where a clause opens, and the last clause that opens like a question is kept with what
-    follows it; the whole turn is returned when none does or the asking part is too short
-    to stand alone."""
+    follows it; the whole turn is returned when none does, or the asking part is too short
+    to stand alone or only points back at the preamble ("will you have it?")."""
+    focus = _asking_clause(question)
+    return question if focus is None or _points_back(focus) else focus
+
+
+def _asking_clause(question: str) -> str | None:
     clauses = [_LEADING_FILLERS_RE.sub("", c).strip(" ,") for c in _CLAUSE_SPLIT_RE.split(question)]
     clauses = [c for c in clauses if c]
     for index in range(len(clauses) - 1, -1, -1):
         if _QUESTION_OPENER_RE.match(clauses[index]):
             focus = " ".join(clauses[index:])
-            if len(focus.split()) >= _MIN_FOCUS_WORDS:
-                return focus
-            break
-    return question
+            return focus if len(focus.split()) >= _MIN_FOCUS_WORDS else None
+    return None
+
+
+def _points_back(focus: str) -> bool:
+    if _POINTS_BACK_RE.search(focus) is None:
+        return False
+    return set(_content_terms(focus)) <= _VAGUE_STEMS | _FACT_WORDS
 
 
 def passage_sentences(text: str) -> list[str]:

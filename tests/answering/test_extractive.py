@@ -292,6 +292,16 @@ def _written_and_spoken(text: str) -> tuple[str, str]:
         ("Yeah I forgot my appointment, am I going to be charged?", "am I going to be charged?"),
         ("parking?", "parking?"),
         ("I lost my card. How?", "I lost my card. How?"),  # "How?" alone is too short to stand
+        # An asking part that only points back at the preamble asks about what it names.
+        (
+            "Um, I've got an old fridge freezer, will you have it?",
+            "Um, I've got an old fridge freezer, will you have it?",
+        ),
+        (
+            "We want the whole upstairs for a leaving do, what does that cost us?",
+            "We want the whole upstairs for a leaving do, what does that cost us?",
+        ),
+        ("I've got a van, can I park it round the back?", "can I park it round the back?"),
     ],
 )
 def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
@@ -629,6 +639,32 @@ def test_a_bare_faq_reply_goes_when_another_sentence_is_said() -> None:
     question = "Can I just turn up without an appointment?"
     answer = _meant(question, [passage])
     assert answer.text == "Please book an appointment by phone or online before you come in."
+
+
+def test_till_is_no_subject_word() -> None:
+    # "Till" named in the hours ("open till 7pm") is not what "how long till..." asks about.
+    passages = [
+        Passage(
+            "Single vision glasses are ready in 7 days. Varifocals can take up to 14 days.", "Collection", 1.0
+        ),
+        Passage("We are open till 7pm on Thursdays.", "Opening times", 0.9),
+    ]
+    answer = _meant("I've just ordered varifocals, how long till I can pick them up?", passages)
+    assert "14 days" in answer.text
+    assert not answer.off_subject
+
+
+@pytest.mark.parametrize("reply", ["Sorry, no.", "Yes please."])
+def test_a_bare_reply_with_a_courtesy_goes_too(reply: str) -> None:
+    passage = Passage(
+        f"{reply} Vans and trailers must book a slot online at least 24 hours ahead.",
+        "FAQ",
+        1.0,
+        "Can I come on a bike?",
+    )
+    question = "I've hired a van, can I just turn up with it?"
+    answer = _meant(question, [passage])
+    assert answer.text == "Vans and trailers must book a slot online at least 24 hours ahead."
 
 
 def test_no_as_a_determiner_is_not_a_reply_word() -> None:

@@ -235,7 +235,8 @@ _DAY_AHEAD_RE = re.compile(r"\s+(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)")
 # Words that make a text opening hours: there, "1000-1400" and "9.30-4.30" are times.
 _HOURS_WORD_RE = re.compile(
     r"\b(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)days?|daily|week(?:day|end)s?|open(?:s|ing)?"
-    r"|clos(?:e|es|ed|ing)|hours|last (?:entry|orders|admission))\b",
+    r"|clos(?:e|es|ed|ing)|hours|last (?:entry|orders|admission)|(?:morning|afternoon|evening)s?"
+    r"|(?:full|half|school) days?|lunch(?:time)?|sessions?)\b",
     re.IGNORECASE,
 )
 # Comparisons and a menu's path ("Settings > Account > Security"), which a voice reads as
@@ -435,8 +436,14 @@ _DOT_CLOCK_RE = re.compile(
     rf"\b(?<![:.,$€£¥])(\d{{1,2}})\.([0-5]\d)(?=\s?{_AM_PM}|\s*[-–]\s*\d{{1,2}}[.:][0-5]\d\s?{_AM_PM})"
 )
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
+# In opening hours, one side may be a whole hour ("9-5.30", "7.30-6"), and one time may
+# follow "until" or "from" ("breakfast until 8.30").
 _DOT_CLOCKS_RE = re.compile(
-    r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))(\s*[-–]\s*)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
+    r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])(?:\.(?:[03]0|[14]5))?)(\s*[-–]\s*)((?:[01]?\d|2[0-3])(?:\.(?:[03]0|[14]5))?)"
+    r"(?![\d.,]?\d)"
+)
+_DOT_AFTER_RE = re.compile(
+    r"\b((?:at|until|till|from|by|before|after) (?:about |around )?)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
     r"(?![\d.,]?\d)"
 )
 _NOT_CLOCKS_BEFORE_RE = re.compile(r"(?:[$€£¥₹]|\b[A-Z]{3})\s?$")
@@ -596,6 +603,7 @@ _UNITS = {
     "mos": ("month", "months"),
     "mi": ("mile", "miles"),
 }
+_OLD_AFTER_RE = re.compile(r"[\s-]old")
 _UNIT_RE = re.compile(
     r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)\s?("
     + "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
@@ -893,6 +901,7 @@ def _numbers(text: str) -> str:
     if "." in text and _DOT_TIME_HINT_RE.search(text):
         text = _DOT_CLOCK_RE.sub(_dot_clock, text)
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
+        text = _DOT_AFTER_RE.sub(_dot_after, text)
     if _ZIP_HINT_RE.search(text):
         text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
     if "/" in text:
@@ -1345,8 +1354,10 @@ def _dot_clock(match: re.Match[str]) -> str:
 
 def _dot_clocks(match: re.Match[str]) -> str:
     start, dash, end = match.groups()
+    if "." not in start and "." not in end:
+        return match.group(0)
     hours = [side.split(".")[0] for side in (start, end)]
-    padded = any(len(hour) == 2 and hour.startswith("0") for hour in hours)
+    padded = "." in start and "." in end and any(len(hour) == 2 and hour.startswith("0") for hour in hours)
     text = match.string
     if (
         not (padded or _in_hours(match))
@@ -1355,6 +1366,14 @@ def _dot_clocks(match: re.Match[str]) -> str:
     ):
         return match.group(0)
     return f"{start.replace('.', ':')}{dash}{end.replace('.', ':')}"
+
+
+def _dot_after(match: re.Match[str]) -> str:
+    if not (match[1].startswith("unt") or match[1].startswith("till") or _in_hours(match)):
+        return match.group(0)
+    if _NOT_CLOCKS_AFTER_RE.match(match.string, match.end()):
+        return match.group(0)
+    return match[1] + match[2].replace(".", ":")
 
 
 def _speak_hhmm_range(match: re.Match[str]) -> str:
@@ -1373,14 +1392,15 @@ def _speak_hhmm_after(match: re.Match[str]) -> str:
 
 
 def _in_hours(match: re.Match[str]) -> bool:
-    # A day or an hours word right beside the match, in its sentence ("Sat 1000-1400",
+    # A day or an hours word right beside the match, in its clause ("Sat 1000-1400",
     # "closes at 1700 on Fridays"); not anywhere in the text ("Built 1300-1400, the church is
-    # open daily", "Open 08.00-22.00 daily. Mains 14.00-19.00").
+    # open daily", "Open 08.00-22.00 daily. Mains 14.00-19.00", "From 2010-2015 we grew;
+    # lunch 1200-1400").
     text = match.string
     before = text[max(0, match.start() - 24) : match.start()]
     after = text[match.end() : match.end() + 16]
-    before = before[max(before.rfind(". "), before.rfind("\n")) + 1 :]
-    after = after.split(". ", 1)[0].split("\n", 1)[0]
+    before = before[max(before.rfind(". "), before.rfind("\n"), before.rfind(";")) + 1 :]
+    after = re.split(r"\. |[\n;,]", after, maxsplit=1)[0]
     return _HOURS_WORD_RE.search(before) is not None or _HOURS_WORD_RE.search(after) is not None
 
 
@@ -1463,4 +1483,6 @@ def _speak_temperature(match: re.Match[str]) -> str:
 def _speak_unit(match: re.Match[str]) -> str:
     number, unit = match.groups()
     one, many = _UNITS[unit]
-    return _bind(f"{number} {one if number == '1' else many}")
+    # "3-4 yr olds", "a 2 yr old": an age said as a noun keeps the unit singular.
+    singular = number == "1" or (unit == "yr" and _OLD_AFTER_RE.match(match.string, match.end()) is not None)
+    return _bind(f"{number} {one if singular else many}")

@@ -68,6 +68,14 @@ NUMBERS_AND_SYMBOLS = [
     # Times with a dot in opening hours; a price range ("Mains") is no time.
     ("Open 9.30-4.30 Mon to Sat.", "Open 9:30 to 4:30 Monday to Saturday."),
     ("Mains 14.00-19.00", "Mains 14.00 to 19.00."),
+    ("Open 9-5.30 weekdays; breakfast until 8.30.", "Open 9 to 5:30 weekdays; breakfast until 8:30."),
+    (
+        "Morning session 7.30-12.30, afternoon 12.30-6.",
+        "Morning session 7:30 to 12:30, afternoon 12:30 to 6.",
+    ),
+    ("Mains 7.50-9; it grew 2.5-3 times.", "Mains 7.50 to 9; it grew 2.5 to 3 times."),
+    # An age said as a noun keeps its unit singular.
+    ("For 3-4 yr olds; he is 2 yrs old.", "For 3 to 4 year olds; he is 2 years old."),
     # Short months of a range or beside a day or a year; a name stays.
     ("Open Apr-Oct.", "Open April to October."),
     ("Closed 24 Dec - 2 Jan.", "Closed 24 December to 2 January."),
@@ -336,8 +344,9 @@ LOOKALIKES = [
     ("Due 12/03/2025.", "Due 12/03/2025."),
     ("Due 13/03/25.", "Due 13/03/25."),
     ("Due 13/03/2025 or 03/13/2025, or 01/02/2025.", "Due 13 March 2025 or March 13, 2025, or 01/02/2025."),
-    # Years, and times without a leading zero, stay numbers.
-    ("From 2010-2015 we grew; lunch 1200-1400.", "From 2010 to 2015 we grew; lunch 1200 to 1400."),
+    # Years stay numbers; times without a leading zero are times only beside an hours word.
+    ("From 2010-2015 we grew; lunch 1200-1400.", "From 2010 to 2015 we grew; lunch 12 PM to 2 PM."),
+    ("From 2010-2015 we grew; 1200-1400 staff.", "From 2010 to 2015 we grew; 1200 to 1400 staff."),
     ("Mix 1/2/3 parts.", "Mix 1/2/3 parts."),
     (
         "Text messages up to 1000 characters; text us to 2000 people.",
@@ -522,6 +531,7 @@ IDEMPOTENCE = [
     "Tours Mon 14:00. Sat 10:00 until 16:00. Dallas, TX 75201 – 75299.",
     "Call 0800 123 4567, 0800 765 4321 or 01632 960 123 by 13/03/2025; text STOP to 60123.",
     "Lines open 0900-1730, Closed Sat. and Sun.; valid 01/04/2025 - 31/03/2026; 3-4 wks.",
+    "Open 9-5.30, breakfast until 8.30, morning 7.30-12.30 for 3-4 yr olds.",
     "Sat 1000-1400, Sun 9.30-4.30; closes at 1700 Fri; open Apr-Oct excl. BH; Xmas TBC; appts only.",
 ]
 

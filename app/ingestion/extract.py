@@ -69,7 +69,9 @@ logger = logging.getLogger(__name__)
 # the days and months a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
 # Wednesday and weekdays, "Apr–Oct" August: ChunkRow.days); FAQs in bold or "Q:", leader dots, lines of items
 # and day cells of tables read as such. 4: the holidays of "Xmas" and "BH" searched in words.
-EXTRACTION_VERSION = 4
+# 5: list items of HTML and markdown keep a "- " mark (their chunks' vectors are new: a
+# re-read costs a model pass for documents with lists).
+EXTRACTION_VERSION = 5
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

@@ -484,6 +484,7 @@ class _Writer:
         self._break_before = 0
         self._pending_space = False
         self._pending_cell = False
+        self._pending_item = False
         self._heading_stack: list[tuple[int, str]] = []
         # The heading path of each section; the first section is the text before any heading.
         self._paths: list[list[tuple[int, str]]] = [[]]
@@ -501,6 +502,9 @@ class _Writer:
                 self._line.append(", ")
             elif self._pending_space or collapsed[0] == " ":
                 self._line.append(" ")
+        elif self._pending_item:
+            self._line.append("- ")
+        self._pending_item = False
         self._line.append(stripped)
         self._pending_space = collapsed[-1] == " "
         self._pending_cell = False
@@ -513,6 +517,13 @@ class _Writer:
                 self.line_break(1)
             if piece.strip():
                 self._line.append(piece)
+
+    def item(self) -> None:
+        """A list item starts: its first line is marked as one ("- "), as in markdown, so the
+        answerer reads the item as a sentence of its own and a list after "if you are:" as
+        that line's list, even when an item starts in lower case."""
+        self.line_break(1)
+        self._pending_item = True
 
     def cell(self) -> None:
         if self._line:
@@ -646,6 +657,8 @@ def _walk(roots: list[LexborNode], *, keep_image_alt: bool, drop_forms: bool) ->
             writer.line_break(2)
         elif tag in _PARAGRAPH_BLOCKS:
             writer.line_break(2)
+        elif tag == "li":
+            writer.item()
         elif tag in _LINE_BLOCKS:
             writer.line_break(1)
         elif tag in _CELLS:

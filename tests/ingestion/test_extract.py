@@ -642,7 +642,8 @@ def test_markdown_sections_follow_the_heading_path() -> None:
         title="User Guide",
         sections=[
             Section("Intro with bold, emphasis, inline code and a link.\n\nWelcome text.", None, None),
-            Section("Architecture diagram\n\nfirst step\nsecond step", "Installation", None),
+            # List items keep a mark: "second step" is an item, not "first step" wrapped.
+            Section("Architecture diagram\n\n- first step\n- second step", "Installation", None),
             Section("OS: Debian; Command: apt install tool.\n\nmake install", "Installation > Linux", None),
             Section("Run it.", "Usage", None),
         ],
@@ -771,7 +772,24 @@ def test_html_blocks_break_lines_and_inline_elements_do_not() -> None:
     )
     assert extract("html", page).sections == [
         # A table with a header row: each row one sentence naming its columns.
-        Section("onetwo three\nfour\nitem a\nitem b\n\nk: x; y.", None, None)
+        Section("onetwo three\nfour\n- item a\n- item b\n\nk: x; y.", None, None)
+    ]
+
+
+def test_list_items_are_sentences_and_the_list_of_the_line_before() -> None:
+    page = (
+        b"<body><p>You get a free sight test if you are:</p><ul><li>under 16</li>"
+        b"<li>registered as partially sighted</li><li><p>on <b>Income</b> Support</p></li><li></li></ul></body>"
+    )
+    text = extract("html", page).sections[0].text
+    assert text == (
+        "You get a free sight test if you are:\n\n- under 16\n- registered as partially sighted\n\n- on Income Support"
+    )
+    assert split_sentences(text) == [
+        "You get a free sight test if you are:",
+        "under 16",
+        "registered as partially sighted",
+        "on Income Support",
     ]
 
 

@@ -250,7 +250,7 @@ _YES_NO_RE = re.compile(
 _WANTS_NUMBER_RE = re.compile(
     r"\b(?:how (?:much|many|long|old|far|often|early|late|soon|big|large)|cost|costs|price|prices|priced"
     r"|fee|fees|charge|charges|rate|rates|phone number|number (?:for|to call)|percent|percentage"
-    r"|deposit|minimum|maximum|what number)\b",
+    r"|deposit|minimum|maximum|what number|(?:what|which) age|age limit|how young|(?:youngest|oldest) age)\b",
     re.IGNORECASE,
 )
 # Finer kinds of number, checked first. "How much is X?" asks a price; "how much did X

@@ -317,6 +317,8 @@ def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
         ("How much oxygen is in the air?", "number"),  # a quantity, not a price
         ("How far is the car park?", "number"),
         ("How many books can I borrow?", "count"),
+        ("What's the youngest age you'll test a child's eyes?", "number"),  # an age
+        ("What age do they start school?", "number"),
         ("How long does a cleaning take?", "duration"),
         ("What are your opening hours?", "time"),
         ("When do you close on Fridays?", "time"),

@@ -232,6 +232,9 @@ _SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl")
 _DASH_RE = re.compile(r"\s*[-–]\s*")
 _WORD_AHEAD_RE = re.compile(r"\s+[\w£$€(]")
 _DAY_AHEAD_RE = re.compile(r"\s+(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)")
+_ONE_BEFORE_RE = re.compile(
+    r"\b(?:the|a|every|each|this|next|that|Easter|Spring|Summer|May|August)\s+$", re.I
+)
 # Words that make a text opening hours: there, "1000-1400" and "9.30-4.30" are times.
 _HOURS_WORD_RE = re.compile(
     r"\b(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)days?|daily|week(?:day|end)s?|open(?:s|ing)?"
@@ -271,6 +274,7 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # "Sat. 9-1" is no sentence's end, and a word cap would take it for one.
 _TIME_AHEAD = (
     r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|[012]\d{3}\s?[-–]\s?[012]\d{3}\b"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
     r"|noon\b|midday\b|[Cc]losed\b"
 )
 _DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
@@ -437,13 +441,13 @@ _DOT_CLOCK_RE = re.compile(
 )
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
 # In opening hours, one side may be a whole hour ("9-5.30", "7.30-6"), and one time may
-# follow "until" or "from" ("breakfast until 8.30").
+# follow "until" or "at" ("breakfast until 8.30", "gates open at 8.35").
 _DOT_CLOCKS_RE = re.compile(
     r"\b(?<![:.,$€£¥])((?:[01]?\d|2[0-3])(?:\.(?:[03]0|[14]5))?)(\s*[-–]\s*)((?:[01]?\d|2[0-3])(?:\.(?:[03]0|[14]5))?)"
     r"(?![\d.,]?\d)"
 )
 _DOT_AFTER_RE = re.compile(
-    r"\b((?:at|until|till|from|by|before|after) (?:about |around )?)((?:[01]?\d|2[0-3])\.(?:[03]0|[14]5))"
+    r"\b((?:at|until|till|from|by|before|after) (?:about |around )?)((?:[01]?\d|2[0-3])\.[0-5]\d)"
     r"(?![\d.,]?\d)"
 )
 _NOT_CLOCKS_BEFORE_RE = re.compile(r"(?:[$€£¥₹]|\b[A-Z]{3})\s?$")
@@ -1193,8 +1197,11 @@ def _speak_shorthand(match: re.Match[str]) -> str:
         spoken = ("includ" if key == "incl" else "exclud") + "ing" if ahead else key + "usive"
         return (spoken.capitalize() if word[0].isupper() else spoken) + ("" if ahead else dot)
     spoken = _SHORTHAND[key]
-    if key in ("bh", "bhs") and _DAY_AHEAD_RE.match(rest):
-        spoken = "bank holiday"  # "BH Mon": the day is the bank holiday
+    if key in ("bh", "bhs") and (
+        _DAY_AHEAD_RE.match(rest)
+        or _ONE_BEFORE_RE.search(match.string, max(0, match.start() - 12), match.start())
+    ):
+        spoken = "bank holiday"  # "BH Mon", "the May BH", "every BH": one bank holiday
     elif word[0].isupper() and word[1:2].islower():
         spoken = spoken[0].upper() + spoken[1:]  # "Appts only", "Bank Hols"
     if dot and key.startswith("appt") and not _stop_swallowed(match):
@@ -1369,7 +1376,12 @@ def _dot_clocks(match: re.Match[str]) -> str:
 
 
 def _dot_after(match: re.Match[str]) -> str:
-    if not (match[1].startswith("unt") or match[1].startswith("till") or _in_hours(match)):
+    # "until 8.30" is a time, and so is "at 8.35" after an hours word ("gates open at 8.35";
+    # not "tickets at 4.50 on Sundays").
+    if match[2][-2:] in ("00", "15", "30", "45"):
+        if not (match[1].startswith(("unt", "till")) or _in_hours(match)):
+            return match.group(0)
+    elif not _HOURS_WORD_RE.search(match.string, max(0, match.start() - 24), match.start()):
         return match.group(0)
     if _NOT_CLOCKS_AFTER_RE.match(match.string, match.end()):
         return match.group(0)

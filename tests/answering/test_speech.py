@@ -74,6 +74,8 @@ NUMBERS_AND_SYMBOLS = [
         "Morning session 7:30 to 12:30, afternoon 12:30 to 6.",
     ),
     ("Mains 7.50-9; it grew 2.5-3 times.", "Mains 7.50 to 9; it grew 2.5 to 3 times."),
+    ("Gates open at 8.35 and close at 8.55.", "Gates open at 8:35 and close at 8:55."),
+    ("Tickets at 4.50 on Sundays.", "Tickets at 4.50 on Sundays."),
     # An age said as a noun keeps its unit singular.
     ("For 3-4 yr olds; he is 2 yrs old.", "For 3 to 4 year olds; he is 2 years old."),
     # Short months of a range or beside a day or a year; a name stays.
@@ -82,6 +84,7 @@ NUMBERS_AND_SYMBOLS = [
     ("Jan Smith is here.", "Jan Smith is here."),
     # Shorthand of hours and notes.
     ("Closed Xmas & BH.", "Closed Christmas and bank holidays."),
+    ("Closed on the May BH (Mon 5 May).", "Closed on the May bank holiday (Monday 5 May)."),
     ("Mon-Sat excl. BH", "Monday to Saturday excluding bank holidays."),
     ("Pick up Mon-Fri incl.", "Pick up Monday to Friday inclusive."),
     ("Price TBC. Delivery FOC.", "Price to be confirmed. Delivery free of charge."),

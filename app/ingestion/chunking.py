@@ -99,10 +99,16 @@ def get_encoding(name: str = "cl100k_base") -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
+_ITEM_MARK_RE = re.compile(r"^- ", re.MULTILINE)
+
+
 def embed_text(title: str | None, heading: str | None, text: str) -> str:
-    """What is embedded for a chunk: its text under its document title and section heading.
-    A call rebuilds it from a passage to find the passage's sentences read in it."""
+    """What is embedded for a chunk: its text under its document title and section heading,
+    less the "- " marks of list items, which carry no meaning (and which extraction adds to
+    HTML and markdown lists, whose vectors stay as they were). A call rebuilds it from a
+    passage to find the passage's sentences read in it."""
     header = "\n".join(part for part in (title, heading) if part)
+    text = _ITEM_MARK_RE.sub("", text)
     return f"{header}\n\n{text}" if header else text
 
 

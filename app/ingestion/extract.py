@@ -69,8 +69,8 @@ logger = logging.getLogger(__name__)
 # the days and months a chunk's hours cover, searched in words callers use ("Mon-Fri" covers
 # Wednesday and weekdays, "Apr–Oct" August: ChunkRow.days); FAQs in bold or "Q:", leader dots, lines of items
 # and day cells of tables read as such. 4: the holidays of "Xmas" and "BH" searched in words.
-# 5: list items of HTML and markdown keep a "- " mark (their chunks' vectors are new: a
-# re-read costs a model pass for documents with lists).
+# 5: list items of HTML and markdown keep a "- " mark (embedded without it, so their
+# vectors stay; plain text's own "- " lines are embedded without theirs: a model pass).
 EXTRACTION_VERSION = 5
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.

@@ -211,6 +211,15 @@ def test_embed_text_prefixes_title_and_section(title: str | None, heading: str |
     assert chunk.embed_text == expected
 
 
+def test_list_marks_are_not_embedded() -> None:
+    # A list read from HTML or markdown is embedded as it was before it kept its marks.
+    (chunk,) = chunk_sections(
+        "Guide", [Section("Bring:\n- your card\n- a photo ID\nNo - not cash.", "Joining")]
+    )
+    assert chunk.text == "Bring:\n- your card\n- a photo ID\nNo - not cash."
+    assert chunk.embed_text == "Guide\nJoining\n\nBring:\nyour card\na photo ID\nNo - not cash."
+
+
 def test_blank_sections_give_no_chunks() -> None:
     sections = [Section(""), Section("  \n\n \t\n"), Section("", "Heading only", 4)]
 

@@ -758,7 +758,9 @@ def _off_subject(
     specific = {
         term
         for term in subject_terms
-        if term not in _FACT_WORDS and 0 < sum(term in named for named in named_in) < len(passages)
+        if term not in _FACT_WORDS
+        and term not in _NO_SUBJECT_STEMS
+        and 0 < sum(term in named for named in named_in) < len(passages)
     }
     if not specific:
         return False
@@ -774,6 +776,21 @@ def _off_subject(
         for sentence in sentences
         if not heading.isdisjoint(specific) or not sentence.matched.isdisjoint(specific)
     )
+
+
+# Words of a question that say how, when or how many, never what it is about: "when's she
+# allowed back in?", "if I'm back by half four", "how long do they last?". Named elsewhere
+# in the passages, they do not make an answer that lacks them off its subject.
+_NO_SUBJECT_STEMS = _VAGUE_STEMS | frozenset(
+    _stem(word)
+    for word in (
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+        "twenty", "thirty", "forty", "fifty", "hundred", "half", "quarter", "couple",
+        "back", "allowed", "last", "shut", "sit", "sitting", "watch", "watching", "need", "want", "let",
+        "stay", "start", "finish", "late", "early", "soon", "still", "again", "someone", "somebody",
+        "like", "really", "mean", "meant", "week", "evening", "evenings", "morning", "night",
+    )
+)  # fmt: skip
 
 
 def _another_item(subject_terms: list[str], passages: Sequence[Passage], chosen: list[_Sentence]) -> bool:

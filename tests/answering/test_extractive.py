@@ -643,6 +643,20 @@ def test_a_bare_faq_reply_goes_when_another_sentence_is_said() -> None:
     assert answer.text == "Please book an appointment by phone or online before you come in."
 
 
+def test_when_and_how_many_are_no_subject() -> None:
+    # "Back by half four" says when, not what: the price answers, though "back" and "half"
+    # are named elsewhere and not in it.
+    passages = [
+        Passage("Wraparound care costs 12 pounds a session.", "Fees", 1.0),
+        Passage(
+            "Children not collected by half past three go back to their classroom.", "The school day", 0.9
+        ),
+    ]
+    answer = _meant("How much is it if I'm back by half four?", passages)
+    assert not answer.off_subject
+    assert answer.text == "Wraparound care costs 12 pounds a session."
+
+
 def test_till_is_no_subject_word() -> None:
     # "Till" named in the hours ("open till 7pm") is not what "how long till..." asks about.
     passages = [

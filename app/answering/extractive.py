@@ -193,11 +193,6 @@ _BARE_REPLY_WORDS = 4
 _REPLY_WORD_RE = re.compile(
     r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no)(?:\s+please)?(?:[,.!;:]|\s+[-–—])\s*", re.IGNORECASE
 )
-# A sentence that is nothing but a reply ("Yes!", "Sorry, no.", "Yes please.") answers its
-# heading's question alone: never the best answer to a caller's, only read before it.
-_BARE_REPLY_RE = re.compile(
-    r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no|yep|nope)(?:\s+please)?[\s,.!]*$", re.IGNORECASE
-)
 # Words that say what kind of fact is asked for, not what it is about: their absence from a
 # sentence is no sign that it is about something else (stems, as _stem gives them).
 _FACT_WORDS = frozenset(

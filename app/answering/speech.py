@@ -1194,7 +1194,7 @@ def _speak_shorthand(match: re.Match[str]) -> str:
     rest = match.string[match.end() :]
     if key in ("incl", "excl"):
         ahead = _WORD_AHEAD_RE.match(rest) is not None
-        spoken = ("includ" if key == "incl" else "exclud") + "ing" if ahead else key + "usive"
+        spoken = (("includ" if key == "incl" else "exclud") + "ing") if ahead else key + "usive"
         return (spoken.capitalize() if word[0].isupper() else spoken) + ("" if ahead else dot)
     spoken = _SHORTHAND[key]
     if key in ("bh", "bhs") and (

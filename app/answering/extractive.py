@@ -615,7 +615,8 @@ def extractive_answer(
         for term, frequency in document_frequency.items()
     }
     idf_total = sum(idf.values()) or 1.0
-    focus = asking_part(question)
+    clause = _asking_clause(question)
+    focus = question if clause is None or _points_back(clause) else clause
     wants = _wanted_in(focus)
     asked = _content_terms(focus)  # the words of the part that asks
     scored: tuple[_Sentence, float | None, float, float] | None
@@ -667,7 +668,6 @@ def extractive_answer(
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     # The subject is what the asking clause names: a preamble sets the scene ("my pizza came
     # with the wrong toppings, what can you do about it?"), the answer need not name it.
-    clause = _asking_clause(question)
     subject_terms = [term for term in (asked if clause is None else _content_terms(clause)) if term in query]
     off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen) or _another_item(
         subject_terms, passages, chosen

@@ -231,7 +231,6 @@ _SHORTHAND = {
 _SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl")
 _DASH_RE = re.compile(r"\s*[-–]\s*")
 _WORD_AHEAD_RE = re.compile(r"\s+[\w£$€(]")
-_DAY_AHEAD_RE = re.compile(r"\s+(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)")
 _ONE_BEFORE_RE = re.compile(
     r"\b(?:the|a|every|each|this|next|that|Easter|Spring|Summer|May|August)\s+$", re.I
 )
@@ -260,6 +259,8 @@ _DAY_NAMES = {
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
 }  # fmt: skip
 _SHORT_DAY = r"(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
+_SHORT_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)"
+_DAY_AHEAD_RE = re.compile(rf"\s+{_SHORT_DAY}")
 _FULL_DAY = r"(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day"
 _DAY = rf"({_SHORT_DAY})\.?"
 _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
@@ -274,7 +275,7 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 # "Sat. 9-1" is no sentence's end, and a word cap would take it for one.
 _TIME_AHEAD = (
     r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|[012]\d{3}\s?[-–]\s?[012]\d{3}\b"
-    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_SHORT_MONTH}"
     r"|noon\b|midday\b|[Cc]losed\b"
 )
 _DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
@@ -308,7 +309,6 @@ _DAY_CELL_RE = re.compile(
     rf"({_SHORT_DAY}|{_FULL_DAY})s?\.?(?:(\s*(?:[-–—/&+]|to\b|through\b|thru\b|and\b)\s*)({_SHORT_DAY}|{_FULL_DAY})s?\.?)?",
     re.IGNORECASE,
 )
-_SHORT_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)"
 _FULL_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 _ANY_MONTH = rf"(?:{_FULL_MONTH}|{_SHORT_MONTH}\.?)"
 _MONTH_NUMBERS = {

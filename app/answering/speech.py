@@ -41,6 +41,9 @@ TTS voice gets the written form wrong:
   in full, and a US ZIP code after its city and state or "ZIP" digit by digit.
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
   "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately".
+- A policy's clause number opening a sentence ("2.1 We need 48 hours' notice") is dropped:
+  it is for the reader. A full stop that a shortened day or month took with it ("Open
+  Mon-Fri. Closed Sat.") still ends the sentence.
 """
 
 from __future__ import annotations
@@ -253,7 +256,11 @@ _WITH_RE = re.compile(r"(?<![\w.%/])(?<!\d )w/(o\b|in\b|(?=\s?[a-z]{2,}))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
 _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
-_SENTENCE_GOES_ON_RE = re.compile(r"\s+[A-Z]")
+# A capital, or a policy's clause number before one ("paid by 1 Dec. 1.3 Day care...").
+_SENTENCE_GOES_ON_RE = re.compile(r"\s+(?:\d{1,2}(?:\.\d{1,2}){1,2}\.?\s+)?[A-Z]")
+# A clause number opening a sentence of a policy ("2.1 We need a deposit"): a reference for
+# the reader, read aloud it is noise.
+_CLAUSE_NUMBER_RE = re.compile(r"(?:^|(?<=[.!?]\s))\d{1,2}(?:\.\d{1,2}){1,2}\.?\s+(?=[A-Z][a-z])")
 _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
@@ -850,6 +857,8 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _SHORTHAND_RE.sub(_speak_shorthand, text)
     if "VAT" in text or "GST" in text or "HST" in text or "tax" in text:
         text = _TAX_RE.sub(_speak_tax, text)
+    if text[:1].isdigit() or ". " in text:
+        text = _CLAUSE_NUMBER_RE.sub("", text)
     text = _days_in_full(text)
     if _MONTH_HINT_RE.search(text):
         text = _months_in_full(text)
@@ -1081,7 +1090,7 @@ def _speak_email(match: re.Match[str]) -> str:
 def _days_in_full(text: str) -> str:
     """The short day names of opening hours written in full ("Mon-Thu 9-8; Sun closed")."""
     if "-" in text or "–" in text:
-        text = _DAY_RANGE_RE.sub(_speak_day_range, text)
+        text = _sub_keeping_stop(_DAY_RANGE_RE, _speak_day_range, text)
     if _SHORT_DAY_HINT_RE.search(text):
         # A time or another day follows: the dot is the abbreviation's, never a sentence's.
         text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
@@ -1188,6 +1197,9 @@ def _speak_day_range(match: re.Match[str]) -> str:
     return f"{_DAY_NAMES[match.group(1).lower()]} to {_DAY_NAMES[match.group(2).lower()]}"
 
 
+_MARKS_AFTER = frozenset(".?!:;,")
+
+
 def _speak_shorthand(match: re.Match[str]) -> str:
     word, dot = match.groups()
     key = word.lower()
@@ -1195,7 +1207,9 @@ def _speak_shorthand(match: re.Match[str]) -> str:
     if key in ("incl", "excl"):
         ahead = _WORD_AHEAD_RE.match(rest) is not None
         spoken = (("includ" if key == "incl" else "exclud") + "ing") if ahead else key + "usive"
-        return (spoken.capitalize() if word[0].isupper() else spoken) + ("" if ahead else dot)
+        # "incl.?" or "incl.:": the mark that follows ends the phrase, not the dot.
+        stop = "" if ahead or rest[:1] in _MARKS_AFTER else dot
+        return (spoken.capitalize() if word[0].isupper() else spoken) + stop
     spoken = _SHORTHAND[key]
     if key in ("bh", "bhs") and (
         _DAY_AHEAD_RE.match(rest)
@@ -1264,6 +1278,13 @@ def _speak_phone_list(match: re.Match[str]) -> str:
     # Each number's groups are parted by commas, so the list's own commas say its word:
     # "A, B or C" -> "A, or B or C"; "A, B" -> "A, or B".
     return _PHONE_LIST_COMMA_RE.sub(f", {match[1] or 'or'} ", match[0])
+
+
+def has_phone_number(text: str) -> bool:
+    """Whether ``text`` holds a number a voice reads digit by digit, as one to dial."""
+    return _MAYBE_PHONE_RE.search(text) is not None and any(
+        _speak_phone(match) != match.group(0) for match in _PHONE_RE.finditer(text)
+    )
 
 
 def _speak_phone(match: re.Match[str]) -> str:

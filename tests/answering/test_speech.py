@@ -785,6 +785,23 @@ def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        # The period that ends a sentence stays when a day or month swallowed it.
+        ("Open Mon-Fri. Closed Sat.", "Open Monday to Friday. Closed Saturday."),
+        ("Open Mon-Fri. 9-5 daily", "Open Monday to Friday 9 to 5 daily."),
+        # A policy's clause numbers are for the reader.
+        ("2.1 We need a deposit of £50.", "We need a deposit of 50 pounds."),
+        ("Paid by 1 Dec. 1.3 Day care is paid daily.", "Paid by 1 December. Day care is paid daily."),
+        ("It takes 2.5 hours.", "It takes 2.5 hours."),
+        ("Practical test incl.?: Yes", "Practical test inclusive?: Yes."),
+    ],
+)
+def test_a_sentence_end_survives_shorthand_and_clause_numbers_go(text: str, spoken: str) -> None:
+    assert make_speakable(text) == spoken
+
+
+@pytest.mark.parametrize(
     ("text", "days"),
     [
         (

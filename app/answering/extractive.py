@@ -33,7 +33,12 @@ import numpy as np
 import numpy.typing as npt
 
 from app.answering.injection import looks_like_instructions
-from app.answering.speech import NON_TERMINAL_ABBREVIATIONS, implied_date_words, make_speakable
+from app.answering.speech import (
+    NON_TERMINAL_ABBREVIATIONS,
+    has_phone_number,
+    implied_date_words,
+    make_speakable,
+)
 from app.ingestion.extract_plain import LIST_MARKER_RE
 
 __all__ = [
@@ -86,7 +91,7 @@ class ExtractiveAnswer:
     margin: float = 0.0  # how far the runner-up sentence's match is behind
     similarity: float = 0.0  # the best sentence's cosine with the question
     heading_similarity: float = 0.0  # its heading's cosine with the question
-    # The kind of fact asked for: "price", "count", "duration", "number", "time" or None.
+    # The kind of fact asked for: "price", "count", "duration", "phone", "number", "time" or None.
     wants: str | None = None
     has_wanted: bool = True  # whether the chosen sentences hold it
     # How far the best sentence's cosine stands above the mean of every sentence read: a
@@ -222,7 +227,7 @@ _MIN_FOCUS_WORDS = 3
 _POINTS_BACK_RE = re.compile(r"\b(?:it|that|this|them|those|these)\b", re.IGNORECASE)
 _VAGUE_STEMS = frozenset(
     {"ok", "okay", "alright", "fin", "possibl", "allow", "do", "tak", "bring", "com", "turn", "leav", "put",
-     "us", "go", "somewher", "anywher", "someth", "anyth", "someon", "anyon", "lot", "guy"}
+     "us", "go", "somewher", "anywher", "someth", "anyth", "someon", "anyon", "lot", "guy", "run", "owe"}
 )  # fmt: skip
 # Fillers are dropped only where a clause opens: inside one, "so", "like" or "well" mean
 # something ("is it ok to...", "adults as well as children").
@@ -242,6 +247,17 @@ _YES_NO_RE = re.compile(
     r"^(?:is|are|am|do|does|did|can|could|will|would|should|shall|may|might|have|has|was|were)\b",
     re.IGNORECASE,
 )
+# A question asked politely, as a yes/no one: "could you tell me how much a filling is?", "do
+# you know what time you close?", "can I grab your phone number?". What follows asks.
+_POLITE_ASK_RE = re.compile(
+    r"^(?:(?:can|could|would|will|do|does)\s+(?:you|anyone|someone|somebody)\s+(?:please\s+|just\s+)?"
+    r"(?:tell|let|give|remind|know)\b[^?]*?\b(?=(?:what|how|when|where|which|who)\b)"
+    r"|(?:can|could|may)\s+(?:i|we)\s+(?:just\s+|please\s+)?(?:get|have|grab|take)\s+(?=(?:your|the)\b))",
+    re.IGNORECASE,
+)
+_JOINED_QUESTION_RE = re.compile(
+    r"\b(?:and|but|so|then)\s+(?=(?:what|what's|how|when|where|which)\b)", re.IGNORECASE
+)
 _WANTS_NUMBER_RE = re.compile(
     r"\b(?:how (?:much|many|long|old|far|often|early|late|soon|big|large)|cost|costs|price|prices|priced"
     r"|fee|fees|charge|charges|rate|rates|phone number|number (?:for|to call)|percent|percentage"
@@ -254,6 +270,7 @@ _WANTS_PRICE_RE = re.compile(
     r"\b(?:cost|costs|costing|price|prices|priced|pricing|fee|fees|(?<!in )charge|charges|charged|charging"
     r"|pay|paying|deposit|expensive|cheap|cheaper|afford"
     r"|how much (?:is|are|would|will|for|to|it|extra|money)"
+    r"|how much (?:a|an|the) [a-z]+(?: [a-z]+)? (?:is|are|would be|will be)\b"
     # The ways a caller asks a price without naming it: "what'll that set me back?", "what
     # does a room run?", "what do I owe?", "do I have to cough up?"
     r"|set (?:me|us|you) back|cough up|what do (?:i|we) owe|the damage"
@@ -263,6 +280,15 @@ _WANTS_PRICE_RE = re.compile(
     re.IGNORECASE,
 )
 _WANTS_COUNT_RE = re.compile(r"\bhow many\b", re.IGNORECASE)
+# A number to dial: "what's the number for the shop?", "can I grab your phone number?". Any
+# digits answer "number" (a street number too); these need a phone number.
+_WANTS_PHONE_RE = re.compile(
+    r"\b(?:(?:phone|telephone|contact|mobile|landline|office|emergency|direct) (?:number|no)"
+    r"|number (?:for|to call|to ring|to text|do i (?:call|ring|phone|text))|what number"
+    r"|what(?:'s| is) (?:the|your) number"
+    r"|how (?:do|can|would) (?:i|we) (?:call|ring|phone|reach) (?:you|the))\b",
+    re.IGNORECASE,
+)
 _WANTS_DURATION_RE = re.compile(r"\bhow long\b", re.IGNORECASE)
 # "Where are you?", "what's the address?", "how do I get to you?": the answer is the business's
 # street address, which a small embedding model does not see in "a family practice at 42
@@ -457,7 +483,9 @@ def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> boo
     word = unit[unit.rfind(" ", 0, punct_start) + 1 : punct_start].lstrip("\"'“‘([")
     lowered = word.lower()
     if lowered in NON_TERMINAL_ABBREVIATIONS:
-        return False
+        # A day or month shortened at a sentence's end ("Closed Sat. Phone us any time."):
+        # the next word opens a sentence unless it is another day or month, or a date.
+        return lowered in _DATE_SHORTHAND and _opens_sentence(following)
     if lowered == "no" and following[0].isdigit():
         return False
     if len(word) == 1 and word.isupper():
@@ -466,6 +494,28 @@ def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> boo
         next_word = following.split(None, 1)[0].strip("\"'“‘(,").lower()
         return next_word in _SENTENCE_OPENERS
     return True
+
+
+_DATE_SHORTHAND = frozenset(
+    {
+        "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
+        "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    }
+)  # fmt: skip
+_DATE_WORD_RE = re.compile(
+    r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?$",
+    re.IGNORECASE,
+)
+_CLAUSE_AHEAD_RE = re.compile(r"\d{1,2}(?:\.\d{1,2}){1,2}\.?\s+[A-Z]")
+
+
+def _opens_sentence(following: str) -> bool:
+    """Whether the text after a shortened day or month opens a new sentence: a capitalised
+    word that is no day or month, or a policy's clause number ("1.3 Day care...")."""
+    if following[0].isdigit():
+        return _CLAUSE_AHEAD_RE.match(following) is not None
+    word = following.split(None, 1)[0].strip("\"'“‘(")
+    return word[:1].isupper() and _DATE_WORD_RE.match(word) is None
 
 
 # --- scoring ----------------------------------------------------------------------------
@@ -617,7 +667,9 @@ def extractive_answer(
     idf_total = sum(idf.values()) or 1.0
     clause = _asking_clause(question)
     focus = question if clause is None or _points_back(clause) else clause
-    wants = _wanted_in(focus)
+    # The fact asked for is the asking clause's, even when it points back for its subject
+    # ("do you store bikes over winter, and what would that run me?" asks a price).
+    wants = _wanted_in(question if clause is None else clause)
     asked = _content_terms(focus)  # the words of the part that asks
     scored: tuple[_Sentence, float | None, float, float] | None
     second: _Sentence | None = None
@@ -949,16 +1001,25 @@ def _similarity(semantics: Semantics, text: str | None, *, missing: float = 0.0)
 
 def wanted_fact(question: str) -> str | None:
     """The kind of fact the question asks for: "price" (a cost, fee or charge), "count"
-    ("how many"), "duration" ("how long"), "number" (any other amount: an age, a distance,
-    a phone number, a percentage), "time" (when, hours), or None (a yes/no question or
-    anything else)."""
-    return _wanted_in(asking_part(question))
+    ("how many"), "duration" ("how long"), "phone" (a number to dial), "number" (any other
+    amount: an age, a distance, a percentage), "time" (when, hours), or None (a yes/no
+    question or anything else). A question asked politely ("could you tell me how much...")
+    asks what follows."""
+    clause = _asking_clause(question)
+    return _wanted_in(question if clause is None else clause)
 
 
 def _wanted_in(focus: str) -> str | None:
     """``wanted_fact`` for the part of the question that asks."""
-    if _YES_NO_RE.match(focus):
-        return None
+    polite = _POLITE_ASK_RE.match(focus)
+    if polite is not None:
+        focus = focus[polite.end() :]
+    elif _YES_NO_RE.match(focus):
+        # "Do you keep bikes over winter, and what's that run?": the question joined on asks.
+        joined = _JOINED_QUESTION_RE.search(focus)
+        return None if joined is None else _wanted_in(focus[joined.end() :])
+    if _WANTS_PHONE_RE.search(focus):
+        return "phone"
     if _WANTS_COUNT_RE.search(focus):
         return "count"
     if _WANTS_DURATION_RE.search(focus):
@@ -997,6 +1058,8 @@ def _has_fact(text: str, wants: str) -> bool:
         return _HAS_TIME_RE.search(text) is not None
     if wants == "duration":
         return _HAS_DURATION_RE.search(text) is not None
+    if wants == "phone":
+        return has_phone_number(text)
     return _HAS_NUMBER_RE.search(text) is not None or _FREE_RE.search(text) is not None
 
 

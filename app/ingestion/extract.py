@@ -71,7 +71,10 @@ logger = logging.getLogger(__name__)
 # and day cells of tables read as such. 4: the holidays of "Xmas" and "BH" searched in words.
 # 5: list items of HTML and markdown keep a "- " mark (embedded without it, so their
 # vectors stay; plain text's own "- " lines are embedded without theirs: a model pass).
-EXTRACTION_VERSION = 5
+# 6: markdown lines of facts longer than an address's stay lines, a short bold line is a
+# heading, and a shortened day or month ends a sentence ("Closed Sat. Phone us."): a model
+# pass for the chunks and sentences that change.
+EXTRACTION_VERSION = 6
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,7 @@ voice agent, so it is dropped rather than indexed.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -96,6 +97,13 @@ _TRAFILATURA: dict[str, Any] = {
 # details), not a wrapped sentence: each line ends where it ends. Wrapped prose has lines
 # longer than this (editors wrap at 72 to 100 characters).
 _ITEM_LINE_MAX_CHARS = 50
+# Longer lines are items too when each ends where a line of facts ends (a digit, a closing
+# mark) or the next opens with a label ("Office: 01632 960214"), and the next never goes on
+# in lower case: "...LH4 2QP\nOffice: 01632 960214 · Text: 07700 900318\nOffice hrs Mon-Fri 9-5".
+_LABEL_RE = re.compile(r"[A-Z][\w'’ /&.-]{0,24}:\s")
+_LINE_DONE = ".!?:;)"
+# A bold paragraph this short, not a sentence, is a heading ("**Opening hours**").
+_LABEL_HEADING_MAX_WORDS = 6
 _LEADER_HINT_RE = re.compile(r"\.{4}|…{2}|(?:\. ){3}")
 
 
@@ -133,6 +141,7 @@ def _faq_and_items(state: StateCore) -> None:
             if rest:
                 if rest[0].type == "text":
                     rest[0].content = ANSWER_LABEL_RE.sub("", rest[0].content)
+                _keep_item_lines(rest)
                 tokens.append(Token("paragraph_open", "p", 1, block=True))
                 tokens.append(Token("inline", "", 0, children=rest))
             else:
@@ -152,13 +161,17 @@ def _question_line(children: list[Token]) -> tuple[str | None, list[Token]]:
     end = next((i for i, c in enumerate(children) if c.type in ("softbreak", "hardbreak")), len(children))
     first, rest = children[:end], children[end + 1 :]
     text = "".join(c.content for c in first if c.type in ("text", "code_inline")).strip()
-    if not text.endswith("?"):
-        return None, []
     bold = (
         len(first) >= 3
         and first[0].type in ("strong_open", "em_open")
         and first[-1].type in ("strong_close", "em_close")
     )
+    if not text.endswith("?"):
+        # A short bold label alone on its line heads what follows ("**Opening hours**").
+        label = text.rstrip(":").strip()
+        if not bold or not label or len(label.split()) > _LABEL_HEADING_MAX_WORDS or label[-1] in ".!;,":
+            return None, []
+        text = label
     labelled = QUESTION_LABEL_RE.match(text)
     if not (bold or labelled) or any(
         c.type not in ("text", "code_inline", "strong_open", "strong_close", "em_open", "em_close")
@@ -166,6 +179,13 @@ def _question_line(children: list[Token]) -> tuple[str | None, list[Token]]:
     ):
         return None, []
     return (text[labelled.end() :] if labelled else text), rest
+
+
+def _line_ends_an_item(line: str, after: str) -> bool:
+    line, after = line.rstrip(), after.strip()
+    if not line or not after or after[0].islower():
+        return False
+    return line[-1].isdigit() or line[-1] in _LINE_DONE or _LABEL_RE.match(after) is not None
 
 
 def _keep_item_lines(children: list[Token]) -> None:
@@ -177,8 +197,10 @@ def _keep_item_lines(children: list[Token]) -> None:
             lines[-1] += child.content
     if len(lines) < 2:
         return
-    if all(len(line.strip()) <= _ITEM_LINE_MAX_CHARS for line in lines) or any(
-        _LEADER_HINT_RE.search(line) for line in lines
+    if (
+        all(len(line.strip()) <= _ITEM_LINE_MAX_CHARS for line in lines)
+        or any(_LEADER_HINT_RE.search(line) for line in lines)
+        or all(_line_ends_an_item(line, after) for line, after in itertools.pairwise(lines))
     ):
         for child in children:
             if child.type == "softbreak":

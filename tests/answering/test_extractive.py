@@ -223,6 +223,12 @@ def test_title_breaks_a_tie() -> None:
         ("First paragraph\n\nsecond paragraph", ["First paragraph", "second paragraph"]),
         ("It is at 12 Oak Rd., Apt. 4B. Ring twice.", ["It is at 12 Oak Rd., Apt. 4B.", "Ring twice."]),
         ("Prices incl. VAT are shown. Ask us.", ["Prices incl. VAT are shown.", "Ask us."]),
+        # A shortened day or month ends a sentence before a new one, not before a date.
+        ("Closed Sat. Phone us any time.", ["Closed Sat.", "Phone us any time."]),
+        ("Open Tues. Closed Wed.", ["Open Tues.", "Closed Wed."]),
+        ("Open Mon. Tues. and Wed. from 9.", ["Open Mon. Tues. and Wed. from 9."]),
+        ("Due 3 Jan. 2027 fees apply.", ["Due 3 Jan. 2027 fees apply."]),
+        ("Paid by 1 Dec. 1.3 Day care is paid daily.", ["Paid by 1 Dec.", "1.3 Day care is paid daily."]),
         # Chinese and Japanese full stops take no space after them.
         (
             "热线电话是400-123-4567。营业时间为周一至周五。",
@@ -302,6 +308,10 @@ def _written_and_spoken(text: str) -> tuple[str, str]:
             "We want the whole upstairs for a leaving do, what does that cost us?",
         ),
         ("I've got a van, can I park it round the back?", "can I park it round the back?"),
+        (
+            "We want two bikes stored over the winter, what would that run us?",
+            "We want two bikes stored over the winter, what would that run us?",
+        ),
     ],
 )
 def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
@@ -337,6 +347,15 @@ def test_the_asking_part_of_a_turn(turn: str, asking: str) -> None:
         ("Where do I leave my car when I come in?", None),
         ("What happens to my old boiler when you swap it out?", None),
         ("Who was the chief executive when the service began?", None),
+        # Asked politely, as a yes/no question, or joined on to one: what follows asks.
+        ("Could you tell me how much a filling is?", "price"),
+        ("Do you know what time you close on Fridays?", "time"),
+        ("Can I just grab your phone number?", "phone"),
+        ("Can I get my deposit back?", None),
+        ("Do you keep bikes over the winter, and what's that run?", "price"),
+        # A number to dial is no street number.
+        ("What's the number for the shop?", "phone"),
+        ("How do I ring you out of hours?", "phone"),
     ],
 )
 def test_the_fact_a_question_asks_for(question: str, fact: str | None) -> None:
@@ -359,6 +378,17 @@ def _meant(question: str, passages: list[Passage], **options: Any) -> Extractive
     answer = extractive_answer(question, passages, semantics=_semantics(question, passages), **options)
     assert answer is not None
     return answer
+
+
+def test_a_number_to_dial_is_asked_for_not_a_street_number() -> None:
+    passage = Passage(
+        "We're at 214 Mill Street, across from the library. Call the shop on 01632 960318.", "Contact us", 1.0
+    )
+    answer = _meant("What's the number for the shop?", [passage])
+    assert answer.text == "Call the shop on zero one six three two, nine six zero three one eight."
+    assert (answer.wants, answer.has_wanted) == ("phone", True)
+    street = _meant("What's the number for the shop?", [Passage("We're at 214 Mill Street.", None, 1.0)])
+    assert (street.wants, street.has_wanted) == ("phone", False)
 
 
 def test_a_sentence_without_the_fact_asked_for_loses_to_one_with_it() -> None:

@@ -1111,6 +1111,43 @@ def test_markdown_lines_of_an_address_stay_lines_and_wrapped_prose_is_one_senten
     ]
 
 
+def test_markdown_lines_of_contact_details_stay_lines_however_long() -> None:
+    # Longer than an address's lines, but each ends a fact (a digit, a full stop) or the next
+    # opens with a label; the wrapped sentence after them goes on in lower case.
+    source = (
+        "Lanehurst School of Motoring · 14 Station Parade, Lanehurst LH4 2QP\n"
+        "Office: 01632 960214 · Text/WhatsApp: 07700 900318\n"
+        "Office hrs Mon-Fri 9-5, Sat 9-12. Lessons run 7am-9pm, 7 days a week.\n\n"
+        "Our instructors have taught in Lanehurst and the villages around it for\n"
+        "twenty years, in manual and automatic cars.\n"
+    )
+    (section,) = extract("markdown", source.encode()).sections
+    assert split_sentences(section.text) == [
+        "Lanehurst School of Motoring · 14 Station Parade, Lanehurst LH4 2QP",
+        "Office: 01632 960214 · Text/WhatsApp: 07700 900318",
+        "Office hrs Mon-Fri 9-5, Sat 9-12.",
+        "Lessons run 7am-9pm, 7 days a week.",
+        "Our instructors have taught in Lanehurst and the villages around it for twenty years, in manual and"
+        " automatic cars.",
+    ]
+
+
+def test_a_short_bold_line_heads_what_follows_it() -> None:
+    source = (
+        "## Visiting\n\n**Opening hours**\n\nMon-Fri 8am-6pm\nSat 9am-4pm\n\n"
+        "**Parking:**\nFree behind the shop.\n\n"
+        "**Please bring your old glasses.** They help us check your prescription.\n"
+    )
+    sections = extract("markdown", source.encode()).sections
+    assert [(s.heading, s.text) for s in sections] == [
+        ("Visiting > Opening hours", "Mon-Fri 8am-6pm\nSat 9am-4pm"),
+        (
+            "Visiting > Parking",
+            "Free behind the shop.\n\nPlease bring your old glasses. They help us check your prescription.",
+        ),
+    ]
+
+
 def test_a_markdown_faq_without_headings_reads_each_answer_under_its_question() -> None:
     source = (
         "# Prescriptions FAQ\n\n## Collecting\n\n"

@@ -88,7 +88,7 @@ class ExtractiveAnswer:
     # How well the best sentence answers, on a raw scale (see _semantic_score); None when
     # no sentence vectors were given. The service turns it into the reply's confidence.
     match: float | None = None
-    margin: float = 0.0  # how far the runner-up sentence's match is behind
+    margin: float = 0.0  # how far the best sentence left unsaid is behind the best one
     similarity: float = 0.0  # the best sentence's cosine with the question
     heading_similarity: float = 0.0  # its heading's cosine with the question
     # The kind of fact asked for: "price", "count", "duration", "phone", "number", "time" or None.
@@ -754,7 +754,8 @@ def _as_said(
     for delivery?" answered from "Do you sell gift vouchers? Yes, ..."), it answers the wrong
     question with confidence. It is left out then, the fact after it still said (the voice
     model, which heard the caller, draws the yes or no from it), and a reply with nothing
-    else in it ("No, we don't.") goes when another sentence is said."""
+    else in it ("No, we don't.", or only a condition: "Yes, if you have extras cover.") goes
+    when another sentence is said."""
     said = []
     for sentence in chosen:
         reply = _REPLY_WORD_RE.match(sentence.text)
@@ -762,9 +763,16 @@ def _as_said(
             said.append(sentence.text)
             continue
         rest = sentence.text[reply.end() :]
-        if len(rest.split()) >= _BARE_REPLY_WORDS:
+        if len(rest.split()) >= _BARE_REPLY_WORDS and not _CONDITION_ALONE_RE.match(rest):
             said.append(rest[:1].upper() + rest[1:])
     return said or [sentence.text for sentence in chosen]
+
+
+# What a "Yes," leaves behind when it only set a condition ("Yes, if you have extras cover."):
+# no fact of its own, said alone it is a fragment.
+_CONDITION_ALONE_RE = re.compile(
+    r"(?:if|unless|as long as|so long as|provided|providing|only if)\b[^,;]*[.!]?$", re.IGNORECASE
+)
 
 
 def _asks_its_heading(question: str, passage: Passage, semantics: Semantics | None) -> bool:

@@ -700,6 +700,19 @@ def test_till_is_no_subject_word() -> None:
     assert not answer.off_subject
 
 
+def test_a_reply_that_only_set_a_condition_goes_with_its_reply_word() -> None:
+    # "If you have extras cover." said alone is a fragment; the fact after it answers.
+    passage = Passage(
+        "Yes, if you have extras cover. We have HICAPS in store, so you can claim your rebate on the spot.",
+        "FAQ",
+        1.0,
+        "Can I use my health fund?",
+    )
+    question = "Can I sort out my extras with the fund at the counter, or do I send it in myself?"
+    answer = _meant(question, [passage])
+    assert answer.text == "We have HICAPS in store, so you can claim your rebate on the spot."
+
+
 @pytest.mark.parametrize("reply", ["Sorry, no.", "Yes please."])
 def test_a_bare_reply_with_a_courtesy_goes_too(reply: str) -> None:
     passage = Passage(

@@ -88,7 +88,7 @@ class ExtractiveAnswer:
     # How well the best sentence answers, on a raw scale (see _semantic_score); None when
     # no sentence vectors were given. The service turns it into the reply's confidence.
     match: float | None = None
-    margin: float = 0.0  # how far the best sentence left unsaid is behind the best one
+    margin: float = 0.0  # how far the runner-up sentence's match is behind
     similarity: float = 0.0  # the best sentence's cosine with the question
     heading_similarity: float = 0.0  # its heading's cosine with the question
     # The kind of fact asked for: "price", "count", "duration", "phone", "number", "time" or None.
@@ -685,12 +685,17 @@ def extractive_answer(
         found = _best_by_meaning(
             passages, by_passage, idf, idf_total, elsewhere, wants, asks_place, semantics
         )
-        top, spread = found if found is not None else ([], 0.0)
-        scored = top[0] if top else None
-        # A runner-up nearly as good is read too: "We're closed on weekends" may answer
-        # "are you open Saturdays?" as much as the weekday hours do.
-        if len(top) > 1 and top[0][1] - top[1][1] <= _RUNNER_UP_MARGIN:
-            second = top[1][0]
+        scored, runner_up, spread = found if found is not None else (None, None, 0.0)
+        if scored is not None and runner_up is not None:
+            margin = scored[1] - runner_up[1]
+            # A runner-up nearly as good is read too: "We're closed on weekends" may answer
+            # "are you open Saturdays?" as much as the weekday hours do.
+            if margin <= _RUNNER_UP_MARGIN:
+                second = runner_up[0]
+        elif scored is not None:
+            # The only sentence there is (a one-sentence knowledge base, or filters leaving
+            # one): it stands out from a sentence unrelated to the question.
+            margin = scored[1] - _UNRELATED_SIMILARITY
     else:
         scored = _best_by_words(question, passages, by_passage, query, query_terms, idf)
     if scored is None:
@@ -711,13 +716,6 @@ def extractive_answer(
     else:
         chosen = _extend(best, by_passage[best.passage], idf, max_words, max_sentences)
         chosen = _with_list(chosen, by_passage[best.passage], passages[best.passage].text, max_words)
-    if semantics is not None:
-        # The margin is over the best sentence left unsaid; the only sentence there is (a
-        # one-sentence knowledge base, or filters leaving one) stands out from an unrelated one.
-        rival = next((s[1] for s in top[1:] if s[0] not in chosen), None)
-        if rival is None:  # all said: over the last of them, to be safe
-            rival = top[-1][1] if len(top) > 1 else _UNRELATED_SIMILARITY
-        margin = top[0][1] - rival
     covered = set().union(*(sentence.matched for sentence in chosen))
     support = sum(idf[term] for term in covered) / idf_total if idf else 0.0
     # The subject is what the asking clause names: a preamble sets the scene ("my pizza came
@@ -935,9 +933,6 @@ def _best_by_words(
 
 
 _Scored = tuple[_Sentence, float, float, float]
-# The best sentences kept: the answer reads up to three, and its margin is over the best one
-# it does not read.
-_TOP = 4
 
 
 def _best_by_meaning(
@@ -949,10 +944,11 @@ def _best_by_meaning(
     wants: str | None,
     asks_place: bool,
     semantics: Semantics,
-) -> tuple[list[_Scored], float] | None:
-    """The best sentences, best first (each with its score, similarity and heading
-    similarity), and how far the best one's similarity stands above the mean of all."""
-    top: list[_Scored] = []
+) -> tuple[_Scored, _Scored | None, float] | None:
+    """The best sentence (with its score, similarity and heading similarity), the runner-up,
+    and how far the best sentence's similarity stands above the mean of all sentences."""
+    best: _Scored | None = None
+    runner_up: _Scored | None = None
     similarities: list[float] = []
     for passage_index, sentences in enumerate(by_passage):
         passage = passages[passage_index]
@@ -982,15 +978,17 @@ def _best_by_meaning(
             score -= _ABSENT_WEIGHT * absent
             if sentence.position == 0 and passage.section:
                 score += _LEAD_SENTENCE_BONUS  # a section's first sentence answers its heading
-            if len(top) < _TOP or score > top[-1][1]:
-                top.append((sentence, score, similarity, heading))
-                top.sort(key=lambda scored: -scored[1])
-                del top[_TOP:]
-    if not top:
+            if best is None or score > best[1]:
+                if best is not None:
+                    runner_up = best
+                best = (sentence, score, similarity, heading)
+            elif runner_up is None or score > runner_up[1]:
+                runner_up = (sentence, score, similarity, heading)
+    if best is None:
         return None
     if len(similarities) == 1:
         similarities.append(_UNRELATED_SIMILARITY)  # as for the margin: against an unrelated sentence
-    return top, top[0][2] - sum(similarities) / len(similarities)
+    return best, runner_up, best[2] - sum(similarities) / len(similarities)
 
 
 def _semantic_score(similarity: float, heading: float, lexical: float, wants: str | None, text: str) -> float:

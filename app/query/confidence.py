@@ -12,7 +12,7 @@ docs/CONFIDENCE.md has the gate table and what a voice runtime can do with it.
 
 The features, all of the best sentence unless said:
 - ``match``: its raw score (extractive._semantic_score: meaning, heading, words, fact asked);
-- ``margin``: how far ahead of the best sentence the answer leaves unsaid it is (capped at 0.3);
+- ``margin``: how far ahead of the runner-up sentence it is (capped at 0.3);
 - ``similarity``, ``heading_similarity``: its and its heading's cosine with the question;
 - ``support``: the share of the question's words it covers (IDF-weighted);
 - ``has_wanted``: 1 when it holds the kind of fact asked for (a price, a time), else 0;

@@ -34,7 +34,9 @@ import numpy.typing as npt
 
 from app.answering.injection import looks_like_instructions
 from app.answering.speech import (
+    CLAUSE_NUMBER,
     NON_TERMINAL_ABBREVIATIONS,
+    SHORT_DATE_NAMES,
     has_phone_number,
     implied_date_words,
     make_speakable,
@@ -485,7 +487,7 @@ def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> boo
     if lowered in NON_TERMINAL_ABBREVIATIONS:
         # A day or month shortened at a sentence's end ("Closed Sat. Phone us any time."):
         # the next word opens a sentence unless it is another day or month, or a date.
-        return lowered in _DATE_SHORTHAND and _opens_sentence(following)
+        return lowered in SHORT_DATE_NAMES and _opens_sentence(following)
     if lowered == "no" and following[0].isdigit():
         return False
     if len(word) == 1 and word.isupper():
@@ -496,17 +498,11 @@ def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> boo
     return True
 
 
-_DATE_SHORTHAND = frozenset(
-    {
-        "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
-        "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    }
-)  # fmt: skip
 _DATE_WORD_RE = re.compile(
     r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?$",
     re.IGNORECASE,
 )
-_CLAUSE_AHEAD_RE = re.compile(r"\d{1,2}(?:\.\d{1,2}){1,2}\.?\s+[A-Z]")
+_CLAUSE_AHEAD_RE = re.compile(rf"{CLAUSE_NUMBER}\s+[A-Z]")
 
 
 def _opens_sentence(following: str) -> bool:

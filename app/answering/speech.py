@@ -256,11 +256,13 @@ _WITH_RE = re.compile(r"(?<![\w.%/])(?<!\d )w/(o\b|in\b|(?=\s?[a-z]{2,}))")
 _DIGIT_RE = re.compile(r"\d")
 _HASH_NUMBER_RE = re.compile(r"#\s?(?=\d)")
 _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
+# A policy's clause number ("2.1", "3.2.1."); the sentence splitter reads it too.
+CLAUSE_NUMBER = r"\d{1,2}(?:\.\d{1,2}){1,2}\.?"
 # A capital, or a policy's clause number before one ("paid by 1 Dec. 1.3 Day care...").
-_SENTENCE_GOES_ON_RE = re.compile(r"\s+(?:\d{1,2}(?:\.\d{1,2}){1,2}\.?\s+)?[A-Z]")
+_SENTENCE_GOES_ON_RE = re.compile(rf"\s+(?:{CLAUSE_NUMBER}\s+)?[A-Z]")
 # A clause number opening a sentence of a policy ("2.1 We need a deposit"): a reference for
 # the reader, read aloud it is noise.
-_CLAUSE_NUMBER_RE = re.compile(r"(?:^|(?<=[.!?]\s))\d{1,2}(?:\.\d{1,2}){1,2}\.?\s+(?=[A-Z][a-z])")
+_CLAUSE_NUMBER_RE = re.compile(rf"(?:^|(?<=[.!?]\s))(?:{CLAUSE_NUMBER})\s+(?=[A-Z][a-z])")
 _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
@@ -324,6 +326,8 @@ _MONTH_NUMBERS = {
         ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
     )
 }
+# Short day and month names, lower case, as the sentence splitter meets them before a dot.
+SHORT_DATE_NAMES = frozenset(_DAY_NAMES) | frozenset(_MONTH_NUMBERS) | {"sept"}
 _MONTH_HINT_RE = re.compile(_SHORT_MONTH)
 # Two months joined as a range, each maybe after a day ("24 Dec - 2 Jan", "Apr–Oct").
 _MONTH_RANGE_RE = re.compile(

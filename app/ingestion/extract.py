@@ -74,7 +74,7 @@ logger = logging.getLogger(__name__)
 # 6: markdown lines of facts longer than an address's stay lines, a short bold line is a
 # heading, and a shortened day or month ends a sentence ("Closed Sat. Phone us."): a model
 # pass for the chunks and sentences that change.
-EXTRACTION_VERSION = 6
+EXTRACTION_VERSION = 7
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.
 _IMPORT_ROOT = Path(__file__).resolve().parents[2]

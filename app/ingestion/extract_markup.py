@@ -98,10 +98,12 @@ _TRAFILATURA: dict[str, Any] = {
 # longer than this (editors wrap at 72 to 100 characters).
 _ITEM_LINE_MAX_CHARS = 50
 # Longer lines are items too when each ends where a line of facts ends (a digit, a closing
-# mark) or the next opens with a label ("Office: 01632 960214"), and the next never goes on
-# in lower case: "...LH4 2QP\nOffice: 01632 960214 · Text: 07700 900318\nOffice hrs Mon-Fri 9-5".
-_LABEL_RE = re.compile(r"[A-Z][\w'’ /&.-]{0,24}:\s")
+# mark, an email address or a web address) or the next opens with a label ("Office: 01632
+# 960214", "Out of hours (moving day only): 07700 900418"), and the next never goes on in lower
+# case: "...LH4 2QP\nOffice: 01632 960214 · Text: 07700 900318\nOffice hrs Mon-Fri 9-5".
+_LABEL_RE = re.compile(r"[A-Z][\w'’ /&.-]{0,24}(?:\([^()\n]{1,40}\))?:\s")
 _LINE_DONE = ".!?:;)"
+_ENDS_WITH_ADDRESS_RE = re.compile(r"(?:\S@\S+\.[A-Za-z]{2,}|https?://\S+|www\.\S+\.[A-Za-z]{2,}/?)$")
 # A bold paragraph this short, not a sentence, is a heading ("**Opening hours**").
 _LABEL_HEADING_MAX_WORDS = 6
 _LEADER_HINT_RE = re.compile(r"\.{4}|…{2}|(?:\. ){3}")
@@ -185,7 +187,12 @@ def _line_ends_an_item(line: str, after: str) -> bool:
     line, after = line.rstrip(), after.strip()
     if not line or not after or after[0].islower():
         return False
-    return line[-1].isdigit() or line[-1] in _LINE_DONE or _LABEL_RE.match(after) is not None
+    return (
+        line[-1].isdigit()
+        or line[-1] in _LINE_DONE
+        or _ENDS_WITH_ADDRESS_RE.search(line) is not None
+        or _LABEL_RE.match(after) is not None
+    )
 
 
 def _keep_item_lines(children: list[Token]) -> None:

@@ -1132,6 +1132,28 @@ def test_markdown_lines_of_contact_details_stay_lines_however_long() -> None:
     ]
 
 
+def test_contact_lines_ending_in_an_email_or_before_a_bracketed_label_stay_lines() -> None:
+    source = (
+        "**Office & depot:** Unit 4, Pontefract Road Trading Estate, Stourton, Leeds LS10 1SW\n"
+        "**Email:** moves@penninemovers.co.uk\n"
+        "**Out of hours (moving day emergencies only):** 07700 900418\n"
+        "Web: https://penninemovers.co.uk/quote\n"
+        "VAT No. 123 4567 89\n\n"
+        "We moved our first family out of Stourton in 1987 and have been moving\n"
+        "Leeds families ever since, with our own vans and crews.\n"
+    )
+    (section,) = extract("markdown", source.encode()).sections
+    assert split_sentences(section.text) == [
+        "Office & depot: Unit 4, Pontefract Road Trading Estate, Stourton, Leeds LS10 1SW",
+        "Email: moves@penninemovers.co.uk",
+        "Out of hours (moving day emergencies only): 07700 900418",
+        "Web: https://penninemovers.co.uk/quote",
+        "VAT No. 123 4567 89",
+        "We moved our first family out of Stourton in 1987 and have been moving Leeds families ever since, with"
+        " our own vans and crews.",
+    ]
+
+
 def test_a_short_bold_line_heads_what_follows_it() -> None:
     source = (
         "## Visiting\n\n**Opening hours**\n\nMon-Fri 8am-6pm\nSat 9am-4pm\n\n"

@@ -198,7 +198,8 @@ _RUNNER_UP_MARGIN = 0.08
 _SAME_QUESTION = 0.9
 _BARE_REPLY_WORDS = 4
 _REPLY_WORD_RE = re.compile(
-    r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no)(?:\s+please)?(?:[,.!;:]|\s+[-–—])\s*", re.IGNORECASE
+    r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no|yep|yup|yeah|nope|nah)(?:\s+please)?(?:[,.!;:]|\s+[-–—])\s*",
+    re.IGNORECASE,
 )
 # Words that say what kind of fact is asked for, not what it is about: their absence from a
 # sentence is no sign that it is about something else (stems, as _stem gives them).
@@ -325,7 +326,8 @@ _WANTS_PLACE_RE = re.compile(
     rf"|\b(?:your|the|ur) (?:street |postal |mailing |physical |full )?address\b{_NOT_OURS}"
     rf"|\b(?:find|get to) (?:you|your (?:{_VENUES}))\b(?! (?:on|via|through|by) )"
     rf"|\bdirections\b(?! (?:for|on|to) (?!(?:you|your (?:{_VENUES})|the (?:{_VENUES}))\b))"
-    r"|\byour location\b|\b(?:which|what) (?:street|road) (?:are you|is it) on\b",
+    r"|\byour location\b|\b(?:which|what) (?:street|road) (?:are you|is it) on\b"
+    r"|\b(?:your |the )?(?:post ?code|zip ?code|zip)\b(?! (?:you|i) )|\b(?:sat ?nav|gps)\b",
     re.IGNORECASE,
 )
 _STREET_TYPES = (
@@ -351,6 +353,8 @@ _NOT_STREET_WORD = (
 _HAS_ADDRESS_RE = re.compile(
     rf"{_NOT_HOUSE}\b\d{{1,5}}[A-Za-z]?,?\s+(?!{_NOT_STREET_WORD})(?:[A-Z][\w'.-]*\s+){{1,4}}"
     rf"(?<!Wheel )(?:{_STREET_TYPES})\b(?!-)(?!(?<=St|Dr) [A-Z][a-z])"
+    # A UK postcode ("SY8 2XY"): rural addresses often have no house number.
+    r"|\b[A-Z]{1,2}\d[A-Z\d]? \d[ABD-HJLNP-UW-Z]{2}\b"
 )
 # "When" asks a time where it opens the question or a clause of it ("..., and when do you
 # open?", "I'd like to know when you close"); after another question word it only sets a
@@ -669,6 +673,7 @@ def extractive_answer(
     asked = _content_terms(focus)  # the words of the part that asks
     scored: tuple[_Sentence, float | None, float, float] | None
     second: _Sentence | None = None
+    third_close: _Sentence | None = None
     margin = 0.0
     spread = 0.0
     if semantics is not None:
@@ -681,13 +686,15 @@ def extractive_answer(
         found = _best_by_meaning(
             passages, by_passage, idf, idf_total, elsewhere, wants, asks_place, semantics
         )
-        scored, runner_up, spread = found if found is not None else (None, None, 0.0)
+        scored, runner_up, spread, third = found if found is not None else (None, None, 0.0, None)
         if scored is not None and runner_up is not None:
             margin = scored[1] - runner_up[1]
             # A runner-up nearly as good is read too: "We're closed on weekends" may answer
             # "are you open Saturdays?" as much as the weekday hours do.
             if margin <= _RUNNER_UP_MARGIN:
                 second = runner_up[0]
+                if third is not None and scored[1] - third[1] <= _RUNNER_UP_MARGIN:
+                    third_close = third[0]
         elif scored is not None:
             # The only sentence there is (a one-sentence knowledge base, or filters leaving
             # one): it stands out from a sentence unrelated to the question.
@@ -703,6 +710,10 @@ def extractive_answer(
         faq = (passages[best.passage].section or "").rstrip().endswith("?")
         chosen = _extend_by_meaning(best, similarity, by_passage[best.passage], semantics, max_words, faq=faq)
         chosen = _with_list(chosen, by_passage[best.passage], passages[best.passage].text, max_words)
+        # The runner-up may already be read as the best one's neighbour: then the next best,
+        # if it is as close, is the other reading.
+        if second in chosen and third_close is not None:
+            second = third_close
         if (
             second is not None
             and second not in chosen
@@ -717,9 +728,9 @@ def extractive_answer(
     # The subject is what the asking clause names: a preamble sets the scene ("my pizza came
     # with the wrong toppings, what can you do about it?"), the answer need not name it.
     subject_terms = [term for term in (asked if clause is None else _content_terms(clause)) if term in query]
-    off_subject = _off_subject(subject_terms, wants, passages, by_passage, chosen) or _another_item(
-        subject_terms, passages, chosen
-    )
+    off_subject = _off_subject(
+        subject_terms, wants, passages, by_passage, chosen, semantics
+    ) or _another_item(subject_terms, passages, chosen)
     said = _as_said(chosen, question, passages, semantics)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
     spoken = " ".join(text if _TERMINAL_END_RE.search(text) else text + "." for text in said)
@@ -786,6 +797,7 @@ def _off_subject(
     passages: Sequence[Passage],
     by_passage: list[list[_Sentence]],
     chosen: list[_Sentence],
+    semantics: Semantics | None = None,
 ) -> bool:
     """Whether the answer is certainly about something other than what was asked: a fact is
     asked (a price, a time...); the question's specific subject words (content words other
@@ -806,12 +818,33 @@ def _off_subject(
         heading | frozenset().union(*(sentence.matched for sentence in sentences))
         for heading, sentences in zip(heading_terms, by_passage, strict=True)
     ]
+    # By meaning, a subject counts as named only in a sentence or heading that relates to the
+    # question at all: "change" in "baby changing facilities" is not the subject of "can I
+    # return it if I change my mind?".
+    close_named = named_in
+    if semantics is not None:
+        close_named = [
+            set().union(
+                *(
+                    s.matched
+                    for s in sentences
+                    if _similarity(semantics, s.text, missing=1.0) >= _UNRELATED_SIMILARITY
+                ),
+                *(
+                    [heading]
+                    if _similarity(semantics, passage.section, missing=1.0) >= _UNRELATED_SIMILARITY
+                    else []
+                ),
+            )
+            for heading, sentences, passage in zip(heading_terms, by_passage, passages, strict=True)
+        ]
     specific = {
         term
         for term in subject_terms
         if term not in _FACT_WORDS
         and term not in _NO_SUBJECT_STEMS
-        and 0 < sum(term in named for named in named_in) < len(passages)
+        and sum(term in named for named in named_in) < len(passages)
+        and any(term in named for named in close_named)
     }
     if not specific:
         return False
@@ -836,7 +869,7 @@ _NO_SUBJECT_STEMS = _VAGUE_STEMS | frozenset(
     _stem(word)
     for word in (
         "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-        "twenty", "thirty", "forty", "fifty", "hundred", "half", "quarter", "couple",
+        "twenty", "thirty", "forty", "fifty", "hundred", "half", "quarter", "couple", "extra", "additional",
         "back", "allowed", "last", "shut", "sit", "sitting", "watch", "watching", "need", "want", "let",
         "stay", "start", "finish", "late", "early", "soon", "still", "again", "someone", "somebody",
         "like", "really", "mean", "meant", "week", "evening", "evenings", "morning", "night",
@@ -940,11 +973,13 @@ def _best_by_meaning(
     wants: str | None,
     asks_place: bool,
     semantics: Semantics,
-) -> tuple[_Scored, _Scored | None, float] | None:
+) -> tuple[_Scored, _Scored | None, float, _Scored | None] | None:
     """The best sentence (with its score, similarity and heading similarity), the runner-up,
-    and how far the best sentence's similarity stands above the mean of all sentences."""
+    how far the best sentence's similarity stands above the mean of all sentences, and the
+    third best."""
     best: _Scored | None = None
     runner_up: _Scored | None = None
+    third: _Scored | None = None
     similarities: list[float] = []
     for passage_index, sentences in enumerate(by_passage):
         passage = passages[passage_index]
@@ -974,17 +1009,18 @@ def _best_by_meaning(
             score -= _ABSENT_WEIGHT * absent
             if sentence.position == 0 and passage.section:
                 score += _LEAD_SENTENCE_BONUS  # a section's first sentence answers its heading
+            scored = (sentence, score, similarity, heading)
             if best is None or score > best[1]:
-                if best is not None:
-                    runner_up = best
-                best = (sentence, score, similarity, heading)
+                best, runner_up, third = scored, best, runner_up
             elif runner_up is None or score > runner_up[1]:
-                runner_up = (sentence, score, similarity, heading)
+                runner_up, third = scored, runner_up
+            elif third is None or score > third[1]:
+                third = scored
     if best is None:
         return None
     if len(similarities) == 1:
         similarities.append(_UNRELATED_SIMILARITY)  # as for the margin: against an unrelated sentence
-    return best, runner_up, best[2] - sum(similarities) / len(similarities)
+    return best, runner_up, best[2] - sum(similarities) / len(similarities), third
 
 
 def _semantic_score(similarity: float, heading: float, lexical: float, wants: str | None, text: str) -> float:

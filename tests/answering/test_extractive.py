@@ -555,6 +555,49 @@ MENU_ROWS = Passage(
 )
 
 
+def _at_cosine(cosine: float) -> np.ndarray:
+    """A unit vector at `cosine` with the question [1, 0]."""
+    return np.array([cosine, np.sqrt(1 - cosine**2)], dtype=np.float32)
+
+
+def test_when_the_runner_up_is_read_as_the_best_ones_neighbour_the_next_best_is_read_too() -> None:
+    best, neighbour, filler, third = (
+        "Late deliveries are tracked down the same day.",
+        "Late deliveries over a day get the delivery charge back.",
+        "The vans are white.",
+        "Late deliveries caused by snow are rebooked for free.",
+    )
+    passages = [Passage(f"{best} {neighbour} {filler} {third}", None, 1.0)]
+    cosines = {best: 0.80, neighbour: 0.78, filler: 0.10, third: 0.76}
+    semantics = Semantics(
+        question=np.array([[1.0, 0.0]], dtype=np.float32),
+        sentences={text: _at_cosine(cosine) for text, cosine in cosines.items()},
+    )
+    answer = extractive_answer("What happens when a delivery is late?", passages, semantics=semantics)
+    assert answer is not None
+    assert answer.text == f"{best} {neighbour} {third}"
+
+
+def test_a_subject_word_named_only_in_an_unrelated_sentence_says_nothing() -> None:
+    # "change" is in "baby changing", a sentence about something else altogether: the
+    # returns policy that answers "how long ... if I change my mind?" is on its subject.
+    passages = [
+        Passage(
+            "If you're not happy with something you've bought, you can return it within 30 days with your "
+            "receipt for a refund or exchange.",
+            "Returns",
+            1.0,
+        ),
+        Passage("Baby changing facilities are in the toilets next to the cafe.", "Visiting us", 0.9),
+        Passage("Plants are guaranteed for one year.", "Plant guarantee", 0.8),
+    ]
+    answer = _meant("So how long have I got to bring something back if I change my mind?", passages)
+    assert answer.text.startswith(
+        "If you're not happy with something you've bought, you can return it within 30"
+    )
+    assert (answer.wants, answer.off_subject) == ("duration", False)
+
+
 def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None:
     # "crown" in prose says nothing (above); a table's row names its item, and no row is a lasagne.
     assert _meant("How much is the lasagne?", [MENU_ROWS]).off_subject is True
@@ -713,7 +756,7 @@ def test_a_reply_that_only_set_a_condition_goes_with_its_reply_word() -> None:
     assert answer.text == "We have HICAPS in store, so you can claim your rebate on the spot."
 
 
-@pytest.mark.parametrize("reply", ["Sorry, no.", "Yes please."])
+@pytest.mark.parametrize("reply", ["Sorry, no.", "Yes please.", "Nope!", "Yep, sure."])
 def test_a_bare_reply_with_a_courtesy_goes_too(reply: str) -> None:
     passage = Passage(
         f"{reply} Vans and trailers must book a slot online at least 24 hours ahead.",
@@ -829,6 +872,8 @@ def test_a_sentence_that_introduces_a_list_is_read_with_its_items() -> None:
         ("I don't drive, um, what's the easiest way to get to you guys?", True),
         ("Which street are you on?", True),
         ("Can you give me directions?", True),
+        ("What's your postcode for the satnav?", True),
+        ("what zip code do I put in the GPS", True),
         # Where something else is, or another kind of address.
         ("Where are the toilets?", False),
         ("Where's the nearest cash machine?", False),
@@ -861,6 +906,8 @@ def test_a_question_that_asks_where_the_business_is(question: str, asks: bool) -
         ("Street parking on Harbour Road is limited to one hour.", False),
         ("Open 9 to 5, Monday to Friday.", False),
         ("The Red Lion is at 12 The Green, opposite the church.", True),
+        ("Hollybank Garden Centre, Bridgnorth Road, Much Wenlock, Shropshire TF13 6AH.", True),
+        ("Our Bristol office is on the second floor.", False),
         # A date, an amount, a year, a label's number, a car's drive, a saint, a doctor.
         ("Friday 14 June Street Party from noon.", False),
         ("12 March Road closures may affect access.", False),

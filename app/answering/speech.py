@@ -560,24 +560,29 @@ _CODE_AFTER_RE = re.compile(
 )
 _CENTS_ONLY_RE = re.compile(r"(?<![\w.])\$\.(\d{2})\b")
 _MAYBE_CODE_RE = re.compile(rf"\b(?:{'|'.join(_CODES)})\b")
-_PER_RE = re.compile(r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|day|hour|hr|night|person)\b")
+_PER_RE = re.compile(
+    r"(?<=\w)\s?/\s?(month|mo|year|yr|week|wk|fortnight|quarter|qtr|day|hour|hr|night|person)\b"
+)
 # Other rates only after a number or an amount: "parent/child" and "call/visit" are no rates.
 _PER_UNIT_RE = re.compile(
     r"/\s?(session|class|lesson|visit|appointment|consultation|item|unit|pet|child|adult|guest|room"
-    r"|head|km|mi|mile|kg|lb|min|minute)\b"
+    r"|head|treatment|service|job|call|load|bag|box|vehicle|car|tooth|km|mi|mile|kg|lb|min|minute)\b"
 )
-_AMOUNT_BEFORE_RE = re.compile(
-    r"(?:\d|"
-    + "|".join(
-        sorted(
-            {n.rsplit(" ", 1)[-1] for names in (*_CURRENCIES.values(), *_CODES.values()) for n in names if n}
-        )
-    )
-    + r")\s?$"
+_MONEY_NAMES = "|".join(
+    sorted({n.rsplit(" ", 1)[-1] for names in (*_CURRENCIES.values(), *_CODES.values()) for n in names if n})
 )
+_AMOUNT_BEFORE_RE = re.compile(rf"(?:\d|{_MONEY_NAMES})\s?$")
+_MONEY_NAMED_BEFORE_RE = re.compile(rf"(?:{_MONEY_NAMES})\s?$")
+# Shorthand rates, only after an amount of money, already said in words: "£45 p/h", "£25pp",
+# "£650 pcm", "£40 pppn" ("a 40 pp booklet" has pages).
+_PER_SHORTHAND_RE = re.compile(r"\s?\b(p/hr?|p/w|p/m|p/p|pcm|pppn|pp)(?![\w/])", re.IGNORECASE)
+_PER_SHORTHAND = {
+    "p/h": "hour", "p/hr": "hour", "p/w": "week", "p/m": "month", "pcm": "calendar month", "p/p": "person",
+    "pp": "person", "pppn": "person per night",
+}  # fmt: skip
 _PER_WORDS = {
-    "mo": "month", "yr": "year", "wk": "week", "hr": "hour", "km": "kilometer", "mi": "mile",
-    "kg": "kilogram", "lb": "pound", "min": "minute",
+    "mo": "month", "yr": "year", "wk": "week", "qtr": "quarter", "hr": "hour", "km": "kilometer",
+    "mi": "mile", "kg": "kilogram", "lb": "pound", "min": "minute",
 }  # fmt: skip
 _PERCENT_RE = re.compile(r"\s?%")
 _TEMPERATURE_RE = re.compile(r"(?<![\w.])([-−]?)(\d+(?:\.\d+)?)\s?°\s?([CF])\b")
@@ -972,6 +977,8 @@ def _numbers(text: str) -> str:
     if _MAYBE_CODE_RE.search(text):
         text = _CODE_BEFORE_RE.sub(lambda m: _speak_money(_CODES[m[1]], _grouped(m[2]), m[3], m[4]), text)
         text = _CODE_AFTER_RE.sub(lambda m: _speak_money(_CODES[m[4]], m[1], m[2], m[3]), text)
+    if "p" in text:
+        text = _PER_SHORTHAND_RE.sub(_speak_per_shorthand, text)
     if "/" in text:
         text = _PER_RE.sub(lambda m: _bind(" per " + _PER_WORDS.get(m[1], m[1])), text)
         text = _PER_UNIT_RE.sub(_speak_per_unit, text)
@@ -1230,7 +1237,7 @@ def _speak_shorthand(match: re.Match[str]) -> str:
 def _months_in_full(text: str) -> str:
     """Short month names of a range or beside a day or a year in full ("Apr–Oct" -> "April
     to October", "24 Dec" -> "24 December"), as a voice would say them."""
-    text = _MONTH_RANGE_RE.sub(_speak_month_range, text)
+    text = _sub_keeping_stop(_MONTH_RANGE_RE, _speak_month_range, text)
     return _sub_keeping_stop(
         _MONTH_DATED_RE, lambda m: _month_in_full(next(g for g in m.groups() if g)), text
     )
@@ -1311,6 +1318,12 @@ def _speak_phone(match: re.Match[str]) -> str:
     if number.startswith("+"):
         spoken[0] = "plus " + spoken[0]
     return _bind(", ".join(spoken))
+
+
+def _speak_per_shorthand(match: re.Match[str]) -> str:
+    if _MONEY_NAMED_BEFORE_RE.search(match.string, max(0, match.start() - 8), match.start()) is None:
+        return match.group(0)
+    return _bind(" per " + _PER_SHORTHAND[match[1].lower()])
 
 
 def _speak_per_unit(match: re.Match[str]) -> str:

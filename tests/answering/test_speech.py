@@ -80,6 +80,7 @@ NUMBERS_AND_SYMBOLS = [
     ("For 3-4 yr olds; he is 2 yrs old.", "For 3 to 4 year olds; he is 2 years old."),
     # Short months of a range or beside a day or a year; a name stays.
     ("Open Apr-Oct.", "Open April to October."),
+    ("Busy Jun-Sept. Book early.", "Busy June to September. Book early."),
     ("Closed 24 Dec - 2 Jan.", "Closed 24 December to 2 January."),
     ("Jan Smith is here.", "Jan Smith is here."),
     # Shorthand of hours and notes.
@@ -126,6 +127,15 @@ NUMBERS_AND_SYMBOLS = [
     ("Revenue was $1.5 million.", "Revenue was 1.5 million dollars."),
     ("Rooms are $120/night.", "Rooms are 120 dollars per night."),
     ("Plans from $5/mo.", "Plans from 5 dollars per month."),
+    ("Quarterly plan: $89/quarter.", "Quarterly plan: 89 dollars per quarter."),
+    ("Billed $240/qtr or $45/fortnight.", "Billed 240 dollars per quarter or 45 dollars per fortnight."),
+    ("Flea spray is $65/treatment.", "Flea spray is 65 dollars per treatment."),
+    ("Two men and a van: £45 p/h.", "Two men and a van: 45 pounds per hour."),
+    ("Labour is $95 p/hr.", "Labour is 95 dollars per hour."),
+    ("Afternoon tea is £25pp.", "Afternoon tea is 25 pounds per person."),
+    ("Rooms from $120 pppn.", "Rooms from 120 dollars per person per night."),
+    ("Flat to let, £650 pcm.", "Flat to let, 650 pounds per calendar month."),
+    ("A 40 pp booklet.", "A 40 pp booklet."),
     ("Support is 24/7.", "Support is twenty four seven."),
     ("Bread & butter.", "Bread and butter."),
     ("It is 20°C outside.", "It is 20 degrees Celsius outside."),

@@ -330,6 +330,17 @@ _WANTS_PLACE_RE = re.compile(
     r"|\b(?:your |the )?(?:post ?code|zip ?code|zip)\b(?! (?:you|i) )|\b(?:sat ?nav|gps)\b",
     re.IGNORECASE,
 )
+# The hours of another place: "what time does the tip close?", "is the courthouse open on
+# Saturdays?", "do you know if Wenlock Priory is open?". The place is the phrase before "open"
+# or "close"; the business's own words ("the shop", "the office") are no other place.
+_PLACE_HOURS_RE = re.compile(
+    r"(?i:\b(?:is|are|does|do|will|when's|when is|when does)\s+the\s+"
+    r"((?:[\w'-]+\s+){0,2}[\w'-]+)\s+(?:open|clos|shut))"
+    r"|\b((?:[A-Z][\w'-]+\s+){0,2}[A-Z][\w'-]+)\s+(?:is|are)\s+(?:open|closed|shut)\b"
+)
+_OWN_PLACE_RE = re.compile(
+    rf"^(?:{_VENUES}|main|front|back|whole|place|site|building|reception|desk)$", re.IGNORECASE
+)
 _STREET_TYPES = (
     r"Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Drive|Dr|Boulevard|Blvd|Way|Place|Pl|Square|Sq|Court|Ct"
     r"|Parade|Terrace|Tce|Highway|Hwy|Crescent|Cres|Close|Parkway|Pkwy|Row|Walk|Quay|Wharf|Mall|Plaza"
@@ -728,9 +739,11 @@ def extractive_answer(
     # The subject is what the asking clause names: a preamble sets the scene ("my pizza came
     # with the wrong toppings, what can you do about it?"), the answer need not name it.
     subject_terms = [term for term in (asked if clause is None else _content_terms(clause)) if term in query]
-    off_subject = _off_subject(
-        subject_terms, wants, passages, by_passage, chosen, semantics
-    ) or _another_item(subject_terms, passages, chosen)
+    off_subject = (
+        _off_subject(subject_terms, wants, passages, by_passage, chosen, semantics)
+        or _another_item(subject_terms, passages, chosen)
+        or _another_place(focus, passages)
+    )
     said = _as_said(chosen, question, passages, semantics)
     # A heading or list item carries no full stop; without one it would run into the next sentence.
     spoken = " ".join(text if _TERMINAL_END_RE.search(text) else text + "." for text in said)
@@ -891,10 +904,7 @@ def _another_item(subject_terms: list[str], passages: Sequence[Passage], chosen:
     subjects = [term for term in subject_terms if term not in _FACT_WORDS and term not in _RATE_WORDS]
     if not subjects:
         return False
-    known = set().union(
-        *(_heading_terms(passage) for passage in passages),
-        *(terms for passage in passages for _, terms, _ in _prepare(passage.text)),
-    )
+    known = _known_terms(passages)
     if all(any(_near_word(term, word) for word in known) for term in subjects):
         return False
     for sentence in chosen:
@@ -903,6 +913,34 @@ def _another_item(subject_terms: list[str], passages: Sequence[Passage], chosen:
         if not sentence.matched.isdisjoint(_term_set(cells)):
             return False
     return True
+
+
+def _another_place(focus: str, passages: Sequence[Passage]) -> bool:
+    """Whether the caller asks the hours of a place the passages never name ("is the
+    courthouse open on Saturdays?"): the business's own hours would be said as that place's.
+    The place's last word names it ("Wenlock Priory" is a priory); found anywhere in the
+    passages, even loosely, the place may be the business's own ("is the café open?")."""
+    match = _PLACE_HOURS_RE.search(focus)
+    if match is None:
+        return False
+    place = (match[1] or match[2]).split()[-1]
+    if match[2] is not None and match.start(2) == 0:
+        return False  # "Is ... open" opens the question: the capital is the sentence's
+    if _OWN_PLACE_RE.match(place) or place.lower() in _STOP_WORDS:
+        return False
+    stems = _stems_of_token(place.lower())
+    if not stems:
+        return False
+    known = _known_terms(passages)
+    return not any(_near_word(stems[-1], word) for word in known)
+
+
+def _known_terms(passages: Sequence[Passage]) -> set[str]:
+    """Every term the passages, their headings and titles name."""
+    return set().union(
+        *(_heading_terms(passage) for passage in passages),
+        *(terms for passage in passages for _, terms, _ in _prepare(passage.text)),
+    )
 
 
 def _near_word(stem: str, other: str) -> bool:

@@ -598,6 +598,37 @@ def test_a_subject_word_named_only_in_an_unrelated_sentence_says_nothing() -> No
     assert (answer.wants, answer.off_subject) == ("duration", False)
 
 
+GARDEN_CENTRE_HOURS = [
+    Passage(
+        "Hollybank Garden Centre is on the edge of Much Wenlock. We are open Monday to Saturday, 9 am to "
+        "5.30 pm, and Sunday 10.30 am to 4.30 pm.",
+        "Opening times",
+        1.0,
+    ),
+    Passage("The Potting Shed Café opens at 10 am every day.", "The café", 0.9),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "another"),
+    [
+        ("What time does the tip close on Sundays?", True),
+        ("Is the courthouse open on Saturdays? I need to file some papers.", True),
+        ("Do you know if Wenlock Priory is open this weekend?", True),
+        ("when does the swimming pool shut", True),
+        # The business's own places, or a place its passages name.
+        ("Are you open on Sundays?", False),
+        ("Is the shop open on Sundays?", False),
+        ("Is the café open on Sundays?", False),
+        ("What time does the Potting Shed open?", False),
+        ("Is Hollybank open on Sundays?", False),
+        ("Is it open on Sundays?", False),
+    ],
+)
+def test_the_hours_of_a_place_the_passages_never_name_are_off_subject(question: str, another: bool) -> None:
+    assert _meant(question, GARDEN_CENTRE_HOURS).off_subject is another
+
+
 def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None:
     # "crown" in prose says nothing (above); a table's row names its item, and no row is a lasagne.
     assert _meant("How much is the lasagne?", [MENU_ROWS]).off_subject is True

@@ -499,6 +499,10 @@ def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> boo
         return True
     word = unit[unit.rfind(" ", 0, punct_start) + 1 : punct_start].lstrip("\"'“‘([")
     lowered = word.lower()
+    if lowered in _MAY_END_A_SENTENCE:
+        # "...with a 2-hour max. The shuttle leaves..."
+        next_word = following.split(None, 1)[0].strip("\"'“‘(,").lower()
+        return next_word in _SENTENCE_OPENERS
     if lowered in NON_TERMINAL_ABBREVIATIONS:
         # A day or month shortened at a sentence's end ("Closed Sat. Phone us any time."):
         # the next word opens a sentence unless it is another day or month, or a date.
@@ -513,6 +517,9 @@ def _is_boundary(unit: str, punct_start: int, punct_end: int, punct: str) -> boo
     return True
 
 
+# Abbreviations that close the phrase they qualify ("2 hours max.", "VAT incl."), so may
+# close its sentence too.
+_MAY_END_A_SENTENCE = frozenset({"max", "min", "approx", "incl", "excl"})
 _DATE_WORD_RE = re.compile(
     r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?$",
     re.IGNORECASE,

@@ -475,7 +475,12 @@ _CLOCK_PAIR_RE = re.compile(
 )
 _CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
 _HOUR_AMPM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])(?:\.[Mm]\.|[Mm]\b)")
-_ORDINAL_RE = re.compile(r"\b(\d{1,6})(?:st|nd|rd|th)\b", re.IGNORECASE)
+# A number's own suffix ("1st", "22nd", "13th"); "NW10 3ND" is a postcode, not an ordinal.
+_ORDINAL_RE = re.compile(
+    r"(?<![A-Z]\d )(?<![A-Z]\d\d )(?<![A-Z]\d[A-Z] )"
+    r"\b(\d{0,5}(?:1(?=st)|2(?=nd)|3(?=rd)|1[123](?=th)|[04-9](?=th)))(?:st|nd|rd|th)\b",
+    re.IGNORECASE,
+)
 
 # --- money, percent, degrees, units ---------------------------------------------------
 _CURRENCIES = {

@@ -223,6 +223,10 @@ def test_title_breaks_a_tie() -> None:
         ("First paragraph\n\nsecond paragraph", ["First paragraph", "second paragraph"]),
         ("It is at 12 Oak Rd., Apt. 4B. Ring twice.", ["It is at 12 Oak Rd., Apt. 4B.", "Ring twice."]),
         ("Prices incl. VAT are shown. Ask us.", ["Prices incl. VAT are shown.", "Ask us."]),
+        # "max.", "approx.", "incl." may close their sentence, before a word that opens one.
+        ("Park for 2 hours max. The shuttle is free.", ["Park for 2 hours max.", "The shuttle is free."]),
+        ("All prices are VAT incl. We take cards.", ["All prices are VAT incl.", "We take cards."]),
+        ("It takes approx. 20 minutes.", ["It takes approx. 20 minutes."]),
         # A shortened day or month ends a sentence before a new one, not before a date.
         ("Closed Sat. Phone us any time.", ["Closed Sat.", "Phone us any time."]),
         ("Open Tues. Closed Wed.", ["Open Tues.", "Closed Wed."]),

@@ -148,6 +148,11 @@ NUMBERS_AND_SYMBOLS = [
     ("Drive at 30 mph.", "Drive at 30 miles per hour."),
     ("Limit 50 km/h.", "Limit 50 kilometers per hour."),
     ("The 1st, 2nd, 3rd and 21st floors.", "The first, second, third and twenty-first floors."),
+    ("The 11th, 12th, 13th and 112th.", "The eleventh, twelfth, thirteenth and one hundred and twelfth."),
+    # A UK postcode's inward code is no ordinal, whether its letters make one or not.
+    ("Kensal Rise, London NW10 3ND.", "Kensal Rise, London NW10 3ND."),
+    ("Westminster, London SW1A 1ST.", "Westminster, London SW1A 1ST."),
+    ("Leeds LS1 3RD.", "Leeds LS1 3RD."),
     ("The 19th century.", "The nineteenth century."),
     ("Opened on 2024-03-05.", "Opened on March 5, 2024."),
     ("Updated 2024-03-05T08:05:00Z.", "Updated March 5, 2024 at 8:05 AM."),

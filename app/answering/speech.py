@@ -17,17 +17,18 @@ Rules for numbers and symbols are deliberately few and simple; each one exists b
 TTS voice gets the written form wrong:
 
 - Plain numbers, decimals and years stay digits (voices read "1998" and "3.5" well).
-- Ordinals become words ("21st" -> "twenty-first"), as do "24/7" and phone numbers, which
-  are read digit by digit, group by group ("555-123-4567" -> "five five five, one two
-  three, four five six seven"). Words rather than digits keep the result stable when it
-  is cleaned again. Digit groups are a phone number in the North American shape, after
-  "+" or "(", after a word that announces one ("call", "phone", "number"...), or when
-  they start with a zero ("01632 960318": no quantity does); other groups ("10 20 30",
-  "1 234 567") stay as written.
+- Ordinals become words ("21st" -> "twenty-first"; a UK postcode's "3RD" is none), as do
+  "24/7" and phone numbers, which are read digit by digit, group by group ("555-123-4567"
+  -> "five five five, one two three, four five six seven"). Words rather than digits keep
+  the result stable when it is cleaned again. Digit groups are a phone number in the North
+  American shape, after "+" or "(", after a word that announces one ("call", "phone",
+  "number"...), or when they start with a zero ("01632 960318": no quantity does); other
+  groups ("10 20 30", "1 234 567") stay as written.
 - Money: "$5.50" -> "5 dollars 50 cents", "£4.2bn" -> "4.2 billion pounds", "-$5" ->
   "minus 5 dollars", "€5,50" -> "5 euros 50 cents", "C$20" -> "20 Canadian dollars",
   "R$149,90" -> "149 reais 90 centavos", "USD 25" -> "25 US dollars"; letters before "$"
-  that name no known currency leave the amount as written.
+  that name no known currency leave the amount as written. Rates after an amount are said:
+  "$120/night", "$89/quarter", "£45 p/h", "£650 pcm" -> "650 pounds per calendar month".
 - "%", "&", "@", "+", "~", "#3", "No. 3", "ext. 12", "≥", "≤", "<5", "> 30", "w/o",
   degrees and common units become words; a menu's path "Settings > Account" is "Settings,
   then Account".

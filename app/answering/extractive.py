@@ -830,6 +830,7 @@ def _off_subject(
     runner-up sentence naming them beside the price list's prices does not make those theirs.
     Stems compare ("implant", "implants"),
     and the answer names a word when it holds one extending it ("botanic", "botanical").
+    With `semantics`, a word is named only by a sentence or heading related to the question.
     Subject words found nowhere say nothing: the caller may have used another word."""
     if wants is None:
         return False

@@ -73,7 +73,8 @@ logger = logging.getLogger(__name__)
 # vectors stay; plain text's own "- " lines are embedded without theirs: a model pass).
 # 6: markdown lines of facts longer than an address's stay lines, a short bold line is a
 # heading, and a shortened day or month ends a sentence ("Closed Sat. Phone us."): a model
-# pass for the chunks and sentences that change.
+# pass for the chunks and sentences that change. 7: contact lines ending in an email or
+# web address, or before a bracketed label, stay lines; "max." and "incl." may end a sentence.
 EXTRACTION_VERSION = 7
 
 # The package root, from which `python -m app.ingestion.extract_worker` resolves.

@@ -331,16 +331,24 @@ _WANTS_PLACE_RE = re.compile(
     re.IGNORECASE,
 )
 # The hours of another place: "what time does the tip close?", "is the courthouse open on
-# Saturdays?", "do you know if Wenlock Priory is open?". The place is the phrase before "open"
-# or "close"; the business's own words ("the shop", "the office") are no other place.
+# Saturdays?", "do you know if Wenlock Priory is open?", "when does the post office on Main
+# Street close?". The place is the phrase before "open" or "close", up to a preposition.
 _PLACE_HOURS_RE = re.compile(
     r"(?i:\b(?:is|are|does|do|will|when's|when is|when does)\s+the\s+"
-    r"((?:[\w'-]+\s+){0,2}[\w'-]+)\s+(?:open|clos|shut))"
+    r"((?:[\w'-]+\s+){0,5}?[\w'-]+)\s+(?:open|clos|shut))"
     r"|\b((?:[A-Z][\w'-]+\s+){0,2}[A-Z][\w'-]+)\s+(?:is|are)\s+(?:open|closed|shut)\b"
 )
-_OWN_PLACE_RE = re.compile(
-    rf"^(?:{_VENUES}|main|front|back|whole|place|site|building|reception|desk)$", re.IGNORECASE
-)
+_PLACE_ENDS_RE = re.compile(r"\s(?:on|in|at|near|by|of|down|up|off|opposite|next)\s.*", re.IGNORECASE)
+# Words any business may use of itself, or that only say which of its parts: "the shop",
+# "the main office", "the front desk". A kind of business ("library", "pub") is not among
+# them: said to a garage, "the library" is another place.
+_OWN_PLACE_WORDS = frozenset(
+    {
+        "practice", "clinic", "surgery", "office", "offices", "shop", "store", "studio", "centre",
+        "center", "branch", "showroom", "workshop", "garage", "venue", "premises", "business",
+        "place", "site", "building", "reception", "desk", "main", "front", "back", "whole", "new",
+    }
+)  # fmt: skip
 _STREET_TYPES = (
     r"Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Drive|Dr|Boulevard|Blvd|Way|Place|Pl|Square|Sq|Court|Ct"
     r"|Parade|Terrace|Tce|Highway|Hwy|Crescent|Cres|Close|Parkway|Pkwy|Row|Walk|Quay|Wharf|Mall|Plaza"
@@ -931,16 +939,15 @@ def _another_place(focus: str, passages: Sequence[Passage]) -> bool:
     match = _PLACE_HOURS_RE.search(focus)
     if match is None:
         return False
-    place = (match[1] or match[2]).split()[-1]
     if match[2] is not None and match.start(2) == 0:
         return False  # "Is ... open" opens the question: the capital is the sentence's
-    if _OWN_PLACE_RE.match(place) or place.lower() in _STOP_WORDS:
-        return False
-    stems = _stems_of_token(place.lower())
+    place = _PLACE_ENDS_RE.sub("", match[1] or match[2]).lower().split()
+    words = [word for word in place if word not in _OWN_PLACE_WORDS]
+    stems = [stem for word in words for stem in _stems_of_token(word)]
     if not stems:
         return False
     known = _known_terms(passages)
-    return not any(_near_word(stems[-1], word) for word in known)
+    return not all(any(_near_word(stem, word) for word in known) for stem in stems)
 
 
 def _known_terms(passages: Sequence[Passage]) -> set[str]:

@@ -620,9 +620,14 @@ GARDEN_CENTRE_HOURS = [
         ("Is the courthouse open on Saturdays? I need to file some papers.", True),
         ("Do you know if Wenlock Priory is open this weekend?", True),
         ("when does the swimming pool shut", True),
+        ("What time does the post office on Main Street close on Saturdays?", True),
+        # A kind of business the passages never name is another place.
+        ("Um, what time does the library shut on a Thursday?", True),
         # The business's own places, or a place its passages name.
         ("Are you open on Sundays?", False),
         ("Is the shop open on Sundays?", False),
+        ("Is the main office open on Saturday?", False),
+        ("When does the shop in Much Wenlock close?", False),
         ("Is the café open on Sundays?", False),
         ("What time does the Potting Shed open?", False),
         ("Is Hollybank open on Sundays?", False),

@@ -847,34 +847,25 @@ def _off_subject(
         heading | frozenset().union(*(sentence.matched for sentence in sentences))
         for heading, sentences in zip(heading_terms, by_passage, strict=True)
     ]
-    # By meaning, a subject counts as named only in a sentence or heading that relates to the
-    # question at all: "change" in "baby changing facilities" is not the subject of "can I
-    # return it if I change my mind?".
-    close_named = named_in
-    if semantics is not None:
-        close_named = [
-            set().union(
-                *(
-                    s.matched
-                    for s in sentences
-                    if _similarity(semantics, s.text, missing=1.0) >= _UNRELATED_SIMILARITY
-                ),
-                *(
-                    [heading]
-                    if _similarity(semantics, passage.section, missing=1.0) >= _UNRELATED_SIMILARITY
-                    else []
-                ),
-            )
-            for heading, sentences, passage in zip(heading_terms, by_passage, passages, strict=True)
-        ]
     specific = {
         term
         for term in subject_terms
         if term not in _FACT_WORDS
         and term not in _NO_SUBJECT_STEMS
-        and sum(term in named for named in named_in) < len(passages)
-        and any(term in named for named in close_named)
+        and 0 < sum(term in named for named in named_in) < len(passages)
     }
+    if specific and semantics is not None:
+        # By meaning, a subject counts as named only in a sentence or heading that relates to
+        # the question at all: "change" in "baby changing facilities" is not the subject of
+        # "can I return it if I change my mind?".
+        specific = {
+            term
+            for term in specific
+            if any(
+                _named_by_related(term, heading, sentences, passage, semantics)
+                for heading, sentences, passage in zip(heading_terms, by_passage, passages, strict=True)
+            )
+        }
     if not specific:
         return False
     for sentence in [s for s in chosen if _has_fact(s.text, wants)] or chosen:
@@ -904,6 +895,19 @@ _NO_SUBJECT_STEMS = _VAGUE_STEMS | frozenset(
         "like", "really", "mean", "meant", "week", "evening", "evenings", "morning", "night",
     )
 )  # fmt: skip
+
+
+def _named_by_related(
+    term: str, heading: set[str], sentences: list[_Sentence], passage: Passage, semantics: Semantics
+) -> bool:
+    """Whether a passage names `term` in a sentence, or its heading, related to the question."""
+    if term in heading and _similarity(semantics, passage.section, missing=1.0) >= _UNRELATED_SIMILARITY:
+        return True
+    return any(
+        term in sentence.matched
+        and _similarity(semantics, sentence.text, missing=1.0) >= _UNRELATED_SIMILARITY
+        for sentence in sentences
+    )
 
 
 def _another_item(subject_terms: list[str], passages: Sequence[Passage], chosen: list[_Sentence]) -> bool:

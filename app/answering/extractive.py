@@ -896,6 +896,17 @@ _NO_SUBJECT_STEMS = _VAGUE_STEMS | frozenset(
     )
 )  # fmt: skip
 
+# When something is asked for, never what: "how much is a Saturday in June?" asks a price
+# table's Saturday column in the season that holds June, not an item called June.
+_TIME_STEMS = _DAY_WORDS | frozenset(
+    _stem(word)
+    for word in (
+        "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+        "november", "december", "saturdays", "sundays", "weekends", "weekdays", "morning", "afternoon",
+        "evening", "night", "summer", "winter", "spring", "autumn", "fall",
+    )
+)  # fmt: skip
+
 
 def _named_by_related(
     term: str, heading: set[str], sentences: list[_Sentence], passage: Passage, semantics: Semantics
@@ -918,10 +929,15 @@ def _another_item(subject_terms: list[str], passages: Sequence[Passage], chosen:
     The nearest row is another item's: its price or extension would be said as if it were
     the one asked for. A row with a cell the question names ("who handles billing?" for the
     billing clerk), or under a heading it names ("how much is parking?" under "Parking"), is
-    still read; so is a row for a word spelt otherwise ("checkup", "cappucino")."""
+    still read; so is a row for a word spelt otherwise ("checkup", "cappucino"). A word of
+    time ("in June", "on a Sunday evening") says which row or column, never an item."""
     if not chosen or not all(_TABLE_ROW_RE.match(sentence.text) for sentence in chosen):
         return False
-    subjects = [term for term in subject_terms if term not in _FACT_WORDS and term not in _RATE_WORDS]
+    subjects = [
+        term
+        for term in subject_terms
+        if term not in _FACT_WORDS and term not in _RATE_WORDS and term not in _TIME_STEMS
+    ]
     if not subjects:
         return False
     known = _known_terms(passages)

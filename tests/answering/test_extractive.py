@@ -644,6 +644,28 @@ def test_a_row_read_for_an_item_the_table_does_not_list_is_off_subject() -> None
     assert _meant("How much is the club sandwich?", [MENU_ROWS]).off_subject is False
 
 
+SEASON_ROWS = Passage(
+    "Season: Peak; Months: May to September; Saturday: 8,950 pounds; Friday or Sunday: 7,200 pounds.\n"
+    "Season: Winter; Months: November to March; Saturday: 5,200 pounds; Friday or Sunday: 4,100 pounds.",
+    "Venue hire",
+    1.0,
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How much is it for a Saturday in June?",
+        "What's a Friday in the summer?",
+        "How much on a Sunday evening?",
+    ],
+)
+def test_a_time_the_rows_do_not_name_is_no_item_they_lack(question: str) -> None:
+    # June falls in "May to September": a time asks which row or column, it names no item.
+    answer = _meant(question, [SEASON_ROWS])
+    assert answer.off_subject is False
+
+
 @pytest.mark.parametrize(
     ("question", "passage"),
     [

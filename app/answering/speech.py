@@ -261,9 +261,9 @@ _HASHTAG_RE = re.compile(r"(?<![\w&])#(?=[A-Za-z])")
 CLAUSE_NUMBER = r"\d{1,2}(?:\.\d{1,2}){1,2}\.?"
 # A capital, or a policy's clause number before one ("paid by 1 Dec. 1.3 Day care...").
 _SENTENCE_GOES_ON_RE = re.compile(rf"\s+(?:{CLAUSE_NUMBER}\s+)?[A-Z]")
-# A clause number opening a sentence of a policy ("2.1 We need a deposit"): a reference for
-# the reader, read aloud it is noise.
-_CLAUSE_NUMBER_RE = re.compile(rf"(?:^|(?<=[.!?]\s))(?:{CLAUSE_NUMBER})\s+(?=[A-Z][a-z])")
+# A clause number opening a sentence of a policy ("2.1 We need a deposit", "2.3 A deposit"):
+# a reference for the reader, read aloud it is noise.
+_CLAUSE_NUMBER_RE = re.compile(rf"(?:^|(?<=[.!?]\s))(?:{CLAUSE_NUMBER})\s+(?=[A-Z][a-z]|[AI]\s)")
 _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
     "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",

@@ -808,7 +808,10 @@ def test_a_day_abbreviation_is_no_sentence_end_for_the_word_cap() -> None:
         # A policy's clause numbers are for the reader.
         ("2.1 We need a deposit of £50.", "We need a deposit of 50 pounds."),
         ("Paid by 1 Dec. 1.3 Day care is paid daily.", "Paid by 1 December. Day care is paid daily."),
+        ("2.3 A refundable deposit of £750 is due.", "A refundable deposit of 750 pounds is due."),
+        ("Fine. 4.1 I agree to the terms.", "Fine. I agree to the terms."),
         ("It takes 2.5 hours.", "It takes 2.5 hours."),
+        ("1.5 M visitors came.", "1.5 M visitors came."),
         ("Practical test incl.?: Yes", "Practical test inclusive?: Yes."),
     ],
 )

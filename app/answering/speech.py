@@ -215,6 +215,12 @@ _ABBREVIATION_RE = re.compile(
     r"|(ext\.?)\s*(?=\d))",
     re.IGNORECASE,
 )
+# A word after "approx." that is not a number or an article: "approx." says "approximate".
+_NOUN_AHEAD_RE = re.compile(
+    r"\s*(?!(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+    r"|forty|fifty|sixty|hundred|half|quarter|every|each|per|from|between|up)\b)[A-Za-z]",
+    re.IGNORECASE,
+)
 # Spoken forms by group of _ABBREVIATION_RE.
 _ABBREVIATIONS = (
     "", "for example", "that is", "and so on", "versus", "approximately", "number ", "extension ",
@@ -263,6 +269,8 @@ CLAUSE_NUMBER = r"\d{1,2}(?:\.\d{1,2}){1,2}\.?"
 _SENTENCE_GOES_ON_RE = re.compile(rf"\s+(?:{CLAUSE_NUMBER}\s+)?[A-Z]")
 # A clause number opening a sentence of a policy ("2.1 We need a deposit", "2.3 A deposit"):
 # a reference for the reader, read aloud it is noise.
+# An FAQ's "Q:" and "A:" labels: the voice would read the letter.
+_QA_LABEL_RE = re.compile(r"(?:^|(?<=[.!?]\s))[QA]:\s+(?=\S)")
 _CLAUSE_NUMBER_RE = re.compile(rf"(?:^|(?<=[.!?]\s))(?:{CLAUSE_NUMBER})\s+(?=[A-Z][a-z]|[AI]\s)")
 _DAY_NAMES = {
     "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
@@ -393,6 +401,22 @@ _STATES = (
     "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ"
     "|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY"
 )
+# A state's code before its ZIP is said by name: "OH", "OR", "IN" and "ME" are heard as words.
+_STATE_NAMES = dict(
+    zip(
+        _STATES.split("|"),
+        [
+            "Alabama", "Alaska", "Arizona", "Arkansas", "California", "Colorado", "Connecticut", "Delaware",
+            "DC", "Florida", "Georgia", "Hawaii", "Idaho", "Illinois", "Indiana", "Iowa", "Kansas",
+            "Kentucky", "Louisiana", "Maine", "Maryland", "Massachusetts", "Michigan", "Minnesota",
+            "Mississippi", "Missouri", "Montana", "Nebraska", "Nevada", "New Hampshire", "New Jersey",
+            "New Mexico", "New York", "North Carolina", "North Dakota", "Ohio", "Oklahoma", "Oregon",
+            "Pennsylvania", "Rhode Island", "South Carolina", "South Dakota", "Tennessee", "Texas", "Utah",
+            "Vermont", "Virginia", "Washington", "West Virginia", "Wisconsin", "Wyoming",
+        ],
+        strict=True,
+    )
+)  # fmt: skip
 # Not before another number, written or spelled: "OR 97201 (503) 555-0100" would run on.
 _DIGIT_NAME = "(?:zero|one|two|three|four|five|six|seven|eight|nine)"
 _ZIP_HINT_RE = re.compile(r"\b\d{5}\b")
@@ -452,6 +476,25 @@ _DOT_CLOCK_RE = re.compile(
     rf"\b(?<![:.,$€£¥])(\d{{1,2}})\.([0-5]\d)(?=\s?{_AM_PM}|\s*[-–]\s*\d{{1,2}}[.:][0-5]\d\s?{_AM_PM})"
 )
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
+# "1st-14th September": the dash is "to" ("first to fourteenth").
+_ORDINAL_RANGE_RE = re.compile(r"(\d(?:st|nd|rd|th))\s*[-–]\s*(?=\d{1,2}(?:st|nd|rd|th)\b)")
+# "Monday 28 October - Friday 1 November", "Friday 4 PM - Monday 11 AM": a spaced dash
+# between a date or time and a day is "to".
+_DAY_RANGE_DASH_RE = re.compile(
+    r"(?:(?<=\d)|(?<=[AP]M)|(?<=day)|(?<=ber)|(?<=uary)|(?<=March)|(?<=April)|(?<=May)|(?<=June)|(?<=July)"
+    r"|(?<=August))\s+[-–]\s+(?=(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b)"
+)
+# Sizes: "a 5x10 unit", "2 m x 1.5 m" ("5 by 10"); "3 x 10 minutes" may be a count, left.
+_DIMENSIONS_RE = re.compile(
+    r"(?<![\w.])([1-9]\d*(?:\.\d+)?)x(?=\d)|(?<![\w.])([1-9]\d*(?:\.\d+)?\s?(?:m|cm|mm|ft|in))\s?x\s?(?=\d)"
+)
+# Emergency and public service numbers one dials ("call 999", "NHS 111", "dial 911") are said
+# digit by digit, as they are known: not "nine hundred and eleven".
+_SERVICE_HINT_RE = re.compile(r"\b(?:999|911|111|112|101|988|000)\b")
+_SERVICE_NUMBER_RE = re.compile(
+    r"\b((?:[Cc]all|CALL|[Dd]ial|DIAL|[Rr]ing|[Pp]hone|[Tt]ext|NHS)(?: on)? )(999|911|111|112|101|988|000)\b"
+    r"(?![\d,.:]\d|\s?(?:%|percent|pounds|dollars|times))"
+)
 # In opening hours, one side may be a whole hour ("9-5.30", "7.30-6"), and one time may
 # follow "until" or "at" ("breakfast until 8.30", "gates open at 8.35").
 _DOT_CLOCKS_RE = re.compile(
@@ -465,6 +508,7 @@ _DOT_AFTER_RE = re.compile(
 _NOT_CLOCKS_BEFORE_RE = re.compile(r"(?:[$€£¥₹]|\b[A-Z]{3})\s?$")
 _NOT_CLOCKS_AFTER_RE = re.compile(
     r"\s?(?:[$€£¥₹%°]|[A-Z]{3}\b|percent\b|per cent\b|per\b|seconds?\b|euros?\b|pounds?\b|dollars?\b"
+    r"|(?:hours?|hrs?|minutes?|mins?|miles?|metres?|meters?|kilometres?|inches|feet|litres?)\b"
     r"|(?:kg|g|mg|ml|l|km|m|cm|mm|lbs?|oz|ft|mi)\b)"
 )
 # Two times of one range: a side that can only be a 24-hour time makes the other one too
@@ -476,6 +520,8 @@ _CLOCK_PAIR_RE = re.compile(
 )
 _CLOCK_RE = re.compile(r"(?<![\d:.])(\d{1,2}):([0-5]\d)(?![\d:])(?:\s?([AaPp])(?:\.[Mm]\.|[Mm]\b))?")
 _HOUR_AMPM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])(?:\.[Mm]\.|[Mm]\b)")
+# "12 PM" is heard as either; a caller understands "noon" and "midnight".
+_NOON = {"P": "noon", "A": "midnight"}
 # A number's own suffix ("1st", "22nd", "13th"); "NW10 3ND" is a postcode, not an ordinal.
 _ORDINAL_RE = re.compile(
     r"(?<![A-Z]\d )(?<![A-Z]\d\d )(?<![A-Z]\d[A-Z] )"
@@ -874,6 +920,8 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _TAX_RE.sub(_speak_tax, text)
     if text[:1].isdigit() or ". " in text:
         text = _CLAUSE_NUMBER_RE.sub("", text)
+    if "Q:" in text or "A:" in text:
+        text = _QA_LABEL_RE.sub("", text)
     text = _days_in_full(text)
     if _MONTH_HINT_RE.search(text):
         text = _months_in_full(text)
@@ -924,6 +972,10 @@ def _emphasis(text: str) -> str:
 def _numbers(text: str) -> str:
     """The rules that need a digit; dates go before phones and ranges, phones before ranges."""
     text = _TWENTY_FOUR_SEVEN_RE.sub("twenty four seven", text)
+    if "x" in text:
+        text = _DIMENSIONS_RE.sub(lambda m: (m[1] or m[2]) + " by ", text)
+    if _SERVICE_HINT_RE.search(text):
+        text = _SERVICE_NUMBER_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if "-" in text:
         text = _ISO_DATE_RE.sub(_speak_iso_date, text)
     if "." in text and _DOT_TIME_HINT_RE.search(text):
@@ -931,7 +983,9 @@ def _numbers(text: str) -> str:
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
         text = _DOT_AFTER_RE.sub(_dot_after, text)
     if _ZIP_HINT_RE.search(text):
-        text = _ZIP_RE.sub(lambda m: m[1] + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text)
+        text = _ZIP_RE.sub(
+            lambda m: _state_named(m[1]) + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text
+        )
     if "/" in text:
         text = _slash_dates(text)
     if _FOUR_DIGITS_RE.search(text):
@@ -948,6 +1002,7 @@ def _numbers(text: str) -> str:
         if _JOIN in text:
             text = _PHONE_LIST_RE.sub(_speak_phone_list, text)
     if "-" in text or "–" in text:
+        text = _ORDINAL_RANGE_RE.sub(r"\1 to ", text)
         text = _RANGE_RE.sub(_speak_range, text)
     if ":" in text:
         if text.count(":") > 1:
@@ -998,6 +1053,8 @@ def _numbers(text: str) -> str:
         text = _PLUS_AFTER_RE.sub(_bind(" plus"), _PLUS_BETWEEN_RE.sub(_bind(" plus "), text))
     if "~" in text or "≈" in text:
         text = _ABOUT_RE.sub(_speak_about, text)
+    if " - " in text or " – " in text:
+        text = _DAY_RANGE_DASH_RE.sub(" to ", text)
     return text
 
 
@@ -1058,6 +1115,8 @@ def _ends_sentence(word: str) -> bool:
 def _speak_abbreviation(match: re.Match[str]) -> str:
     group = match.lastindex or 0
     spoken = _ABBREVIATIONS[group]
+    if group == 5 and _NOUN_AHEAD_RE.match(match.string, match.end()):
+        spoken = "approximate"  # "Approx. time: 20 minutes"
     if group == 3 and _stop_swallowed(match):
         return spoken + "."
     return _sentence_case(spoken, match)
@@ -1347,6 +1406,13 @@ def _speak_extension_x(match: re.Match[str]) -> str:
     return " extension " if spelled else match.group(0)
 
 
+def _state_named(before_zip: str) -> str:
+    """ ", OH " -> ", Ohio "; "ZIP: " as it is."""
+    if not before_zip.startswith(", "):
+        return before_zip
+    return f", {_STATE_NAMES[before_zip[2:-1]]} "
+
+
 def _spell_digits(digits: str) -> str:
     return " ".join(_DIGIT_WORDS[int(digit)] for digit in digits)
 
@@ -1409,9 +1475,17 @@ def _dot_clocks(match: re.Match[str]) -> str:
         return match.group(0)
     hours = [side.split(".")[0] for side in (start, end)]
     padded = "." in start and "." in end and any(len(hour) == 2 and hour.startswith("0") for hour in hours)
+    # "7.30-8.45": both sides a quarter of an hour, one not whole, the end later; a price
+    # range is rarely written so ("4.00-6.00" stays).
+    quarters = (
+        "." in start
+        and "." in end
+        and not (start.endswith(".00") and end.endswith(".00"))
+        and float(start) < float(end)
+    )
     text = match.string
     if (
-        not (padded or _in_hours(match))
+        not (padded or quarters or _in_hours(match))
         or _NOT_CLOCKS_BEFORE_RE.search(text, max(0, match.start() - 5), match.start())
         or _NOT_CLOCKS_AFTER_RE.match(text, match.end())
     ):
@@ -1423,7 +1497,8 @@ def _dot_after(match: re.Match[str]) -> str:
     # "until 8.30" is a time, and so is "at 8.35" after an hours word ("gates open at 8.35";
     # not "tickets at 4.50 on Sundays").
     if match[2][-2:] in ("00", "15", "30", "45"):
-        if not (match[1].startswith(("unt", "till")) or _in_hours(match)):
+        # "until", "by", "before" and "after" a quarter of an hour: no price is said so.
+        if not (match[1].startswith(("unt", "till", "by", "before", "after")) or _in_hours(match)):
             return match.group(0)
     elif not _HOURS_WORD_RE.search(match.string, max(0, match.start() - 24), match.start()):
         return match.group(0)
@@ -1479,6 +1554,8 @@ def _speak_clock(match: re.Match[str]) -> str:
     if period:
         if not 1 <= hour <= 12:
             return match.group(0)
+        if hour == 12 and minute == "00":
+            return _NOON[period.upper()]
         spoken = str(hour) if minute == "00" else f"{hour}:{minute}"
         return _bind(f"{spoken} {period.upper()}M")
     if hour > 23 or not _twenty_four_hour(hour_text):
@@ -1490,6 +1567,8 @@ def _speak_hour_ampm(match: re.Match[str]) -> str:
     hour = int(match.group(1))
     if not 1 <= hour <= 12:
         return match.group(0)
+    if hour == 12:
+        return _NOON[match.group(2).upper()]
     return _bind(f"{hour} {match.group(2).upper()}M")
 
 

@@ -258,7 +258,7 @@ NUMBERS_AND_SYMBOLS = [
     # A menu's and a rate card's notation (a review of structured documents).
     ("Gluten-free base +£2.00, takes 2 h.", "Gluten-free base plus 2 pounds, takes 2 hours."),
     ("Weekend visits: n/a.", "Weekend visits: not available."),
-    ("Closed on bank holidays.[^1] Call 111.", "Closed on bank holidays. Call 111."),
+    ("Closed on bank holidays.[^1] Call 111.", "Closed on bank holidays. Call one one one."),
     ("Delivery w/in 3 days, w/o fees, w/ tracking.", "Delivery within 3 days, without fees, with tracking."),
     # A comma after the amount (a list, a table row) is no thousands mark.
     ("Pro: €27,00, Max: €30.", "Pro: 27 euros, Max: 30 euros."),
@@ -342,7 +342,7 @@ NUMBERS_AND_SYMBOLS = [
     # A ZIP code after its state or "ZIP" is said digit by digit; other five-digit numbers not.
     (
         "Portland, ME 04101 or Springfield, IL 62704-1234.",
-        "Portland, ME zero four one zero one or Springfield, IL six two seven zero four, one two three four.",
+        "Portland, Maine zero four one zero one or Springfield, Illinois six two seven zero four, one two three four.",
     ),
     (
         "Our ZIP code: 90210. We hold 12345 books.",
@@ -385,7 +385,7 @@ LOOKALIKES = [
     ),
     (
         "Dr Wei Sun: 9am–5pm; The Rising Sun: 12pm-11pm.",
-        "Dr Wei Sun: 9 AM to 5 PM; The Rising Sun: 12 PM to 11 PM.",
+        "Dr Wei Sun: 9 AM to 5 PM; The Rising Sun: noon to 11 PM.",
     ),
     ("Sat. & Sun. 10-2; Sat./Sun. 9-5", "Saturday and Sunday 10 to 2; Saturday and Sunday 9 to 5."),
     (
@@ -867,3 +867,44 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
     text: str, days: list[str]
 ) -> None:
     assert implied_date_words(text) == days
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        # Times written with a dot after "by", "before", "after", or as a range of quarters.
+        ("Please arrive by 9.30 on the day.", "Please arrive by 9:30 on the day."),
+        ("Late collection after 5.30 costs £10.", "Late collection after 5:30 costs 10 pounds."),
+        ("Breakfast club: 7.30-8.45 daily.", "Breakfast club: 7:30 to 8:45 daily."),
+        ("Prices 4.00-6.00 each.", "Prices 4.00 to 6.00 each."),
+        ("It takes 2.5 hours, or after 2.30 hours.", "It takes 2.5 hours, or after 2.30 hours."),
+        # A spaced dash between a date or time and a day, and between ordinals, is "to".
+        ("Dates: Mon 28 Oct - Fri 1 Nov.", "Dates: Monday 28 October to Friday 1 November."),
+        ("Weekend (Fri 4pm - Mon 11am)", "Weekend (Friday 4 PM to Monday 11 AM)."),
+        ("Closed 1st-14th September.", "Closed first to fourteenth September."),
+        ("Lunch specials - Monday only.", "Lunch specials - Monday only."),
+        # Sizes.
+        ("A 5x10 unit on its side.", "A 5 by 10 unit on its side."),
+        ("Rugs up to 2 m x 1.5 m.", "Rugs up to 2 m by 1.5 m."),
+        ("3 x 10 minute sessions.", "3 x 10 minute sessions."),
+        # Numbers one dials for a public service, digit by digit.
+        ("Out of hours call 911.", "Out of hours call nine one one."),
+        ("Dial 111 or ring NHS 111.", "Dial one one one or ring NHS one one one."),
+        ("Call 999 in an emergency.", "Call nine nine nine in an emergency."),
+        ("Room 101 is upstairs.", "Room 101 is upstairs."),
+        # A state's code before its ZIP by name.
+        ("Columbus, OH 43201", "Columbus, Ohio four three two zero one."),
+        # An FAQ's labels.
+        ("Q: Do you use cages? A: No, never.", "Do you use cages? No, never."),
+        # Noon and midnight.
+        ("Late check-out until 12pm.", "Late check-out until noon."),
+        ("Open 12 pm – 12 am.", "Open noon to midnight."),
+        ("Open 12:00 PM to 12:30 PM.", "Open noon to 12:30 PM."),
+        # "Approx." before a noun.
+        ("Approx. time: 20 minutes.", "Approximate time: 20 minutes."),
+        ("Approx. 20 minutes.", "Approximately 20 minutes."),
+    ],
+)
+def test_what_small_businesses_write_is_said_as_meant(text: str, spoken: str) -> None:
+    assert make_speakable(text) == spoken
+    assert make_speakable(spoken) == spoken

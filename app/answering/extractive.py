@@ -198,7 +198,7 @@ _RUNNER_UP_MARGIN = 0.08
 _SAME_QUESTION = 0.9
 _BARE_REPLY_WORDS = 4
 _REPLY_WORD_RE = re.compile(
-    r"^(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no|yep|yup|yeah|nope|nah)(?:\s+please)?(?:[,.!;:]|\s+[-–—])\s*",
+    r"^(?:A:\s*)?(?:(?:sorry|oh|ah|afraid),?\s+)?(?:yes|no|yep|yup|yeah|nope|nah)(?:\s+please)?(?:[,.!;:]|\s+[-–—])\s*",
     re.IGNORECASE,
 )
 # Words that say what kind of fact is asked for, not what it is about: their absence from a

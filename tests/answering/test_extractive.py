@@ -778,6 +778,18 @@ def test_a_bare_faq_reply_goes_when_another_sentence_is_said() -> None:
     assert answer.text == "Please book an appointment by phone or online before you come in."
 
 
+def test_a_reply_word_after_an_faqs_answer_label_goes_too() -> None:
+    # "Q: ... A: No, we don't.": the label does not hide the reply word.
+    passage = Passage(
+        "A: No, we don't. Please book an appointment by phone or online before you come in.",
+        "FAQ",
+        1.0,
+        "Q: Do you take walk-ins?",
+    )
+    answer = _meant("Can I just turn up without an appointment?", [passage])
+    assert answer.text == "Please book an appointment by phone or online before you come in."
+
+
 def test_when_and_how_many_are_no_subject() -> None:
     # "Back by half four" says when, not what: the price answers, though "back" and "half"
     # are named elsewhere and not in it.

@@ -297,10 +297,15 @@ _TIME_AHEAD = (
     r"|noon\b|midday\b|[Cc]losed\b"
 )
 _DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
+# "Sun & public holidays closed": a day beside the holidays that close with it.
+_HOLIDAYS = r"(?:[Pp]ublic|[Bb]ank) [Hh]ol|BHs?\b"
 _DAY_ALONE_RE = re.compile(
     rf"\b(?<!-)(?<![Cc]losed )(?<![Oo]pen )({_SHORT_DAY})(\.?)"
-    rf"(?=\s*:?\s*(?:{_TIME_AHEAD})|\.?\s*{_DAY_JOIN}?\s*{_SHORT_DAY}\b)"
+    rf"(?=\s*:?\s*(?:{_TIME_AHEAD})|\.?\s*{_DAY_JOIN}?\s*(?:{_SHORT_DAY}\b|{_HOLIDAYS}))"
 )
+# The short names that are no English word ("drop off Fri, collect Mon") are days anywhere.
+# Not before a name ("Mon Cheri").
+_PLAIN_DAY_RE = re.compile(r"(?<![\w'-])(Mon|Tues?|Thurs?|Fri)(?!\s+[A-Z][a-z])(\.?)(?![\w'-])")
 _AMBIGUOUS_DAYS = frozenset({"Sun", "Sat", "Wed", "Thu"})
 _LIST_BEFORE_RE = re.compile(
     r"(?:^|[,;:(|/&•*–-]|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bSt)(?<!\b[A-Z])\."
@@ -1172,6 +1177,7 @@ def _days_in_full(text: str) -> str:
         text = _DAY_ALONE_RE.sub(_speak_day_alone, text)
         text = _DAY_CLOSED_RE.sub(_speak_day_closed, text)
         text = _sub_keeping_stop(_DAY_AFTER_DAY_RE, lambda m: m[1] + _DAY_NAMES[m[2].lower()], text)
+        text = _sub_keeping_stop(_PLAIN_DAY_RE, lambda m: _DAY_NAMES[m[1].lower().rstrip("s")], text)
     return text
 
 

@@ -892,6 +892,11 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
         ("Dial 111 or ring NHS 111.", "Dial one one one or ring NHS one one one."),
         ("Call 999 in an emergency.", "Call nine nine nine in an emergency."),
         ("Room 101 is upstairs.", "Room 101 is upstairs."),
+        # Short day names that are no word, anywhere; a day beside the holidays.
+        ("Drop off Fri, collect Mon.", "Drop off Friday, collect Monday."),
+        ("Closed Fri. We reopen Tues.", "Closed Friday. We reopen Tuesday."),
+        ("Sun & public holidays closed", "Sunday and public holidays closed."),
+        ("Mon Cheri chocolates.", "Mon Cheri chocolates."),
         # A state's code before its ZIP by name.
         ("Columbus, OH 43201", "Columbus, Ohio four three two zero one."),
         # An FAQ's labels.

@@ -493,6 +493,10 @@ _DAY_RANGE_DASH_RE = re.compile(
 _DIMENSIONS_RE = re.compile(
     r"(?<![\w.])([1-9]\d*(?:\.\d+)?)x(?=\d)|(?<![\w.])([1-9]\d*(?:\.\d+)?\s?(?:m|cm|mm|ft|in))\s?x\s?(?=\d)"
 )
+# "min. 8 week stay", "(2-hr min.)": a minimum; "5 min." stays minutes (_UNITS).
+_MINIMUM_RE = re.compile(r"(?<![\w.])(?<!\d )min\.?(?=\s+\d)|(?<=[a-z] )min\.(?=\s*[),;]|\s*$)")
+# An English school's year groups ("Y1-Y4", "KS2 (Y3-Y6)"): "why one" is no year.
+_SCHOOL_YEARS_RE = re.compile(r"\bY([1-9]|1[0-3])(?:\s*[-–]\s*Y([1-9]|1[0-3]))?\b")
 # Emergency and public service numbers one dials ("call 999", "NHS 111", "dial 911") are said
 # digit by digit, as they are known: not "nine hundred and eleven".
 _SERVICE_HINT_RE = re.compile(r"\b(?:999|911|111|112|101|988|000)\b")
@@ -660,6 +664,8 @@ _UNITS = {
     "oz": ("ounce", "ounces"),
     "ft": ("foot", "feet"),
     "sq ft": ("square foot", "square feet"),
+    "cu ft": ("cubic foot", "cubic feet"),
+    "t": ("tonne", "tonnes"),
     "kWh": ("kilowatt hour", "kilowatt hours"),
     "kW": ("kilowatt", "kilowatts"),
     "KB": ("kilobyte", "kilobytes"),
@@ -684,7 +690,8 @@ _OLD_AFTER_RE = re.compile(r"[\s-]old")
 _UNIT_RE = re.compile(
     r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)\s?("
     + "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
-    + r")(?![\w/])"
+    # "10 min. then ring": the abbreviation's dot, no sentence's end, goes with it.
+    + r")(?![\w/])(?:\.(?=\s+[a-z]))?"
 )
 _AMPERSAND_RE = re.compile(r"\s*&\s*")
 _AT_RE = re.compile(r"\s*@\s*")
@@ -979,6 +986,10 @@ def _numbers(text: str) -> str:
     text = _TWENTY_FOUR_SEVEN_RE.sub("twenty four seven", text)
     if "x" in text:
         text = _DIMENSIONS_RE.sub(lambda m: (m[1] or m[2]) + " by ", text)
+    if "min" in text:
+        text = _MINIMUM_RE.sub("minimum", text)
+    if "Y" in text:
+        text = _SCHOOL_YEARS_RE.sub(lambda m: f"Years {m[1]} to {m[2]}" if m[2] else f"Year {m[1]}", text)
     if _SERVICE_HINT_RE.search(text):
         text = _SERVICE_NUMBER_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if "-" in text:

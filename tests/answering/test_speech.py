@@ -897,6 +897,14 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
         ("Closed Fri. We reopen Tues.", "Closed Friday. We reopen Tuesday."),
         ("Sun & public holidays closed", "Sunday and public holidays closed."),
         ("Mon Cheri chocolates.", "Mon Cheri chocolates."),
+        # Units and a minimum.
+        ("Allow 10 min. then ring.", "Allow 10 minutes then ring."),
+        ("It takes 5 min.", "It takes 5 minutes."),
+        ("(min. 8 week stay, 2-hr min.)", "(minimum 8 week stay, 2-hr minimum)."),
+        ("Vehicle: 3.5t, 250 cu ft.", "Vehicle: 3.5 tonnes, 250 cubic feet."),
+        # School years.
+        ("KS2 (Y3-Y6), except Y6.", "KS2 (Years 3 to 6), except Year 6."),
+        ("The Y2K bug.", "The Y2K bug."),
         # A state's code before its ZIP by name.
         ("Columbus, OH 43201", "Columbus, Ohio four three two zero one."),
         # An FAQ's labels.

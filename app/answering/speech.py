@@ -38,13 +38,19 @@ TTS voice gets the written form wrong:
 - A hyphen or en dash between numbers reads as a range: "9-5" -> "9 to 5"; three or more
   hyphenated parts are a code and stay ("978-3-16-148410-0", "1-800-FLOWERS"), and so does
   a zero-led second part ("2024-00123"). Times written with a dot
-  ("5.30pm", "08.30-17.30") are read as times, days' short names in opening hours ("Sat 9-1")
-  in full, and a US ZIP code after its city and state or "ZIP" digit by digit.
+  ("5.30pm", "08.30-17.30", "by 9.30", "7.30-8.45") are read as times, days' short names
+  in opening hours ("Sat 9-1"), and "Mon", "Tues", "Thurs", "Fri" anywhere, in full; a US
+  ZIP code after its city and state ("Columbus, Ohio") or "ZIP" digit by digit. A spaced
+  dash between a date or time and a day, or between ordinals, is "to" ("Fri 4pm - Mon
+  11am", "1st-14th"); sizes are "by" ("a 5x10 unit"); "12pm" and "12am" are noon and
+  midnight; numbers one dials for a public service ("call 999", "NHS 111") are said digit
+  by digit; English school years ("Y3-Y6") are "Years 3 to 6".
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
-  "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately".
-- A policy's clause number opening a sentence ("2.1 We need 48 hours' notice") is dropped:
-  it is for the reader. A full stop that a shortened day or month took with it ("Open
-  Mon-Fri. Closed Sat.") still ends the sentence.
+  "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately" ("approximate"
+  before a noun); "min." before a number or after a unit is "minimum".
+- A policy's clause number opening a sentence ("2.1 We need 48 hours' notice") and an FAQ's
+  "Q:" and "A:" labels are dropped: they are for the reader. A full stop that a shortened
+  day or month took with it ("Open Mon-Fri. Closed Sat.") still ends the sentence.
 """
 
 from __future__ import annotations

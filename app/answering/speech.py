@@ -428,6 +428,14 @@ _STATE_NAMES = dict(
         strict=True,
     )
 )  # fmt: skip
+# An Australian state or territory before its four-digit postcode ("Geelong VIC 3220"): the
+# state by name, the postcode digit by digit, as Australians say it.
+_AU_STATES = {
+    "NSW": "New South Wales", "VIC": "Victoria", "QLD": "Queensland", "WA": "Western Australia",
+    "SA": "South Australia", "TAS": "Tasmania", "ACT": "ACT", "NT": "Northern Territory",
+}  # fmt: skip
+_AU_POSTCODE_HINT_RE = re.compile(r"\b(?:NSW|VIC|QLD|WA|SA|TAS|ACT|NT) \d{4}\b")
+_AU_POSTCODE_RE = re.compile(r"\b([A-Z][a-z]+,? )(NSW|VIC|QLD|WA|SA|TAS|ACT|NT) (\d{4})\b(?![\d,-]|\.\d)")
 # Not before another number, written or spelled: "OR 97201 (503) 555-0100" would run on.
 _DIGIT_NAME = "(?:zero|one|two|three|four|five|six|seven|eight|nine)"
 _ZIP_HINT_RE = re.compile(r"\b\d{5}\b")
@@ -700,6 +708,8 @@ _UNIT_RE = re.compile(
     + r")(?![\w/])(?:\.(?=\s+[a-z]))?"
 )
 _AMPERSAND_RE = re.compile(r"\s*&\s*")
+# "Main St · Open daily · 555-0100": a separator, said as a pause.
+_SEPARATOR_DOT_RE = re.compile(r"\s+[·•]\s+")
 _AT_RE = re.compile(r"\s*@\s*")
 _PLUS_BETWEEN_RE = re.compile(r"(?<=\d)\s*\+\s*(?=\d)")
 _PLUS_AFTER_RE = re.compile(r"(?<=\d)\+(?!\w)")
@@ -955,6 +965,8 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
         text = _HASHTAG_RE.sub("", text)
     if "&" in text:
         text = _AMPERSAND_RE.sub(" and ", text)
+    if "·" in text or "•" in text:
+        text = _SEPARATOR_DOT_RE.sub(", ", text)
     if "≥" in text or "≤" in text or "≠" in text:
         text = _COMPARISON_RE.sub(lambda m: _COMPARISONS[m[1]], text)
     if ">" in text or "<" in text:
@@ -1004,6 +1016,8 @@ def _numbers(text: str) -> str:
         text = _DOT_CLOCK_RE.sub(_dot_clock, text)
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
         text = _DOT_AFTER_RE.sub(_dot_after, text)
+    if _AU_POSTCODE_HINT_RE.search(text):
+        text = _AU_POSTCODE_RE.sub(lambda m: f"{m[1]}{_AU_STATES[m[2]]} " + _bind(_spell_digits(m[3])), text)
     if _ZIP_HINT_RE.search(text):
         text = _ZIP_RE.sub(
             lambda m: _state_named(m[1]) + _bind(", ".join(_spell_digits(g) for g in m[2].split("-"))), text

@@ -708,7 +708,8 @@ _UNIT_RE = re.compile(
     + r")(?![\w/])(?:\.(?=\s+[a-z]))?"
 )
 _AMPERSAND_RE = re.compile(r"\s*&\s*")
-# "Main St · Open daily · 555-0100": a separator, said as a pause.
+# "Main St · Open daily · 555-0100": a separator, said as a pause (a comma would run a
+# postcode into the phone number after it).
 _SEPARATOR_DOT_RE = re.compile(r"\s+[·•]\s+")
 _AT_RE = re.compile(r"\s*@\s*")
 _PLUS_BETWEEN_RE = re.compile(r"(?<=\d)\s*\+\s*(?=\d)")
@@ -966,7 +967,7 @@ def _inline(text: str, *, keep_dropped: bool) -> str:
     if "&" in text:
         text = _AMPERSAND_RE.sub(" and ", text)
     if "·" in text or "•" in text:
-        text = _SEPARATOR_DOT_RE.sub(", ", text)
+        text = _SEPARATOR_DOT_RE.sub("; ", text)
     if "≥" in text or "≤" in text or "≠" in text:
         text = _COMPARISON_RE.sub(lambda m: _COMPARISONS[m[1]], text)
     if ">" in text or "<" in text:

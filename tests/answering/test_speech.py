@@ -908,7 +908,7 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
         # An Australian state before its postcode; a separator dot.
         ("12 Ryrie St, Geelong VIC 3220.", "12 Ryrie St, Geelong Victoria three two two zero."),
         ("We have 2000 books in the ACT 2000 collection.", "We have 2000 books in the ACT 2000 collection."),
-        ("Cedar Hollow Storage · Open daily", "Cedar Hollow Storage, Open daily."),
+        ("Cedar Hollow Storage · Open daily", "Cedar Hollow Storage; Open daily."),
         # A state's code before its ZIP by name.
         ("Columbus, OH 43201", "Columbus, Ohio four three two zero one."),
         # An FAQ's labels.

@@ -495,29 +495,6 @@ _DOT_CLOCK_RE = re.compile(
     rf"\b(?<![:.,$€£¥])(\d{{1,2}})\.([0-5]\d)(?=\s?{_AM_PM}|\s*[-–]\s*\d{{1,2}}[.:][0-5]\d\s?{_AM_PM})"
 )
 _DOT_TIME_HINT_RE = re.compile(r"\d\.[0-5]\d")
-# "1st-14th September": the dash is "to" ("first to fourteenth").
-_ORDINAL_RANGE_RE = re.compile(r"(\d(?:st|nd|rd|th))\s*[-–]\s*(?=\d{1,2}(?:st|nd|rd|th)\b)")
-# "Monday 28 October - Friday 1 November", "Friday 4 PM - Monday 11 AM": a spaced dash
-# between a date or time and a day is "to".
-_DAY_RANGE_DASH_RE = re.compile(
-    r"(?:(?<=\d)|(?<=[AP]M)|(?<=day)|(?<=ber)|(?<=uary)|(?<=March)|(?<=April)|(?<=May)|(?<=June)|(?<=July)"
-    r"|(?<=August))\s+[-–]\s+(?=(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b)"
-)
-# Sizes: "a 5x10 unit", "2 m x 1.5 m" ("5 by 10"); "3 x 10 minutes" may be a count, left.
-_DIMENSIONS_RE = re.compile(
-    r"(?<![\w.])([1-9]\d*(?:\.\d+)?)x(?=\d)|(?<![\w.])([1-9]\d*(?:\.\d+)?\s?(?:m|cm|mm|ft|in))\s?x\s?(?=\d)"
-)
-# "min. 8 week stay", "(2-hr min.)": a minimum; "5 min." stays minutes (_UNITS).
-_MINIMUM_RE = re.compile(r"(?<![\w.])(?<!\d )min\.?(?=\s+\d)|(?<=[a-z] )min\.(?=\s*[),;]|\s*$)")
-# An English school's year groups ("Y1-Y4", "KS2 (Y3-Y6)"): "why one" is no year.
-_SCHOOL_YEARS_RE = re.compile(r"\bY([1-9]|1[0-3])(?:\s*[-–]\s*Y([1-9]|1[0-3]))?\b")
-# Emergency and public service numbers one dials ("call 999", "NHS 111", "dial 911") are said
-# digit by digit, as they are known: not "nine hundred and eleven".
-_SERVICE_HINT_RE = re.compile(r"\b(?:999|911|111|112|101|988|000)\b")
-_SERVICE_NUMBER_RE = re.compile(
-    r"\b((?:[Cc]all|CALL|[Dd]ial|DIAL|[Rr]ing|[Pp]hone|[Tt]ext|NHS)(?: on)? )(999|911|111|112|101|988|000)\b"
-    r"(?![\d,.:]\d|\s?(?:%|percent|pounds|dollars|times))"
-)
 # In opening hours, one side may be a whole hour ("9-5.30", "7.30-6"), and one time may
 # follow "until" or "at" ("breakfast until 8.30", "gates open at 8.35").
 _DOT_CLOCKS_RE = re.compile(
@@ -550,6 +527,31 @@ _ORDINAL_RE = re.compile(
     r"(?<![A-Z]\d )(?<![A-Z]\d\d )(?<![A-Z]\d[A-Z] )"
     r"\b(\d{0,5}(?:1(?=st)|2(?=nd)|3(?=rd)|1[123](?=th)|[04-9](?=th)))(?:st|nd|rd|th)\b",
     re.IGNORECASE,
+)
+
+# --- ranges, sizes and numbers one dials ---------------------------------------------
+# "1st-14th September": the dash is "to" ("first to fourteenth").
+_ORDINAL_RANGE_RE = re.compile(r"(\d(?:st|nd|rd|th))\s*[-–]\s*(?=\d{1,2}(?:st|nd|rd|th)\b)")
+# "Monday 28 October - Friday 1 November", "Friday 4 PM - Monday 11 AM": a spaced dash
+# between a date or time and a day is "to".
+_DAY_RANGE_DASH_RE = re.compile(
+    r"(?:(?<=\d)|(?<=[AP]M)|(?<=day)|(?<=ber)|(?<=uary)|(?<=March)|(?<=April)|(?<=May)|(?<=June)|(?<=July)"
+    r"|(?<=August))\s+[-–]\s+(?=(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b)"
+)
+# Sizes: "a 5x10 unit", "2 m x 1.5 m" ("5 by 10"); "3 x 10 minutes" may be a count, left.
+_DIMENSIONS_RE = re.compile(
+    r"(?<![\w.])([1-9]\d*(?:\.\d+)?)x(?=\d)|(?<![\w.])([1-9]\d*(?:\.\d+)?\s?(?:m|cm|mm|ft|in))\s?x\s?(?=\d)"
+)
+# "min. 8 week stay", "(2-hr min.)": a minimum; "5 min." stays minutes (_UNITS).
+_MINIMUM_RE = re.compile(r"(?<![\w.])(?<!\d )min\.?(?=\s+\d)|(?<=[a-z] )min\.(?=\s*[),;]|\s*$)")
+# An English school's year groups ("Y1-Y4", "KS2 (Y3-Y6)"): "why one" is no year.
+_SCHOOL_YEARS_RE = re.compile(r"\bY([1-9]|1[0-3])(?:\s*[-–]\s*Y([1-9]|1[0-3]))?\b")
+# Emergency and public service numbers one dials ("call 999", "NHS 111", "dial 911") are said
+# digit by digit, as they are known: not "nine hundred and eleven".
+_SERVICE_HINT_RE = re.compile(r"\b(?:999|911|111|112|101|988|000)\b")
+_SERVICE_NUMBER_RE = re.compile(
+    r"\b((?:[Cc]all|CALL|[Dd]ial|DIAL|[Rr]ing|[Pp]hone|[Tt]ext|NHS)(?: on)? )(999|911|111|112|101|988|000)\b"
+    r"(?![\d,.:]\d|\s?(?:%|percent|pounds|dollars|times))"
 )
 
 # --- money, percent, degrees, units ---------------------------------------------------

@@ -75,7 +75,8 @@ NON_TERMINAL_ABBREVIATIONS = frozenset(
         "dept", "univ", "assn", "bros", "ave", "blvd", "rd", "jan", "feb", "mar", "apr", "jun",
         "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "tues", "wed", "thu",
         "thur", "thurs", "fri", "sat", "sun", "al", "op", "ed", "eds", "tel", "ext", "min", "max",
-        "apt", "ste", "bldg", "fl", "hwy", "pkwy", "incl", "excl", "env", "арт",
+        "apt", "ste", "bldg", "fl", "hwy", "pkwy", "incl", "excl", "env", "арт", "rs", "ph", "acc", "ref",
+        "reg", "appt", "appts", "pvt", "ct", "blk", "flr", "govt",
     }
 )  # fmt: skip
 
@@ -236,15 +237,16 @@ _ABBREVIATIONS = (
 # counts only in capitals and alone ("BH1 2AB" is a postcode); "incl."/"excl." before a word
 # mean "including"/"excluding", and at the end of a phrase ("Mon-Fri incl.") "inclusive".
 _SHORTHAND_RE = re.compile(
-    r"\b(Xmas|XMAS|xmas|TBC|TBA|FOC|ASAP|asap|[Aa]ppts?|[Bb]ank [Hh]ols?|BHs?|[Ii]ncl|[Ee]xcl)(\.?)"
+    r"\b(Xmas|XMAS|xmas|TBC|TBA|FOC|ASAP|asap|[Aa]ppts?|[Bb]ank [Hh]ols?|BHs?|[Ii]ncl|[Ee]xcl|[Pp]ls)(\.?)"
     r"(?![\w&'-])"
 )
 _SHORTHAND = {
     "xmas": "Christmas", "tbc": "to be confirmed", "tba": "to be announced", "foc": "free of charge",
     "asap": "as soon as possible", "appt": "appointment", "appts": "appointments",
     "bank hol": "bank holiday", "bank hols": "bank holidays", "bh": "bank holidays", "bhs": "bank holidays",
+    "pls": "please",
 }  # fmt: skip
-_SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl")
+_SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl|ls")
 _DASH_RE = re.compile(r"\s*[-–]\s*")
 _WORD_AHEAD_RE = re.compile(r"\s+[\w£$€(]")
 _ONE_BEFORE_RE = re.compile(
@@ -300,7 +302,7 @@ _DAY_RANGE_RE = re.compile(rf"\b{_DAY}\s*[-–]\s*{_DAY}(?!\w)", re.IGNORECASE)
 _TIME_AHEAD = (
     r"\d{1,2}(?:[:.]\d\d)?\s?(?:[-–]|to\b|[AaPp]\.?[Mm]\b)|\d{1,2}:\d\d\b|[012]\d{3}\s?[-–]\s?[012]\d{3}\b"
     rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_SHORT_MONTH}"
-    r"|noon\b|midday\b|[Cc]losed\b"
+    r"|noon\b|midday\b|[Cc]losed\b|[012]\dh[0-5]\d\b"
 )
 _DAY_JOIN = r"(?:[&,/–-]|and\b|or\b|to\b|through\b)"
 # "Sun & public holidays closed": a day beside the holidays that close with it.
@@ -428,6 +430,13 @@ _STATE_NAMES = dict(
         strict=True,
     )
 )  # fmt: skip
+# An Irish Eircode ("D02 X285") or a Canadian postal code ("V6B 1A1"): a voice would read
+# "X285" as "X two hundred eighty-five"; each character is said.
+_CODE_POSTCODE_HINT_RE = re.compile(r"\b[A-Z]\d[\dA-Z] [A-Z\d]{3,4}\b")
+_CODE_POSTCODE_RE = re.compile(
+    r"\b([AC-FHKNPRTV-Y]\d{2}|D6W) ((?=[\dA-Z]*\d)(?=[\dA-Z]*[A-Z])[\dAC-FHKNPRTV-Y]{4})\b"
+    r"|\b([ABCEGHJ-NPRSTVXY]\d[A-Z]) (\d[A-Z]\d)\b"
+)
 # An Australian state or territory before its four-digit postcode ("Geelong VIC 3220"): the
 # state by name, the postcode digit by digit, as Australians say it.
 _AU_STATES = {
@@ -538,20 +547,35 @@ _DAY_RANGE_DASH_RE = re.compile(
     r"(?:(?<=\d)|(?<=[AP]M)|(?<=day)|(?<=ber)|(?<=uary)|(?<=March)|(?<=April)|(?<=May)|(?<=June)|(?<=July)"
     r"|(?<=August))\s+[-–]\s+(?=(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b)"
 )
+# South African and French clock times ("06h00-22h00"), and a military one ("1030hrs").
+_H_CLOCK_RE = re.compile(r"\b([01]\d|2[0-3])h([0-5]\d)\b|\b([01]\d|2[0-3])([0-5]\d)\s?hrs?\b")
 # Sizes: "a 5x10 unit", "2 m x 1.5 m" ("5 by 10"); "3 x 10 minutes" may be a count, left.
 _DIMENSIONS_RE = re.compile(
     r"(?<![\w.])([1-9]\d*(?:\.\d+)?)x(?=\d)|(?<![\w.])([1-9]\d*(?:\.\d+)?\s?(?:m|cm|mm|ft|in))\s?x\s?(?=\d)"
 )
 # "min. 8 week stay", "(2-hr min.)": a minimum; "5 min." stays minutes (_UNITS).
-_MINIMUM_RE = re.compile(r"(?<![\w.])(?<!\d )min\.?(?=\s+\d)|(?<=[a-z] )min\.(?=\s*[),;]|\s*$)")
+_MINIMUM_RE = re.compile(
+    r"(?<![\w.])(?<!\d )min\.?(?=\s+\d)|(?<=[a-z] )min\.(?=\s*[),;]|\s*$)|\bMin\.(?=\s+[a-z])"
+)
+_MAXIMUM_RE = re.compile(
+    r"(?<![\w.])max\.?(?=\s+\d)|(?<=[a-z] )max\.(?=\s*[),;]|\s*$)|\bMax\.(?=\s+(?:\d|[a-z]))"
+)
 # An English school's year groups ("Y1-Y4", "KS2 (Y3-Y6)"): "why one" is no year.
 _SCHOOL_YEARS_RE = re.compile(r"\bY([1-9]|1[0-3])(?:\s*[-–]\s*Y([1-9]|1[0-3]))?\b")
 # Emergency and public service numbers one dials ("call 999", "NHS 111", "dial 911") are said
 # digit by digit, as they are known: not "nine hundred and eleven".
-_SERVICE_HINT_RE = re.compile(r"\b(?:999|911|111|112|101|988|000)\b")
+_SERVICES = r"(?:999|911|111|112|101|988|000|995|10111|10177|100|102|108)"
+_SERVICE_ENDS = r"\b(?![\d,.:]\d|\s?(?:%|percent|pounds|dollars|rupees|times|people|km|miles))"
+_SERVICE_HINT_RE = re.compile(rf"\b{_SERVICES}\b")
 _SERVICE_NUMBER_RE = re.compile(
-    r"\b((?:[Cc]all|CALL|[Dd]ial|DIAL|[Rr]ing|[Pp]hone|[Tt]ext|NHS)(?: on)? )(999|911|111|112|101|988|000)\b"
-    r"(?![\d,.:]\d|\s?(?:%|percent|pounds|dollars|times))"
+    r"\b((?:[Cc]all|CALL|[Dd]ial|DIAL|[Rr]ing|[Pp]hone|[Tt]ext|NHS|[Pp]olice|[Aa]mbulance|[Ff]ire|SAPS"
+    r"|[Ee]mergency(?: services)?)(?: on| number)?:? (?:\([A-Z]+\) )?)"
+    rf"({_SERVICES}){_SERVICE_ENDS}"
+)
+# "call 112 or 999", "police 100 / 112": the next number of a list of them.
+_SERVICE_NEXT_RE = re.compile(
+    rf"((?:(?<=one)|(?<=two)|(?<=zero)|(?<=nine)|(?<=seven)|(?<=eight)|(?<=five))\)?"
+    rf"(?: \([A-Za-z]+\))?(?:,? or |,? and | ?/ ?|, ))({_SERVICES}){_SERVICE_ENDS}"
 )
 
 # --- money, percent, degrees, units ---------------------------------------------------
@@ -598,7 +622,17 @@ _CODES = {
 _SCALES = {
     "k": "thousand", "thousand": "thousand", "m": "million", "mn": "million", "million": "million",
     "b": "billion", "bn": "billion", "billion": "billion", "trillion": "trillion", "tn": "trillion",
+    "lakh": "lakh", "crore": "crore",
 }  # fmt: skip
+# Rupees written "Rs. 500", "Rs 1,000", "INR 500": the rupee sign's amount.
+_RUPEES_WRITTEN_RE = re.compile(r"\b(?:Rs\.?|INR)\s?(?=\d)")
+# "₹1,50,000": Indian grouping (lakhs), said as the number it is ("150,000 rupees").
+_INDIAN_GROUPS_RE = re.compile(r"(?<=₹)\s?\d{1,2}(?:,\d\d)+,\d{3}\b")
+# South African rand: "R450.00", "R2,85" (a decimal comma), "R1 250" (thousands by a space), or
+# "R450/day"; a bare "R132" may be a road or a code, and stays.
+_RAND_RE = re.compile(
+    r"(?<![\w$])R ?(\d{1,3}(?:[ \u00a0]\d{3})+|\d+)(?:([.,])(\d\d))?(?=(/)|(?![\w-]|[.,]\d))"
+)
 _SYMBOLS = "".join(_CURRENCIES)
 _AMOUNT = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 # After a code, thousands may be grouped by spaces too ("EUR 23 800").
@@ -609,7 +643,7 @@ _SPACED_AMOUNT = (
     r"(\d{1,3}(?:[ \u00a0\u202f]\d{3}){2,}(?![\w%+-]|\s(?:m|ml|cl|l|g|kg|km|cm|mm)\b)"
     r"|\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
 )
-_SCALE = r"(?:\s?(thousand|million|billion|trillion|bn|mn|tn|[kmb])\b)?"
+_SCALE = r"(?:\s?(thousand|million|billion|trillion|lakh|crore|bn|mn|tn|[kmb])\b)?"
 # "27.–" (Swiss and German price tags): a whole amount.
 _WHOLE_MARK = r"(?:\.[–-](?!\w))?"
 _MONEY_BEFORE_RE = re.compile(
@@ -1005,20 +1039,30 @@ def _emphasis(text: str) -> str:
 def _numbers(text: str) -> str:
     """The rules that need a digit; dates go before phones and ranges, phones before ranges."""
     text = _TWENTY_FOUR_SEVEN_RE.sub("twenty four seven", text)
+    if "h" in text:
+        text = _H_CLOCK_RE.sub(lambda m: _clock_words(int(m[1] or m[3]), m[2] or m[4]), text)
     if "x" in text:
         text = _DIMENSIONS_RE.sub(lambda m: (m[1] or m[2]) + " by ", text)
-    if "min" in text:
-        text = _MINIMUM_RE.sub("minimum", text)
+    if "min" in text or "Min." in text:
+        text = _MINIMUM_RE.sub(lambda m: "Minimum" if m[0][0] == "M" else "minimum", text)
+    if "max" in text or "Max." in text:
+        text = _MAXIMUM_RE.sub(lambda m: "Maximum" if m[0][0] == "M" else "maximum", text)
     if "Y" in text:
         text = _SCHOOL_YEARS_RE.sub(lambda m: f"Years {m[1]} to {m[2]}" if m[2] else f"Year {m[1]}", text)
     if _SERVICE_HINT_RE.search(text):
         text = _SERVICE_NUMBER_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
+        for _ in range(3):
+            text = _SERVICE_NEXT_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if "-" in text:
         text = _ISO_DATE_RE.sub(_speak_iso_date, text)
     if "." in text and _DOT_TIME_HINT_RE.search(text):
         text = _DOT_CLOCK_RE.sub(_dot_clock, text)
         text = _DOT_CLOCKS_RE.sub(_dot_clocks, text)
         text = _DOT_AFTER_RE.sub(_dot_after, text)
+    if _CODE_POSTCODE_HINT_RE.search(text):
+        text = _CODE_POSTCODE_RE.sub(
+            lambda m: _bind(f"{_spell_code(m[1] or m[3])}, {_spell_code(m[2] or m[4])}"), text
+        )
     if _AU_POSTCODE_HINT_RE.search(text):
         text = _AU_POSTCODE_RE.sub(lambda m: f"{m[1]}{_AU_STATES[m[2]]} " + _bind(_spell_digits(m[3])), text)
     if _ZIP_HINT_RE.search(text):
@@ -1048,6 +1092,12 @@ def _numbers(text: str) -> str:
             text = _CLOCK_PAIR_RE.sub(_speak_clock_pair, text)
         text = _sub_keeping_stop(_CLOCK_RE, _speak_clock, text)
     text = _sub_keeping_stop(_HOUR_AMPM_RE, _speak_hour_ampm, text)
+    if "Rs" in text or "INR" in text:
+        text = _RUPEES_WRITTEN_RE.sub("₹", text)
+    if "₹" in text:
+        text = _INDIAN_GROUPS_RE.sub(lambda m: f"{int(m[0].replace(',', '')):,}", text)
+    if "R" in text:
+        text = _RAND_RE.sub(_speak_rand, text)
     if any(symbol in text for symbol in _SYMBOLS):
         if "€" in text:
             text = _EURO_DECIMAL_RE.sub(_euro_decimal, text)
@@ -1453,6 +1503,11 @@ def _state_named(before_zip: str) -> str:
     return f", {_STATE_NAMES[before_zip[2:-1]]} "
 
 
+def _spell_code(code: str) -> str:
+    """ "X285" -> "X two eight five": letters as they are, digits by name."""
+    return " ".join(_DIGIT_WORDS[int(c)] if c.isdigit() else c for c in code)
+
+
 def _spell_digits(digits: str) -> str:
     return " ".join(_DIGIT_WORDS[int(digit)] for digit in digits)
 
@@ -1628,6 +1683,14 @@ def _speak_prefixed_dollars(match: re.Match[str]) -> str:
     if names is None:  # letters we cannot name: as written, not as plain dollars
         return match.group(0)
     return _bind(_money_words(names, match[2], match[3], match[4]))
+
+
+def _speak_rand(match: re.Match[str]) -> str:
+    whole, _, cents, per = match.groups()
+    if not (cents or per or " " in whole or "\u00a0" in whole):
+        return match.group(0)
+    grouped = f"{int(whole.replace(' ', '').replace(chr(0xA0), '')):,}"
+    return _bind(_money_words(("rand", "rand", "cent", "cents"), grouped, cents, None))
 
 
 def _money_words(

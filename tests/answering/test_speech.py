@@ -909,6 +909,36 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
         ("12 Ryrie St, Geelong VIC 3220.", "12 Ryrie St, Geelong Victoria three two two zero."),
         ("We have 2000 books in the ACT 2000 collection.", "We have 2000 books in the ACT 2000 collection."),
         ("Cedar Hollow Storage · Open daily", "Cedar Hollow Storage; Open daily."),
+        # South African, French and military clock times.
+        ("Daily 06h00–22h00.", "Daily 6 AM to 10 PM."),
+        ("Between 1030hrs and 1930hrs.", "Between 10:30 AM and 7:30 PM."),
+        ("It takes 100 hrs.", "It takes 100 hours."),
+        # Service numbers in a list, after the service's name.
+        (
+            "Dial 10111 (SAPS) or 10177 (ambulance), or 112.",
+            "Dial one zero one one one (SAPS) or one zero one seven seven (ambulance), or one one two.",
+        ),
+        ("Ambulance 108; police 100 / 112.", "Ambulance one zero eight; police one zero zero / one one two."),
+        ("We sold 3 apples or 100 pears.", "We sold 3 apples or 100 pears."),
+        # Rupees written "Rs", Indian grouping and lakhs; rand with cents or grouped thousands.
+        ("Fees: Rs. 500 per month.", "Fees: 500 rupees per month."),
+        ("Course fee ₹1,50,000.", "Course fee 150,000 rupees."),
+        ("Package ₹12.5 lakh.", "Package 12.5 lakh rupees."),
+        (
+            "Hire R1 250/day, extra km R2,85/km.",
+            "Hire 1,250 rand per day, extra km 2 rand 85 cents per kilometer.",
+        ),
+        ("Deposit R450.00.", "Deposit 450 rand."),
+        ("Take the R132 north.", "Take the R132 north."),
+        # Irish and Canadian postcodes, character by character.
+        ("Dublin 2, D02 X285.", "Dublin 2, D zero two, X two eight five."),
+        ("Vancouver, BC V6B 1A1.", "Vancouver, BC V six B, one A one."),
+        # Notes' shorthand.
+        (
+            "Pls call ahead. Max. 3 hrs parking. Min. age is 21.",
+            "Please call ahead. Maximum 3 hours parking. Minimum age is 21.",
+        ),
+        ("Max Power Gym.", "Max Power Gym."),
         # A state's code before its ZIP by name.
         ("Columbus, OH 43201", "Columbus, Ohio four three two zero one."),
         # An FAQ's labels.

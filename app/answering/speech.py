@@ -43,11 +43,17 @@ TTS voice gets the written form wrong:
   ZIP code after its city and state ("Columbus, Ohio") or "ZIP" digit by digit. A spaced
   dash between a date or time and a day, or between ordinals, is "to" ("Fri 4pm - Mon
   11am", "1st-14th"); sizes are "by" ("a 5x10 unit"); "12pm" and "12am" are noon and
-  midnight; numbers one dials for a public service ("call 999", "NHS 111") are said digit
-  by digit; English school years ("Y3-Y6") are "Years 3 to 6".
+  midnight; numbers one dials for a public service ("call 999", "NHS 111", "police 100 /
+  112") are said digit by digit; English school years ("Y3-Y6") are "Years 3 to 6"; South
+  African and French times ("06h00") and "1030hrs" are clock times; Irish Eircodes and
+  Canadian postal codes are said character by character, an Australian state's postcode
+  digit by digit.
+- Rand with cents or grouped thousands ("R1 250/day", "R2,85"), rupees written "Rs." or
+  "INR", Indian grouping ("₹1,50,000" is 150,000 rupees), lakh and crore.
 - Latin abbreviations are expanded: "e.g." -> "for example", "i.e." -> "that is",
   "etc." -> "and so on", "vs." -> "versus", "approx." -> "approximately" ("approximate"
-  before a noun); "min." before a number or after a unit is "minimum".
+  before a noun); "min." and "max." before a number or after a unit are "minimum" and
+  "maximum", "pls" is "please".
 - A policy's clause number opening a sentence ("2.1 We need 48 hours' notice") and an FAQ's
   "Q:" and "A:" labels are dropped: they are for the reader. A full stop that a shortened
   day or month took with it ("Open Mon-Fri. Closed Sat.") still ends the sentence.

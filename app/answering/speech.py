@@ -555,6 +555,16 @@ _DAY_RANGE_DASH_RE = re.compile(
 )
 # South African and French clock times ("06h00-22h00"), and a military one ("1030hrs").
 _H_CLOCK_RE = re.compile(r"\b([01]\d|2[0-3])h([0-5]\d)\b|\b([01]\d|2[0-3])([0-5]\d)\s?hrs?\b")
+# An area code with a hyphen ("020-2543 8877", "0253-2345678", as India writes them): a
+# phone number, not a range.
+_TRUNK_HYPHEN_PHONE_RE = re.compile(r"(?<![\w.,-])(0\d{2,4})-(\d{4} \d{4}|\d{6,8})(?![\w-]|[.,]\d)")
+# An account, VAT, reference or other number named so, of five digits or more in one run
+# ("Acc. No. 62123456789", "branch code 250655"): said digit by digit, not as billions.
+_REFERENCE_HINT_RE = re.compile(r"\d{5}")
+_REFERENCE_RE = re.compile(
+    r"(\b(?:[Nn]umber|NUMBER|[Aa]ccount|[Rr]eference|[Rr]ef\.?|VAT|[Cc]ode|ID|[Pp]olicy|[Mm]embership"
+    r"|[Rr]egistration|IBAN|PIN)(?:\s+(?:is|number|no\.?))?:?\s)(\d{5,})(?![\w/-]|[.,]\d)"
+)
 # Sizes: "a 5x10 unit", "2 m x 1.5 m" ("5 by 10"); "3 x 10 minutes" may be a count, left.
 _DIMENSIONS_RE = re.compile(
     r"(?<![\w.])([1-9]\d*(?:\.\d+)?)x(?=\d)|(?<![\w.])([1-9]\d*(?:\.\d+)?\s?(?:m|cm|mm|ft|in))\s?x\s?(?=\d)"
@@ -1082,6 +1092,10 @@ def _numbers(text: str) -> str:
         text = _HHMM_AFTER_RE.sub(_speak_hhmm_after, text)
     if " to " in text:
         text = _SHORT_CODE_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
+    if "0" in text and "-" in text:
+        text = _TRUNK_HYPHEN_PHONE_RE.sub(
+            lambda m: _bind(", ".join(_spell_digits(group) for group in (m[1], *m[2].split()))), text
+        )
     if _MAYBE_PHONE_RE.search(text):
         if "(0)" in text:
             text = _TRUNK_ZERO_RE.sub(r"\1 ", text)
@@ -1144,6 +1158,8 @@ def _numbers(text: str) -> str:
     text = _ORDINAL_RE.sub(lambda m: str(num2words(int(m[1]), lang="en", to="ordinal")), text)
     if "#" in text:
         text = _HASH_NUMBER_RE.sub(lambda m: _sentence_case("number ", m), text)
+    if _REFERENCE_HINT_RE.search(text):
+        text = _REFERENCE_RE.sub(lambda m: m[1] + _bind(_spell_digits(m[2])), text)
     if "+" in text:
         text = _PLUS_AFTER_RE.sub(_bind(" plus"), _PLUS_BETWEEN_RE.sub(_bind(" plus "), text))
     if "~" in text or "≈" in text:

@@ -933,6 +933,22 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
         # Irish and Canadian postcodes, character by character.
         ("Dublin 2, D02 X285.", "Dublin 2, D zero two, X two eight five."),
         ("Vancouver, BC V6B 1A1.", "Vancouver, BC V six B, one A one."),
+        # A number with an area code and a hyphen; a reference number, digit by digit.
+        (
+            "Call 020-2543 8877 or 0253-2345678.",
+            "Call zero two zero, two five four three, eight eight seven seven or zero two five three, two"
+            " three four five six seven eight.",
+        ),
+        ("Ages 0-5 years.", "Ages 0 to 5 years."),
+        ("VAT No. 4123456789", "VAT number four one two three four five six seven eight nine."),
+        (
+            "Your booking reference is 4471234.",
+            "Your booking reference is four four seven one two three four.",
+        ),
+        (
+            "We served 1000000 customers. Price $1000000.",
+            "We served 1000000 customers. Price 1000000 dollars.",
+        ),
         # Notes' shorthand.
         (
             "Pls call ahead. Max. 3 hrs parking. Min. age is 21.",

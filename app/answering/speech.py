@@ -252,7 +252,7 @@ _SHORTHAND = {
     "bank hol": "bank holiday", "bank hols": "bank holidays", "bh": "bank holidays", "bhs": "bank holidays",
     "pls": "please",
 }  # fmt: skip
-_SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl|ls")
+_SHORTHAND_HINT_RE = re.compile("mas|MAS|TB|FOC|ASAP|asap|ppt|ols|BH|ncl|xcl|[Pp]ls")
 _DASH_RE = re.compile(r"\s*[-–]\s*")
 _WORD_AHEAD_RE = re.compile(r"\s+[\w£$€(]")
 _ONE_BEFORE_RE = re.compile(
@@ -590,7 +590,7 @@ _SERVICE_NUMBER_RE = re.compile(
 )
 # "call 112 or 999", "police 100 / 112": the next number of a list of them.
 _SERVICE_NEXT_RE = re.compile(
-    rf"((?:(?<=one)|(?<=two)|(?<=zero)|(?<=nine)|(?<=seven)|(?<=eight)|(?<=five))\)?"
+    rf"((?:(?<=\bone)|(?<=\btwo)|(?<=\bzero)|(?<=\bnine)|(?<=\bseven)|(?<=\beight)|(?<=\bfive))\)?"
     rf"(?: \([A-Za-z]+\))?(?:,? or |,? and | ?/ ?|, ))({_SERVICES}){_SERVICE_ENDS}"
 )
 

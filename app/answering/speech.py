@@ -387,6 +387,9 @@ _ISO_DATE_RE = re.compile(
 # "13/03/2025" (day first) and "03/13/2025" (month first) can be told apart only where one
 # side is over 12: those are said with the month's name, in their own order; "12/03/2025"
 # stays as written (the 12th of March or the 3rd of December), as do two-digit years.
+# A day and month without a year, where the day is over 12 ("closed 25/12 and 26/12"): only
+# one reading; "6/2" could be either, and stays.
+_DAY_MONTH_RE = re.compile(r"(?<![\w/.$€£¥₹])(1[3-9]|2\d|3[01])/(0?[1-9]|1[0-2])(?![\w/]|[.,]\d)")
 _SLASH_DATE_RE = re.compile(r"(?<![\d/.])(\d{1,2})/(\d{1,2})/((?:19|20)\d\d)(?![\d/]|[.,]\d)")
 # "0900-1730": 24-hour times without a colon, said as times, not dialled as a phone number:
 # where one side starts with a zero (a range of years never does), or in opening hours
@@ -1087,6 +1090,7 @@ def _numbers(text: str) -> str:
         )
     if "/" in text:
         text = _slash_dates(text)
+        text = _DAY_MONTH_RE.sub(lambda m: _bind(f"{int(m[1])} {month_name[int(m[2])]}"), text)
     if _FOUR_DIGITS_RE.search(text):
         text = _HHMM_RANGE_RE.sub(_speak_hhmm_range, text)
         text = _HHMM_AFTER_RE.sub(_speak_hhmm_after, text)

@@ -949,6 +949,9 @@ def test_the_days_and_months_hours_cover_in_words_they_do_not_write_are_listed(
             "We served 1000000 customers. Price $1000000.",
             "We served 1000000 customers. Price 1000000 dollars.",
         ),
+        # A day and month with the day over 12 has one reading; "6/2" could be either.
+        ("Closed 25/12 and 26/12, open 6/2.", "Closed 25 December and 26 December, open 6/2."),
+        ("Wheels 20/24 inch.", "Wheels 20/24 inch."),
         # Notes' shorthand.
         (
             "Pls call ahead. Max. 3 hrs parking. Min. age is 21.",

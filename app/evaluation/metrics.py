@@ -143,6 +143,12 @@ def best_f1(prediction: str, golds: Iterable[str]) -> float:
 
 
 _ZIP_CODE = re.compile(r"\d{5}")
+# Forms the speech shaping gives only in context, as an answer holds them: a service number
+# after "call" ("nine nine nine"), a reference after "number" ("five eight four zero one
+# seven"), a time with a dot after "until" ("9:30").
+_SERVICE_NUMBER = re.compile(r"999|911|111|112|101|988|000|995|10111|10177|100|102|108")
+_DIGIT_RUN = re.compile(r"\d{5,}")
+_DOT_TIME = re.compile(r"\b\d{1,2}\.[0-5]\d\b")
 
 
 def spoken_forms(gold: str) -> list[str]:
@@ -160,6 +166,12 @@ def spoken_forms(gold: str) -> list[str]:
     elif _ZIP_CODE.fullmatch(gold.strip()):
         # After a state ("Portland, ME 04101") a ZIP code is said digit by digit.
         forms.append(_said(gold.strip(), after="ZIP"))
+    if _SERVICE_NUMBER.fullmatch(gold.strip()):
+        forms.append(_said(gold.strip(), after="Call"))
+    elif _DIGIT_RUN.fullmatch(gold.strip()):
+        forms.append(_said(gold.strip(), after="number"))
+    if _DOT_TIME.search(gold):
+        forms.append(_said(gold, after="until"))
     return [form for form in dict.fromkeys(forms) if form]
 
 

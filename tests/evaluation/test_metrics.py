@@ -101,6 +101,18 @@ def test_spoken_forms_of_a_zip_code_read_digit_by_digit():
     assert contains_gold("We are at 12 Harbor Rd, Portland, ME zero four one zero one.", ["04101"])
 
 
+@pytest.mark.parametrize(
+    ("answer", "gold"),
+    [
+        ("In an emergency call nine nine nine.", "999"),
+        ("Our company registration number is five eight four zero one seven.", "584017"),
+        ("Please arrive by 9:30 on the day.", "9.30"),
+    ],
+)
+def test_a_gold_said_so_only_in_context_is_found(answer: str, gold: str) -> None:
+    assert contains_all_gold(answer, [gold])
+
+
 def test_answer_in_spoken_form_contains_gold():
     assert contains_gold("Members pay 90 percent of the list price.", ["90%"]) is True
 

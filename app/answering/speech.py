@@ -69,7 +69,7 @@ from collections.abc import Callable, Sequence
 
 from num2words import num2words  # type: ignore[import-untyped]
 
-__all__ = ["NON_TERMINAL_ABBREVIATIONS", "make_speakable", "speech_problems"]
+__all__ = ["NON_TERMINAL_ABBREVIATIONS", "SERVICE_NUMBERS", "make_speakable", "speech_problems"]
 
 # Abbreviations whose trailing period does not end a sentence (lower case, no final dot).
 # Shared with the sentence splitter of the extractive answerer.
@@ -583,18 +583,19 @@ _MAXIMUM_RE = re.compile(
 _SCHOOL_YEARS_RE = re.compile(r"\bY([1-9]|1[0-3])(?:\s*[-–]\s*Y([1-9]|1[0-3]))?\b")
 # Emergency and public service numbers one dials ("call 999", "NHS 111", "dial 911") are said
 # digit by digit, as they are known: not "nine hundred and eleven".
-_SERVICES = r"(?:999|911|111|112|101|988|000|995|10111|10177|100|102|108)"
+# Shared with the evaluation's gold check (app/evaluation/metrics.py).
+SERVICE_NUMBERS = r"(?:999|911|111|112|101|988|000|995|10111|10177|100|102|108)"
 _SERVICE_ENDS = r"\b(?![\d,.:]\d|\s?(?:%|percent|pounds|dollars|rupees|times|people|km|miles))"
-_SERVICE_HINT_RE = re.compile(rf"\b{_SERVICES}\b")
+_SERVICE_HINT_RE = re.compile(rf"\b{SERVICE_NUMBERS}\b")
 _SERVICE_NUMBER_RE = re.compile(
     r"\b((?:[Cc]all|CALL|[Dd]ial|DIAL|[Rr]ing|[Pp]hone|[Tt]ext|NHS|[Pp]olice|[Aa]mbulance|[Ff]ire|SAPS"
     r"|[Ee]mergency(?: services)?)(?: on| number)?:? (?:\([A-Z]+\) )?)"
-    rf"({_SERVICES}){_SERVICE_ENDS}"
+    rf"({SERVICE_NUMBERS}){_SERVICE_ENDS}"
 )
 # "call 112 or 999", "police 100 / 112": the next number of a list of them.
 _SERVICE_NEXT_RE = re.compile(
     rf"((?:(?<=\bone)|(?<=\btwo)|(?<=\bzero)|(?<=\bnine)|(?<=\bseven)|(?<=\beight)|(?<=\bfive))\)?"
-    rf"(?: \([A-Za-z]+\))?(?:,? or |,? and | ?/ ?|, ))({_SERVICES}){_SERVICE_ENDS}"
+    rf"(?: \([A-Za-z]+\))?(?:,? or |,? and | ?/ ?|, ))({SERVICE_NUMBERS}){_SERVICE_ENDS}"
 )
 
 # --- money, percent, degrees, units ---------------------------------------------------
@@ -1713,9 +1714,10 @@ def _speak_prefixed_dollars(match: re.Match[str]) -> str:
 
 def _speak_rand(match: re.Match[str]) -> str:
     whole, _, cents, per = match.groups()
-    if not (cents or per or " " in whole or "\u00a0" in whole):
+    digits = whole.replace(" ", "").replace("\u00a0", "")
+    if not (cents or per or digits != whole):
         return match.group(0)
-    grouped = f"{int(whole.replace(' ', '').replace(chr(0xA0), '')):,}"
+    grouped = f"{int(digits):,}"
     return _bind(_money_words(("rand", "rand", "cent", "cents"), grouped, cents, None))
 
 

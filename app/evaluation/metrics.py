@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from app.answering.speech import make_speakable
+from app.answering.speech import SERVICE_NUMBERS, make_speakable
 
 __all__ = [
     "CONFIDENCE_EDGES",
@@ -146,7 +146,7 @@ _ZIP_CODE = re.compile(r"\d{5}")
 # Forms the speech shaping gives only in context, as an answer holds them: a service number
 # after "call" ("nine nine nine"), a reference after "number" ("five eight four zero one
 # seven"), a time with a dot after "until" ("9:30").
-_SERVICE_NUMBER = re.compile(r"999|911|111|112|101|988|000|995|10111|10177|100|102|108")
+_SERVICE_NUMBER = re.compile(SERVICE_NUMBERS)
 _DIGIT_RUN = re.compile(r"\d{5,}")
 _DOT_TIME = re.compile(r"\b\d{1,2}\.[0-5]\d\b")
 
